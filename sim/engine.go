@@ -1,0 +1,186 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// Engine is the discrete-event scheduler: a clock and a queue of events
+// ordered by (time, sequence number). The sequence number is the order in
+// which events were scheduled, so two events at the same instant run in
+// the order they were created, and a run is a pure function of its inputs
+// and seed.
+//
+// An Engine is not safe for concurrent use: models run on one goroutine
+// at a time (processes are coroutines, not threads).
+type Engine struct {
+	now   Time
+	seq   uint64
+	queue []*event
+	free  []*event
+	rng   *rand.Rand
+
+	running *Proc // the process executing now, nil in event context
+	live    []*Proc
+	spawned uint64
+	fired   uint64
+}
+
+type event struct {
+	at  Time
+	seq uint64
+	fn  func()
+	idx int // position in the heap, -1 once out of it
+}
+
+// Handle names a scheduled event so that it can be cancelled.
+type Handle struct {
+	ev  *event
+	seq uint64
+}
+
+// New returns an engine at time 0 whose RNG is seeded with seed.
+func New(seed uint64) *Engine {
+	return &Engine{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// Now is the current virtual time.
+func (e *Engine) Now() Time { return e.now }
+
+// Rand is the engine's seeded random source. Models draw from it only in
+// event order, so draws are reproducible.
+func (e *Engine) Rand() *rand.Rand { return e.rng }
+
+// Fired counts the events run so far.
+func (e *Engine) Fired() uint64 { return e.fired }
+
+// At schedules fn at time t. Scheduling into the past is a model bug and
+// panics.
+func (e *Engine) At(t Time, fn func()) Handle {
+	if t < e.now {
+		panic(fmt.Sprintf("sim: event scheduled at %v, in the past (now %v)", t, e.now))
+	}
+	var ev *event
+	if n := len(e.free); n > 0 {
+		ev, e.free = e.free[n-1], e.free[:n-1]
+	} else {
+		ev = new(event)
+	}
+	e.seq++
+	*ev = event{at: t, seq: e.seq, fn: fn, idx: len(e.queue)}
+	e.queue = append(e.queue, ev)
+	e.up(ev.idx)
+	return Handle{ev, ev.seq}
+}
+
+// After schedules fn d after now.
+func (e *Engine) After(d Time, fn func()) Handle { return e.At(e.now+d, fn) }
+
+// Cancel removes a pending event. It reports false when the event already
+// ran or was cancelled.
+func (e *Engine) Cancel(h Handle) bool {
+	ev := h.ev
+	if ev == nil || ev.seq != h.seq || ev.idx < 0 {
+		return false
+	}
+	i, last := ev.idx, len(e.queue)-1
+	if i != last {
+		e.swap(i, last)
+	}
+	e.queue = e.queue[:last]
+	if i != last {
+		e.down(i)
+		e.up(i)
+	}
+	e.release(ev)
+	return true
+}
+
+// Pending reports whether an event is still waiting to run.
+func (e *Engine) Pending(h Handle) bool {
+	return h.ev != nil && h.ev.seq == h.seq && h.ev.idx >= 0
+}
+
+func (e *Engine) release(ev *event) {
+	ev.idx, ev.fn, ev.seq = -1, nil, 0
+	e.free = append(e.free, ev)
+}
+
+// Step runs the next event, if any, and reports whether it ran one.
+func (e *Engine) Step() bool { return e.step(Forever) }
+
+func (e *Engine) step(limit Time) bool {
+	if len(e.queue) == 0 || e.queue[0].at > limit {
+		return false
+	}
+	ev := e.queue[0]
+	last := len(e.queue) - 1
+	e.swap(0, last)
+	e.queue = e.queue[:last]
+	if last > 0 {
+		e.down(0)
+	}
+	e.now = ev.at
+	fn := ev.fn
+	e.release(ev)
+	e.fired++
+	fn()
+	return true
+}
+
+// Run runs events until none is left.
+func (e *Engine) Run() {
+	for e.step(Forever) {
+	}
+}
+
+// RunUntil runs every event at or before t, then sets the clock to t (if
+// t is not in the past).
+func (e *Engine) RunUntil(t Time) {
+	for e.step(t) {
+	}
+	if t > e.now {
+		e.now = t
+	}
+}
+
+func (e *Engine) less(i, j int) bool {
+	a, b := e.queue[i], e.queue[j]
+	return a.at < b.at || a.at == b.at && a.seq < b.seq
+}
+
+func (e *Engine) swap(i, j int) {
+	q := e.queue
+	q[i], q[j] = q[j], q[i]
+	q[i].idx, q[j].idx = i, j
+}
+
+func (e *Engine) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !e.less(i, p) {
+			return
+		}
+		e.swap(i, p)
+		i = p
+	}
+}
+
+func (e *Engine) down(i int) {
+	n := len(e.queue)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && e.less(r, l) {
+			m = r
+		}
+		if !e.less(m, i) {
+			return
+		}
+		e.swap(i, m)
+		i = m
+	}
+}

@@ -1,0 +1,252 @@
+package sim
+
+import (
+	"cmp"
+	"fmt"
+	"iter"
+	"slices"
+)
+
+// Proc is a simulated thread of control (an application thread, a driver
+// path, a kernel worker): ordinary sequential Go code that blocks in
+// virtual time. Each Proc is a coroutine (iter.Pull); only one runs at a
+// time, and the engine resumes them from events, so the interleaving is
+// the event order and nothing else.
+type Proc struct {
+	e     *Engine
+	name  string
+	next  func() (struct{}, bool)
+	stop  func()
+	yield func(struct{}) bool
+	// resumeFn is p.resume, bound once: a method value allocates.
+	resumeFn func()
+	exit  *Completion
+	state procState
+	id    uint64 // spawn order
+	slot  int    // index in Engine.live while alive
+	// waiting is what the blocked proc waits on, for deadlock reports.
+	waiting string
+}
+
+type procState uint8
+
+const (
+	procNew procState = iota
+	procRunning
+	procBlocked
+	procDone
+)
+
+// killed unwinds a process whose engine is shut down while it is blocked.
+type killed struct{}
+
+// Spawn creates a process that starts running body at the current time,
+// after the events already scheduled for this instant.
+func (e *Engine) Spawn(name string, body func(p *Proc)) *Proc {
+	e.spawned++
+	p := &Proc{e: e, name: name, id: e.spawned, slot: len(e.live), exit: e.NewNamedCompletion("exit of " + name)}
+	p.next, p.stop = iter.Pull(func(yield func(struct{}) bool) {
+		p.yield = yield
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(killed); !ok {
+					panic(r)
+				}
+			}
+		}()
+		body(p)
+	})
+	p.resumeFn = p.resume
+	e.live = append(e.live, p)
+	e.At(e.now, p.resumeFn)
+	return p
+}
+
+// resume runs p until it blocks or ends. It is called from event context
+// only, so exactly one process runs at a time.
+func (p *Proc) resume() {
+	if p.state == procDone {
+		return
+	}
+	prev := p.e.running
+	p.e.running, p.state, p.waiting = p, procRunning, ""
+	_, alive := p.next()
+	p.e.running = prev
+	if !alive {
+		p.state = procDone
+		p.e.removeLive(p)
+		p.exit.Complete()
+	}
+}
+
+// block suspends the running process until something calls wake.
+func (p *Proc) block(what string) {
+	if p.e.running != p {
+		panic(fmt.Sprintf("sim: %s called on process %q, which is not running", what, p.name))
+	}
+	p.state, p.waiting = procBlocked, what
+	if !p.yield(struct{}{}) {
+		panic(killed{})
+	}
+}
+
+// wake makes a blocked process runnable at the current instant.
+func (p *Proc) wake() { p.e.At(p.e.now, p.resumeFn) }
+
+// Name is the name given at Spawn.
+func (p *Proc) Name() string { return p.name }
+
+// Engine is the engine p runs on.
+func (p *Proc) Engine() *Engine { return p.e }
+
+// Now is the current virtual time.
+func (p *Proc) Now() Time { return p.e.now }
+
+// Sleep blocks p for d of virtual time.
+func (p *Proc) Sleep(d Time) {
+	if d < 0 {
+		panic(fmt.Sprintf("sim: %q sleeps a negative duration %v", p.name, d))
+	}
+	p.e.After(d, p.resumeFn)
+	p.block("sleep")
+}
+
+// Wait blocks p until c completes; it returns at once if c already has.
+func (p *Proc) Wait(c *Completion) {
+	if c.done {
+		return
+	}
+	c.waiters = append(c.waiters, p)
+	p.block("completion " + c.name)
+}
+
+// Spawn starts a child process; Join waits for it.
+func (p *Proc) Spawn(name string, body func(*Proc)) *Proc { return p.e.Spawn(name, body) }
+
+// Join blocks p until child has returned.
+func (p *Proc) Join(child *Proc) { p.Wait(child.exit) }
+
+// Exited completes when the process returns.
+func (p *Proc) Exited() *Completion { return p.exit }
+
+// WaitUntil blocks p on c until pred holds; pred is checked first and
+// again after every Signal or Broadcast that wakes p.
+func (p *Proc) WaitUntil(c *Cond, pred func() bool) {
+	for !pred() {
+		c.waiters = append(c.waiters, p)
+		p.block("condition " + c.name)
+	}
+}
+
+// Blocked lists the processes that have not finished, with what each
+// waits on; after Run returns, any of them is deadlocked.
+func (e *Engine) Blocked() []string {
+	live := slices.Clone(e.live)
+	slices.SortFunc(live, func(a, b *Proc) int { return cmp.Compare(a.id, b.id) })
+	var out []string
+	for _, p := range live {
+		out = append(out, fmt.Sprintf("%s (waiting on %s)", p.name, p.waiting))
+	}
+	return out
+}
+
+// Close ends every process that has not finished, unwinding its stack,
+// so that no coroutine outlives the engine. The engine is not usable
+// afterwards.
+func (e *Engine) Close() {
+	for _, p := range slices.Clone(e.live) {
+		p.state = procDone
+		p.stop()
+	}
+	e.live = nil
+	e.queue = nil
+}
+
+// Completion is a one-shot event that processes wait on and callbacks
+// hang off: the end of a DMA, a fence signal, a process exit.
+type Completion struct {
+	e         *Engine
+	name      string
+	done      bool
+	at        Time
+	waiters   []*Proc
+	callbacks []func()
+}
+
+// NewCompletion returns a pending completion.
+func (e *Engine) NewCompletion() *Completion { return &Completion{e: e} }
+
+// NewNamedCompletion returns a pending completion with a name used in
+// deadlock reports.
+func (e *Engine) NewNamedCompletion(name string) *Completion {
+	return &Completion{e: e, name: name}
+}
+
+// Done reports whether c has completed.
+func (c *Completion) Done() bool { return c.done }
+
+// At is when c completed; meaningful only once Done.
+func (c *Completion) At() Time { return c.at }
+
+// Complete marks c done, wakes its waiters in the order they began to
+// wait and runs its callbacks, now, in the order they were added.
+// Completing twice is a model bug and panics.
+func (c *Completion) Complete() {
+	if c.done {
+		panic("sim: completion " + c.name + " completed twice")
+	}
+	c.done, c.at = true, c.e.now
+	for _, p := range c.waiters {
+		p.wake()
+	}
+	cbs := c.callbacks
+	c.waiters, c.callbacks = nil, nil
+	for _, fn := range cbs {
+		fn()
+	}
+}
+
+// OnComplete runs fn when c completes, or now if it already has.
+func (c *Completion) OnComplete(fn func()) {
+	if c.done {
+		fn()
+		return
+	}
+	c.callbacks = append(c.callbacks, fn)
+}
+
+// Cond is a condition processes wait on (Proc.WaitUntil) until another
+// party changes the state it guards and signals it.
+type Cond struct {
+	name    string
+	waiters []*Proc
+}
+
+// NewCond returns a condition with a name used in deadlock reports.
+func NewCond(name string) *Cond { return &Cond{name: name} }
+
+// Signal wakes the longest-waiting process, if any.
+func (c *Cond) Signal() {
+	if len(c.waiters) == 0 {
+		return
+	}
+	p := c.waiters[0]
+	c.waiters = c.waiters[1:]
+	p.wake()
+}
+
+// Broadcast wakes every waiting process, in the order they began to wait.
+func (c *Cond) Broadcast() {
+	ws := c.waiters
+	c.waiters = nil
+	for _, p := range ws {
+		p.wake()
+	}
+}
+
+func (e *Engine) removeLive(p *Proc) {
+	last := len(e.live) - 1
+	e.live[p.slot] = e.live[last]
+	e.live[p.slot].slot = p.slot
+	e.live = e.live[:last]
+}
