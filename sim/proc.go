@@ -20,10 +20,10 @@ type Proc struct {
 	yield func(struct{}) bool
 	// resumeFn is p.resume, bound once: a method value allocates.
 	resumeFn func()
-	exit  *Completion
-	state procState
-	id    uint64 // spawn order
-	slot  int    // index in Engine.live while alive
+	exit     *Completion
+	state    procState
+	id       uint64 // spawn order
+	slot     int    // index in Engine.live while alive
 	// waiting is what the blocked proc waits on, for deadlock reports.
 	waiting string
 }

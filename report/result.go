@@ -1,0 +1,132 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Result is the outcome of one scenario run. Its JSON form is documented
+// in docs/json.md; field names are stable.
+type Result struct {
+	Scenario string `json:"scenario"`
+	Platform string `json:"platform"`
+	// Params holds every parameter's value for this run, defaults
+	// included (JSON objects are written with sorted keys).
+	Params  map[string]string `json:"params"`
+	Results []Row             `json:"results"`
+	// Factors are the efficiency factors the model applied, with their
+	// source, so a number can always be traced to its assumptions.
+	Factors map[string]Factor `json:"factors"`
+}
+
+// Row is one measurement of the model.
+type Row struct {
+	Name      string `json:"name"`
+	Path      string `json:"path"`
+	Direction string `json:"direction"`
+	Bytes     int64  `json:"bytes"`
+	// Seconds is the time of one copy of Bytes, per-call overhead
+	// included.
+	Seconds float64 `json:"seconds"`
+	// GBps is Bytes / Seconds in GB/s (1e9 B/s); for bidir, per
+	// direction, as nvbandwidth reports it.
+	GBps float64 `json:"gbps"`
+}
+
+// Factor is one efficiency factor and where its value comes from.
+type Factor struct {
+	Value  float64 `json:"value"`
+	Source string  `json:"source,omitempty"`
+}
+
+// WriteJSON writes r as one indented JSON document.
+func WriteJSON(w io.Writer, r *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes r for people: a header, one line per row, the
+// factors with their sources.
+func WriteTable(w io.Writer, r *Result) error {
+	fmt.Fprintf(w, "%s on %s\n", r.Scenario, r.Platform)
+	keys := slices.Sorted(mapKeys(r.Params))
+	var ps []string
+	for _, k := range keys {
+		ps = append(ps, k+"="+r.Params[k])
+	}
+	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "path\tdirection\tsize\ttime\tGB/s\t")
+	for _, row := range r.Results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", row.Path, row.Direction, FormatBytes(row.Bytes),
+			FormatSeconds(row.Seconds), FormatGBps(row.GBps))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Factors) > 0 {
+		fmt.Fprintln(w, "\nfactors:")
+		for _, k := range slices.Sorted(mapKeys(r.Factors)) {
+			f := r.Factors[k]
+			fmt.Fprintf(w, "  %s = %.6g", k, f.Value)
+			if f.Source != "" {
+				fmt.Fprintf(w, "  (%s)", f.Source)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// FormatBytes writes a size in the largest binary unit that divides it
+// exactly: "8 B", "4 KiB", "1.5 MiB" only when exact, else bytes.
+func FormatBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for n >= 1024 && n%1024 == 0 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	return fmt.Sprintf("%d %s", n, units[i])
+}
+
+// FormatSeconds writes a duration with four significant digits in a
+// readable unit.
+func FormatSeconds(s float64) string {
+	switch {
+	case s >= 1:
+		return fmt.Sprintf("%.4g s", s)
+	case s >= 1e-3:
+		return fmt.Sprintf("%.4g ms", s*1e3)
+	case s >= 1e-6:
+		return fmt.Sprintf("%.4g us", s*1e6)
+	default:
+		return fmt.Sprintf("%.4g ns", s*1e9)
+	}
+}
+
+// FormatGBps writes a bandwidth in GB/s with sensible precision.
+func FormatGBps(g float64) string {
+	if g >= 100 {
+		return fmt.Sprintf("%.1f", g)
+	}
+	if g >= 0.01 {
+		return fmt.Sprintf("%.2f", g)
+	}
+	return fmt.Sprintf("%.2g", g)
+}
