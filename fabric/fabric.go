@@ -1,0 +1,308 @@
+package fabric
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dmalab/dmalab/sim"
+)
+
+// Factors are LV08's global corrections, by their SimGrid names
+// (network/bandwidth-factor, network/latency-factor, network/crosstraffic).
+type Factors struct {
+	// Bandwidth scales every link's capacity; 0 means 1.
+	Bandwidth float64
+	// Latency scales every route's latency; 0 means 1.
+	Latency float64
+	// Cross is the load a flow puts on the reverse direction of each hop,
+	// per byte it carries forward (TCP ACKs, PCIe flow-control and
+	// completion traffic); 0 means none.
+	Cross float64
+}
+
+// withDefaults returns f with zero factors set to 1, and panics on
+// factors that would make a rate or a latency meaningless.
+func (f Factors) withDefaults() Factors {
+	if f.Bandwidth == 0 {
+		f.Bandwidth = 1
+	}
+	if f.Latency == 0 {
+		f.Latency = 1
+	}
+	for _, v := range []struct {
+		name string
+		v    float64
+	}{{"bandwidth", f.Bandwidth}, {"latency", f.Latency}, {"cross", f.Cross}} {
+		if v.v < 0 || math.IsNaN(v.v) || math.IsInf(v.v, 0) {
+			panic(fmt.Sprintf("fabric: %s factor %v must be finite and not negative", v.name, v.v))
+		}
+	}
+	return f
+}
+
+// Sharing says how a link's two directions use its capacity.
+type Sharing uint8
+
+const (
+	// FullDuplex links have two independent directions, each with the
+	// link's capacity (PCIe, NVLink, UPI).
+	FullDuplex Sharing = iota
+	// Shared links are one resource for both directions (a memory bus,
+	// DRAM channels, HBM, a half-duplex link).
+	Shared
+)
+
+func (s Sharing) String() string {
+	switch s {
+	case FullDuplex:
+		return "full-duplex"
+	case Shared:
+		return "shared"
+	}
+	return fmt.Sprintf("Sharing(%d)", uint8(s))
+}
+
+// Dir is a direction of travel over a link, relative to its ends.
+type Dir uint8
+
+const (
+	AtoB Dir = iota // from the link's A end to its B end
+	BtoA            // from B to A
+)
+
+// Reverse is the opposite direction.
+func (d Dir) Reverse() Dir { return 1 - d }
+
+func (d Dir) String() string {
+	switch d {
+	case AtoB:
+		return "A→B"
+	case BtoA:
+		return "B→A"
+	}
+	return fmt.Sprintf("Dir(%d)", uint8(d))
+}
+
+// Fabric is a set of links between nodes and the flows moving over them.
+type Fabric struct {
+	eng *sim.Engine
+	fac Factors
+
+	nodes      []*Node
+	nodeByName map[string]*Node // lookup only, never iterated
+	links      []*Link
+	linkByName map[string]*Link // lookup only, never iterated
+	res        []resource
+
+	// toward[d] holds, per node, the best (hops, latency) to node d; nil
+	// until a route to d is asked for. routes caches finished routes by
+	// (from, to) node index. Both are cleared by Connect.
+	toward [][]pathCost
+	routes map[[2]int]Route
+
+	observers []func(Event)
+
+	// active are the flows past their latency, in activation order; a
+	// flow's slot is its index here.
+	active []*Flow
+	// last is when the active flows' progress and the link counters were
+	// last brought up to date.
+	last sim.Time
+	// pending: a recompute event is scheduled at the current instant.
+	pending    bool
+	recomputes uint64
+	// timer is the one completion event: at timerAt, the earliest end of
+	// an active flow.
+	timer   sim.Handle
+	timerAt sim.Time
+
+	recomputeFn, timerFn func() // method values, made once
+
+	// Scratch reused by each recompute, so that it does not allocate.
+	epoch   uint64
+	touched []int32 // resources loaded, in first-load order
+	live    []int32 // resources with unfrozen flows
+	capped  []*Flow
+	used    []int32 // link-direction slots (link index*2 + dir) carrying flows
+	ending  []*Flow
+}
+
+// New returns an empty fabric on eng.
+func New(eng *sim.Engine, f Factors) *Fabric {
+	fab := &Fabric{
+		eng:        eng,
+		fac:        f.withDefaults(),
+		nodeByName: make(map[string]*Node),
+		linkByName: make(map[string]*Link),
+		routes:     make(map[[2]int]Route),
+		last:       eng.Now(),
+	}
+	fab.recomputeFn, fab.timerFn = fab.recompute, fab.onTimer
+	return fab
+}
+
+// Factors are the fabric's factors, with defaults filled in.
+func (f *Fabric) Factors() Factors { return f.fac }
+
+// Engine is the engine the fabric runs on.
+func (f *Fabric) Engine() *sim.Engine { return f.eng }
+
+// Node is a vertex of the topology: an endpoint, a switch, a memory.
+type Node struct {
+	fab   *Fabric
+	name  string
+	index int
+	links []*Link // in creation order
+}
+
+// Name is the node's name, unique in its fabric.
+func (n *Node) Name() string { return n.name }
+
+func (n *Node) String() string { return n.name }
+
+// Links are the links with n at one end, in creation order.
+func (n *Node) Links() []*Link { return n.links }
+
+// Node returns the node called name, creating it if needed.
+func (f *Fabric) Node(name string) *Node {
+	if n := f.nodeByName[name]; n != nil {
+		return n
+	}
+	n := &Node{fab: f, name: name, index: len(f.nodes)}
+	f.nodes = append(f.nodes, n)
+	f.nodeByName[name] = n
+	return n
+}
+
+// Nodes are the fabric's nodes in creation order.
+func (f *Fabric) Nodes() []*Node { return f.nodes }
+
+// Link is a capacity that flows share: one resource per direction
+// (FullDuplex) or one for both (Shared).
+type Link struct {
+	fab      *Fabric
+	name     string
+	a, b     *Node
+	capacity float64
+	latency  sim.Time
+	sharing  Sharing
+	index    int
+	// res is the resource that carries each direction of travel; the two
+	// are the same for a Shared link.
+	res [2]int32
+	// dir are the traffic counters per direction of travel.
+	dir [2]dirState
+}
+
+// dirState counts the flows travelling one way over a link.
+type dirState struct {
+	bytes float64
+	busy  sim.Time
+	// rate (payload bytes/s, weights included, cross traffic not) and n
+	// (hops of transferring flows) hold since the last recompute.
+	rate float64
+	n    int32
+}
+
+// resource is one capacity that progressive filling shares.
+type resource struct {
+	link *Link
+	cap  float64 // effective: capacity × bandwidth factor
+	peak float64 // highest load/cap seen
+
+	// Progressive-filling state, valid while epoch is the fabric's.
+	epoch uint64
+	rem   float64 // capacity not used by frozen flows
+	w     float64 // summed weights of unfrozen loads
+	n     int32   // unfrozen loads
+	flows []*Flow // flows loading it, once per load
+}
+
+// Connect adds a link between a and b with capacity bytes/s per direction
+// (before the bandwidth factor) and a latency. A link's name must be
+// unique and its capacity positive and finite: a link that cannot carry
+// anything would leave flows waiting forever, so Connect panics, naming
+// the link, on a model-construction bug.
+func (f *Fabric) Connect(name string, a, b *Node, capacity float64, latency sim.Time, s Sharing) *Link {
+	switch {
+	case f.linkByName[name] != nil:
+		panic(fmt.Sprintf("fabric: link %q connected twice", name))
+	case a == nil || b == nil || a.fab != f || b.fab != f:
+		panic(fmt.Sprintf("fabric: link %q: both ends must be nodes of this fabric", name))
+	case !(capacity > 0) || math.IsInf(capacity, 0):
+		panic(fmt.Sprintf("fabric: link %q: capacity %v B/s must be positive and finite", name, capacity))
+	case latency < 0:
+		panic(fmt.Sprintf("fabric: link %q: negative latency %v", name, latency))
+	case s != FullDuplex && s != Shared:
+		panic(fmt.Sprintf("fabric: link %q: bad sharing %v", name, s))
+	}
+	l := &Link{fab: f, name: name, a: a, b: b, capacity: capacity, latency: latency, sharing: s, index: len(f.links)}
+	eff := capacity * f.fac.Bandwidth
+	for d := range 2 {
+		if d == 1 && s == Shared {
+			l.res[1] = l.res[0]
+			break
+		}
+		l.res[d] = int32(len(f.res))
+		f.res = append(f.res, resource{link: l, cap: eff})
+	}
+	f.links = append(f.links, l)
+	f.linkByName[name] = l
+	a.links = append(a.links, l)
+	if b != a {
+		b.links = append(b.links, l)
+	}
+	f.toward = nil
+	clear(f.routes)
+	return l
+}
+
+// Links are the fabric's links in creation order.
+func (f *Fabric) Links() []*Link { return f.links }
+
+// Link returns the link called name, or nil.
+func (f *Fabric) Link(name string) *Link { return f.linkByName[name] }
+
+// Name is the link's name, unique in its fabric.
+func (l *Link) Name() string { return l.name }
+
+func (l *Link) String() string { return l.name }
+
+// A and B are the link's ends.
+func (l *Link) A() *Node { return l.a }
+
+// B is the link's other end.
+func (l *Link) B() *Node { return l.b }
+
+// Capacity is the nominal capacity in bytes/s per direction, before the
+// bandwidth factor.
+func (l *Link) Capacity() float64 { return l.capacity }
+
+// Effective is the capacity flows share: Capacity × the bandwidth factor.
+func (l *Link) Effective() float64 { return l.fab.res[l.res[0]].cap }
+
+// Latency is the link's latency, before the latency factor.
+func (l *Link) Latency() sim.Time { return l.latency }
+
+// Sharing says whether the directions are independent.
+func (l *Link) Sharing() Sharing { return l.sharing }
+
+// From is the node a flow travelling d over l leaves.
+func (l *Link) From(d Dir) *Node {
+	if d == AtoB {
+		return l.a
+	}
+	return l.b
+}
+
+// To is the node a flow travelling d over l arrives at.
+func (l *Link) To(d Dir) *Node { return l.From(d.Reverse()) }
+
+// Recomputes counts the bandwidth recomputations so far (at most one per
+// instant at which flows become active or end, plus one for any flow
+// started from an observer or a completion callback at that instant).
+func (f *Fabric) Recomputes() uint64 { return f.recomputes }
+
+// Active is the number of flows transferring now (past their latency,
+// not yet ended).
+func (f *Fabric) Active() int { return len(f.active) }

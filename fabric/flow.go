@@ -1,0 +1,217 @@
+package fabric
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dmalab/dmalab/sim"
+)
+
+// Flow is one bulk transfer: it waits its route's latency, then moves its
+// bytes at the rate max-min sharing gives it.
+type Flow struct {
+	fab   *Fabric
+	name  string
+	route Route
+	bytes int64
+	cap   float64 // MaxRate; 0 for none
+	tag   any
+	done  *sim.Completion
+	loads []load
+
+	state                  flowState
+	start, activeAt, endAt sim.Time // endAt: scheduled end while active, the end once done
+
+	rate      float64 // while active
+	remaining float64 // bytes left at fab.last, while active
+	slot      int     // index in fab.active, while active
+
+	// Progressive-filling scratch.
+	frozen, changed bool
+	newRate         float64
+}
+
+// load is one resource a flow loads, with its weight (bytes of load per
+// byte of flow).
+type load struct {
+	r int32
+	w float64
+}
+
+type flowState uint8
+
+const (
+	flowLatency flowState = iota // paying its latency
+	flowActive                   // transferring
+	flowDone
+)
+
+// Option tunes a flow at Start.
+type Option func(*Flow)
+
+// MaxRate caps the flow at rate bytes/s whatever the links could give it:
+// a CPU thread's memcpy rate, a DMA engine's issue rate. rate must be
+// positive and finite.
+func MaxRate(rate float64) Option {
+	if !(rate > 0) || math.IsInf(rate, 0) {
+		panic(fmt.Sprintf("fabric: MaxRate %v B/s must be positive and finite", rate))
+	}
+	return func(fl *Flow) { fl.cap = rate }
+}
+
+// Tag attaches user data to the flow, for observers (Flow.Tag).
+func Tag(v any) Option { return func(fl *Flow) { fl.tag = v } }
+
+// Start begins a flow of bytes over r now. It is observed as FlowStart at
+// once; FlowActive follows after r's latency × the latency factor, then
+// FlowRate at each rate change and FlowEnd when its bytes are through, when
+// Done completes. A 0-byte flow ends when its latency is over, and so does
+// a flow that nothing limits (no hops and no MaxRate).
+//
+// Start never completes anything synchronously: even with zero latency
+// the flow becomes active in an event at the current instant.
+//
+// An invalid request is a model bug, and Start panics naming the flow: a
+// hop with a nil link or a link of another fabric, a bad direction, a
+// negative or non-finite weight, negative bytes.
+func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
+	if bytes < 0 {
+		panic(fmt.Sprintf("fabric: flow %q: negative size %d", name, bytes))
+	}
+	fl := &Flow{
+		fab:   f,
+		name:  name,
+		route: Route{Hops: append([]Hop(nil), r.Hops...)},
+		bytes: bytes,
+		start: f.eng.Now(),
+		done:  f.eng.NewNamedCompletion("flow " + name),
+	}
+	for _, o := range opt {
+		o(fl)
+	}
+	nl := len(r.Hops)
+	if f.fac.Cross > 0 {
+		nl *= 2
+	}
+	fl.loads = make([]load, 0, nl)
+	for i, h := range r.Hops {
+		switch w := h.Weight; {
+		case h.Link == nil || h.Link.fab != f:
+			panic(fmt.Sprintf("fabric: flow %q: hop %d: link is nil or of another fabric", name, i))
+		case h.Dir != AtoB && h.Dir != BtoA:
+			panic(fmt.Sprintf("fabric: flow %q: hop %d over %s: bad direction %v", name, i, h.Link.name, h.Dir))
+		case w < 0 || math.IsNaN(w) || math.IsInf(w, 0):
+			panic(fmt.Sprintf("fabric: flow %q: hop %d over %s: weight %v must be finite and not negative", name, i, h.Link.name, w))
+		}
+		w := h.weight()
+		fl.loads = append(fl.loads, load{h.Link.res[h.Dir], w})
+		if c := f.fac.Cross; c > 0 {
+			// On a Shared link the reverse direction is the same
+			// resource, which so sees (1+Cross)×Weight.
+			fl.loads = append(fl.loads, load{h.Link.res[h.Dir.Reverse()], c * w})
+		}
+	}
+	lat := r.Latency()
+	if f.fac.Latency != 1 {
+		lat = sim.Time(math.Round(float64(lat) * f.fac.Latency))
+	}
+	f.emit(Event{Kind: FlowStart, Time: fl.start, Flow: fl})
+	f.eng.At(fl.start+lat, fl.activate)
+	return fl
+}
+
+// activate ends the latency phase.
+func (fl *Flow) activate() {
+	f := fl.fab
+	fl.state, fl.activeAt = flowActive, f.eng.Now()
+	f.emit(Event{Kind: FlowActive, Time: fl.activeAt, Flow: fl})
+	if fl.bytes == 0 || len(fl.loads) == 0 && fl.cap == 0 {
+		f.finish(fl)
+		return
+	}
+	fl.remaining = float64(fl.bytes)
+	fl.slot = len(f.active)
+	f.active = append(f.active, fl)
+	f.markDirty()
+}
+
+// onTimer ends every active flow whose end is now, in activation order.
+func (f *Fabric) onTimer() {
+	now := f.eng.Now()
+	ending := f.ending[:0]
+	for _, fl := range f.active {
+		if fl.endAt <= now {
+			ending = append(ending, fl)
+		}
+	}
+	for _, fl := range ending {
+		last := f.active[len(f.active)-1]
+		f.active[fl.slot], last.slot = last, fl.slot
+		f.active = f.active[:len(f.active)-1]
+	}
+	f.markDirty()
+	for i, fl := range ending {
+		ending[i] = nil
+		f.finish(fl)
+	}
+	f.ending = ending[:0]
+}
+
+// finish marks fl done now; it is no longer in the active set.
+func (f *Fabric) finish(fl *Flow) {
+	fl.state, fl.endAt = flowDone, f.eng.Now()
+	fl.rate, fl.remaining = 0, 0
+	f.emit(Event{Kind: FlowEnd, Time: fl.endAt, Flow: fl})
+	fl.done.Complete()
+}
+
+// Name is the name given at Start.
+func (fl *Flow) Name() string { return fl.name }
+
+func (fl *Flow) String() string { return fl.name }
+
+// Bytes is the flow's size.
+func (fl *Flow) Bytes() int64 { return fl.bytes }
+
+// Route is the route given at Start; the caller must not modify its hops.
+func (fl *Flow) Route() Route { return fl.route }
+
+// Tag is the value given with the Tag option, or nil.
+func (fl *Flow) Tag() any { return fl.tag }
+
+// MaxRate is the flow's cap in bytes/s, 0 for none.
+func (fl *Flow) MaxRate() float64 { return fl.cap }
+
+// Done completes when the flow's bytes are through.
+func (fl *Flow) Done() *sim.Completion { return fl.done }
+
+// Rate is the flow's current rate in bytes/s; 0 during its latency, after
+// its end, and between becoming active and the recompute at that instant.
+func (fl *Flow) Rate() float64 { return fl.rate }
+
+// Start is when the flow was started.
+func (fl *Flow) Start() sim.Time { return fl.start }
+
+// ActiveAt is when its latency phase ended; meaningful once FlowActive
+// has been observed.
+func (fl *Flow) ActiveAt() sim.Time { return fl.activeAt }
+
+// End is when the flow ended; meaningful once Done has completed.
+func (fl *Flow) End() sim.Time {
+	if fl.state != flowDone {
+		return 0
+	}
+	return fl.endAt
+}
+
+// Remaining is the bytes not yet through, now.
+func (fl *Flow) Remaining() float64 {
+	switch fl.state {
+	case flowLatency:
+		return float64(fl.bytes)
+	case flowActive:
+		dt := fl.fab.eng.Now() - fl.fab.last
+		return max(0, fl.remaining-fl.rate*float64(dt)/float64(sim.Second))
+	}
+	return 0
+}
