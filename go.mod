@@ -3,6 +3,6 @@ module github.com/dmalab/dmalab
 go 1.26.8
 
 require (
-	github.com/ebitengine/purego v0.11.3 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	github.com/ebitengine/purego v0.11.3
+	gopkg.in/yaml.v3 v3.0.1
 )

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/dmalab/dmalab/platform"
+)
+
+func init() {
+	register(&command{name: "platform", summary: "show or check a platform description", run: runPlatform})
+}
+
+func runPlatform(e *env, args []string) int {
+	fs := newFlags(e, "platform", "platform show NAME|FILE | platform check FILE... | platform list",
+		`show prints a preset (or a platform file) as YAML; the output loads back to
+an identical platform, so it is the way to start a description of your own
+machine: dmalab platform show h200-pcie > mine.yaml, edit, then
+dmalab run --platform mine.yaml. check validates files and reports every
+error as file:line: field: reason. list names the presets.`)
+	pos, code, stop := parseArgs(e, fs, args)
+	if stop {
+		return code
+	}
+	if len(pos) == 0 {
+		return usageError(e, "platform", "want a subcommand: show NAME|FILE, check FILE..., or list")
+	}
+	switch pos[0] {
+	case "list":
+		for _, n := range platform.Presets() {
+			fmt.Fprintln(e.stdout, n)
+		}
+		return exitOK
+	case "show":
+		if len(pos) != 2 {
+			return usageError(e, "platform show", "want one platform name or file")
+		}
+		spec, err := platform.Resolve(pos[1])
+		if err != nil {
+			return usageError(e, "platform show", "%v", err)
+		}
+		out, err := platform.Marshal(spec)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "dmalab platform show: %v\n", err)
+			return exitFindings
+		}
+		e.stdout.Write(out)
+		return exitOK
+	case "check":
+		if len(pos) < 2 {
+			return usageError(e, "platform check", "want one or more files")
+		}
+		bad := false
+		for _, f := range pos[1:] {
+			if _, err := platform.Load(f); err != nil {
+				fmt.Fprintln(e.stderr, err)
+				bad = true
+				continue
+			}
+			fmt.Fprintf(e.stdout, "%s: ok\n", f)
+		}
+		if bad {
+			return exitUsage
+		}
+		return exitOK
+	}
+	return usageError(e, "platform", "unknown subcommand %q (want show, check or list)", pos[0])
+}

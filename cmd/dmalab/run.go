@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/dmalab/dmalab/report"
+	"github.com/dmalab/dmalab/scenario"
+)
+
+func init() {
+	register(&command{name: "run", summary: "run a scenario on a modelled platform (default: " + scenario.Default + ")", run: runRun})
+}
+
+// setFlags collects repeated --set key=value flags.
+type setFlags []string
+
+func (s *setFlags) String() string     { return strings.Join(*s, " ") }
+func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
+
+func runRun(e *env, args []string) int {
+	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--json] [--trace FILE]",
+		`Runs a built-in scenario on a modelled platform, in virtual time, and prints
+its results. Without SCENARIO it runs `+scenario.Default+` on its default platform.
+"dmalab list" shows the scenarios and platforms; "dmalab run SCENARIO --help"
+shows a scenario's parameters.
+
+--set takes a scenario parameter (sizes=4KiB,1GiB), seed=N, or
+platform.<field path>=<value> to change one field of the platform
+(platform.gpus.gpu0.copy_overhead=5us, platform.fabric.cross_traffic=0.05).`)
+	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
+	var sets setFlags
+	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
+	asJSON := fs.Bool("json", false, "print one JSON document instead of a table")
+	tracePath := fs.String("trace", "", "write a Chrome trace-event file (opens in Perfetto) to `FILE`")
+	help := false
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			help = true
+		}
+	}
+	pos, code, stop := parseArgs(e, fs, args)
+	if stop {
+		if help && len(pos) == 0 {
+			// The flag package printed the generic help; add scenario
+			// parameters when a scenario precedes --help.
+			for _, a := range args {
+				if !strings.HasPrefix(a, "-") {
+					if s, err := scenario.Lookup(a); err == nil {
+						scenarioHelp(e, s)
+					}
+					break
+				}
+			}
+		}
+		return code
+	}
+	if len(pos) > 1 {
+		return usageError(e, "run", "one scenario at a time, got %q", pos)
+	}
+	name := scenario.Default
+	if len(pos) == 1 {
+		name = pos[0]
+	}
+	s, err := scenario.Lookup(name)
+	if err != nil {
+		return usageError(e, "run", "%s", scenario.UsageMessage(err))
+	}
+	res, tr, err := scenario.Run(s, scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != ""})
+	if err != nil {
+		if errors.Is(err, scenario.ErrUsage) {
+			return usageError(e, "run", "%s", scenario.UsageMessage(err))
+		}
+		fmt.Fprintf(e.stderr, "dmalab run %s: %v\n", name, err)
+		return exitFindings
+	}
+	if *tracePath != "" {
+		if err := writeFile(*tracePath, tr.Write); err != nil {
+			return usageError(e, "run", "--trace: %v", err)
+		}
+	}
+	if *asJSON {
+		err = report.WriteJSON(e.stdout, res)
+	} else {
+		err = report.WriteTable(e.stdout, res)
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "dmalab run: %v\n", err)
+		return exitFindings
+	}
+	return exitOK
+}
+
+func scenarioHelp(e *env, s *scenario.Scenario) {
+	fmt.Fprintf(e.stdout, "\nScenario %s: %s\n\n%s\n\nDefault platform: %s\n\nParameters (--set name=value):\n", s.Name, s.Summary, s.Doc, s.Platform)
+	fmt.Fprintf(e.stdout, "  %-12s %s (default %s)\n", "seed", "seed of the engine's random source", "1")
+	for _, p := range s.Params {
+		fmt.Fprintf(e.stdout, "  %-12s %s (default %s)\n", p.Name, p.Help, p.Default)
+	}
+}
+
+// writeFile writes a file through fn, reporting the first error.
+func writeFile(path string, fn func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

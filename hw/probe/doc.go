@@ -1,0 +1,55 @@
+// Package probe measures how data moves between the host and NVIDIA GPUs on
+// the machine at hand: the suite behind `dmalab probe`.
+//
+// The measurements are written against Device, the small part of the CUDA
+// driver API they need. OpenCUDA provides the real one (package cuda through
+// purego, package nvml, the PTX kernels of package kernels); NewFake a
+// deterministic one with real byte buffers and virtual time, so that the
+// method itself — warm-up, timing, statistics, data verification, error
+// handling, cleanup — is tested without a GPU.
+//
+// # Method
+//
+// Every buffer is filled with a pattern before each sample (source and
+// destination with different seeds) and the destination is checked after
+// it; a mismatch fails the measurement with an error wrapping ErrVerify.
+// Each measurement takes Options.Samples samples (at least 3) and reports
+// their median, minimum and maximum, with every sample kept.
+//
+//   - Asynchronous work (copy-engine copies, the copy kernel) uses
+//     nvbandwidth's method, MethodSpinEvents: the spin kernel holds a
+//     stream while Warmup and then Repetitions operations are queued behind
+//     it, the timed ones between two CUDA events; releasing the spin starts
+//     them back to back, so the time the host takes to queue them is not
+//     measured. A spin that ends by its timeout voids the sample
+//     (ErrSpinTimeout). Both directions at once use two streams, the second
+//     waiting for the first's start event.
+//   - Work that is synchronous by nature (cuMemcpy from pageable memory,
+//     per-call times of small copies, cuMemHostRegister) uses the host's
+//     monotonic clock, MethodHostTimer.
+//
+// Bandwidth is in GB/s (10^9 bytes per second) with each byte counted once,
+// also for device-to-device copies; per-operation times are in µs.
+//
+// # Families
+//
+// ce_copy: copy-engine copies h2d and d2h over a size sweep from pinned
+// memory (cuMemHostAlloc PORTABLE), both directions at once, write-combined
+// and registered memory, and device to device. sm_copy: the copy kernel
+// reading and writing mapped host memory (zero-copy) and device memory.
+// sync_copy: synchronous copies from pageable and pinned memory. sync_call:
+// the time per call of small synchronous copies. call_overhead: one trivial
+// driver call through the binding. host_memcpy: one CPU thread copying
+// pageable to pinned memory. pin: cuMemHostRegister and unregister per size.
+// capabilities: dma-buf export of device memory and buffer-id behaviour
+// across free and re-allocation, next to the device attributes, BAR1 and
+// PCIe link state that every GPU report carries.
+//
+// # Output
+//
+// Report.WriteJSON writes one document (schema Schema, stable snake_case
+// names: see the struct tags of Report, GPUReport, Measurement, DeviceInfo,
+// Machine); ReadJSON reads it back. Report.WriteNVBandwidth writes the
+// copy-engine and SM results in nvbandwidth's `-j` layout.
+// Report.WriteTable writes tables for people.
+package probe

@@ -1,0 +1,265 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// collector gathers a family's measurements and failures: a failed
+// measurement is reported and the family goes on with the next.
+type collector struct {
+	g    *GPUReport
+	errs []error
+}
+
+func (c *collector) add(m Measurement, err error) {
+	if err != nil {
+		c.errs = append(c.errs, err)
+		return
+	}
+	c.g.Measurements = append(c.g.Measurements, m)
+}
+
+func (c *collector) fail(err error) {
+	if err != nil {
+		c.errs = append(c.errs, err)
+	}
+}
+
+func (c *collector) err() error { return errors.Join(c.errs...) }
+
+// withBuffers allocates buffers, runs fn with them and frees them.
+func (m *meter) withBuffers(c *collector, what string, fn func(b []*Buffer), specs ...bufSpec) {
+	bufs, free, err := m.buffers(specs...)
+	if err != nil {
+		c.fail(fmt.Errorf("%s: %w", what, err))
+		return
+	}
+	fn(bufs)
+	c.fail(free())
+}
+
+// capabilities checks dma-buf export of device memory and whether the
+// buffer id of an address changes when it is freed and allocated again.
+func (m *meter) capabilities(g *GPUReport) error {
+	const size = 2 << 20
+	caps := &Capabilities{}
+	c := collector{g: g}
+	var ids []uint64
+	for range 2 {
+		m.withBuffers(&c, "capabilities", func(b []*Buffer) {
+			if len(ids) == 0 {
+				if err := m.d.ExportDMABuf(b[0]); err != nil {
+					caps.DMABufError = err.Error()
+				} else {
+					caps.DMABufExport = true
+				}
+			}
+			id, err := m.d.BufferID(b[0])
+			c.fail(err)
+			ids = append(ids, id)
+		}, bufSpec{MemDevice, size})
+	}
+	if err := c.err(); err != nil {
+		return err
+	}
+	caps.BufferIDFirst, caps.BufferIDReallocate, caps.BufferIDChanges = ids[0], ids[1], ids[0] != ids[1]
+	g.Capabilities = caps
+	return nil
+}
+
+// callOverhead measures one trivial driver call through the binding.
+func (m *meter) callOverhead(g *GPUReport) error {
+	const reps = 10000
+	c := collector{g: g}
+	meas := Measurement{Family: FamilyCallOverhead, Path: "null_call", Repetitions: reps, Unit: UnitUs}
+	c.add(m.hostTimed(meas, 100, m.d.NullCall, perCall(reps), nil, nil))
+	return c.err()
+}
+
+func perCall(reps int) func(time.Duration) float64 {
+	return func(el time.Duration) float64 { return el.Seconds() * 1e6 / float64(reps) }
+}
+
+// ceFamily measures copy-engine copies: the pinned sweep both ways; at the
+// largest size, pinned both ways at once, write-combined and registered
+// memory each way, and device to device.
+func (m *meter) ceFamily(g *GPUReport) error {
+	c := collector{g: g}
+	big := m.o.headline()
+	m.withBuffers(&c, "ce pinned", func(b []*Buffer) {
+		host, dev := b[0], b[1]
+		for _, size := range m.o.Sizes {
+			c.add(m.ceCopy(MemPinned.String(), H2D, dev, host, size))
+			c.add(m.ceCopy(MemPinned.String(), D2H, host, dev, size))
+		}
+	}, bufSpec{MemPinned, big}, bufSpec{MemDevice, big})
+	c.add(m.ceBidir(MemPinned.String(), MemPinned, big))
+	for _, kind := range []MemKind{MemWriteCombined, MemRegistered} {
+		m.withBuffers(&c, "ce "+kind.String(), func(b []*Buffer) {
+			host, dev := b[0], b[1]
+			c.add(m.ceCopy(kind.String(), H2D, dev, host, big))
+			c.add(m.ceCopy(kind.String(), D2H, host, dev, big))
+		}, bufSpec{kind, big}, bufSpec{MemDevice, big})
+	}
+	// Bytes are counted once, as nvbandwidth's device_local_copy counts.
+	m.withBuffers(&c, "ce device", func(b []*Buffer) {
+		c.add(m.ceCopy(MemDevice.String(), D2D, b[1], b[0], big))
+	}, bufSpec{MemDevice, big}, bufSpec{MemDevice, big})
+	return c.err()
+}
+
+// smFamily measures the copy kernel: reading mapped host memory into device
+// memory (h2d, zero-copy), writing device memory into mapped host memory
+// (d2h), and within device memory.
+func (m *meter) smFamily(g *GPUReport) error {
+	c := collector{g: g}
+	big := m.o.headline()
+	m.withBuffers(&c, "sm mapped", func(b []*Buffer) {
+		host, dev := b[0], b[1]
+		c.add(m.smCopy(MemMapped.String(), H2D, dev, host, big))
+		c.add(m.smCopy(MemMapped.String(), D2H, host, dev, big))
+	}, bufSpec{MemMapped, big}, bufSpec{MemDevice, big})
+	m.withBuffers(&c, "sm device", func(b []*Buffer) {
+		c.add(m.smCopy(MemDevice.String(), D2D, b[1], b[0], big))
+	}, bufSpec{MemDevice, big}, bufSpec{MemDevice, big})
+	return c.err()
+}
+
+// syncFamily measures synchronous copies at the largest size, from pageable
+// memory (staged by the driver) and, for comparison, pinned memory.
+func (m *meter) syncFamily(g *GPUReport) error {
+	c := collector{g: g}
+	big := m.o.headline()
+	reps := max(1, min(m.o.Repetitions, int(smallTarget*16/big)))
+	for _, kind := range []MemKind{MemPageable, MemPinned} {
+		m.withBuffers(&c, "sync "+kind.String(), func(b []*Buffer) {
+			host, dev := b[0], b[1]
+			c.add(m.syncCopy(FamilySync, kind.String(), H2D, dev, host, big, reps, UnitGBps))
+			c.add(m.syncCopy(FamilySync, kind.String(), D2H, host, dev, big, reps, UnitGBps))
+		}, bufSpec{kind, big}, bufSpec{MemDevice, big})
+	}
+	return c.err()
+}
+
+// callTimeFamily measures the time per call of synchronous small copies,
+// from pinned and from pageable memory.
+func (m *meter) callTimeFamily(g *GPUReport) error {
+	c := collector{g: g}
+	if len(m.o.SmallSizes) == 0 {
+		return nil
+	}
+	const reps = 200
+	big := slices.Max(m.o.SmallSizes)
+	for _, kind := range []MemKind{MemPinned, MemPageable} {
+		m.withBuffers(&c, "sync_call "+kind.String(), func(b []*Buffer) {
+			host, dev := b[0], b[1]
+			for _, size := range m.o.SmallSizes {
+				c.add(m.syncCopy(FamilyCallTime, kind.String(), H2D, dev, host, size, reps, UnitUs))
+				c.add(m.syncCopy(FamilyCallTime, kind.String(), D2H, host, dev, size, reps, UnitUs))
+			}
+		}, bufSpec{kind, big}, bufSpec{MemDevice, big})
+	}
+	return c.err()
+}
+
+// hostMemcpyFamily measures one CPU thread copying pageable memory into
+// pinned memory, the copy a pageable transfer pays before its DMA. It is CPU
+// work, timed with the wall clock, not the Device's.
+func (m *meter) hostMemcpyFamily(g *GPUReport) error {
+	c := collector{g: g}
+	big := m.o.headline()
+	reps := max(2, int(smallTarget*4/big))
+	m.withBuffers(&c, "host_memcpy", func(b []*Buffer) {
+		src, dst := b[0], b[1]
+		m.src.fill(src.Host)
+		meas := Measurement{Family: FamilyHostMemcpy, Path: MemPageable.String(), Direction: "h2h", SizeBytes: big,
+			Repetitions: reps, Unit: UnitGBps, Method: MethodHostTimer, Warmup: 1, Samples: m.o.Samples}
+		copy(dst.Host, src.Host)
+		var err error
+		for range m.o.Samples {
+			if err = m.ctx.Err(); err != nil {
+				break
+			}
+			m.dst.fill(dst.Host)
+			t0 := time.Now()
+			for range reps {
+				copy(dst.Host, src.Host)
+			}
+			el := time.Since(t0)
+			if err = wrapVerify(dst, m.src.verify(dst.Host)); err != nil {
+				break
+			}
+			meas.Values = append(meas.Values, gbps(big*int64(reps), el.Seconds()))
+		}
+		if err != nil {
+			c.fail(fmt.Errorf("%s: %w", meas.Key(), err))
+			return
+		}
+		meas.Stat, meas.Verified = summarize(meas.Values), true
+		m.progress(&meas)
+		c.add(meas, nil)
+	}, bufSpec{MemPageable, big}, bufSpec{MemPinned, big})
+	return c.err()
+}
+
+// pinSizes are the sizes of the pinning-cost measurement that do not exceed
+// the largest of Options.Sizes (that size itself when none fits).
+func (m *meter) pinSizes() []int64 {
+	var out []int64
+	for _, s := range []int64{2 << 20, 64 << 20, 1 << 30} {
+		if s <= m.o.headline() {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		out = []int64{m.o.headline()}
+	}
+	return out
+}
+
+// pinFamily measures cuMemHostRegister and cuMemHostUnregister of pageable
+// memory whose pages are already present, so that the cost is pinning and
+// mapping, not page allocation.
+func (m *meter) pinFamily(g *GPUReport) error {
+	c := collector{g: g}
+	for _, size := range m.pinSizes() {
+		m.withBuffers(&c, "pin", func(b []*Buffer) {
+			buf := b[0]
+			m.src.fill(buf.Host)
+			var reg, unreg []float64
+			var err error
+			for range m.o.Samples {
+				if err = m.ctx.Err(); err != nil {
+					break
+				}
+				t0 := m.d.Now()
+				if err = m.d.Pin(buf); err != nil {
+					break
+				}
+				t1 := m.d.Now()
+				if err = m.d.Unpin(buf); err != nil {
+					break
+				}
+				t2 := m.d.Now()
+				reg = append(reg, (t1-t0).Seconds()*1e6)
+				unreg = append(unreg, (t2-t1).Seconds()*1e6)
+			}
+			for i, op := range []string{"register", "unregister"} {
+				meas := Measurement{Family: FamilyPin, Path: MemPageable.String(), Operation: op, SizeBytes: size,
+					Repetitions: 1, Unit: UnitUs, Method: MethodHostTimer, Samples: m.o.Samples}
+				if err != nil {
+					c.fail(fmt.Errorf("%s: %w", meas.Key(), err))
+					return
+				}
+				meas.Values = [][]float64{reg, unreg}[i]
+				meas.Stat = summarize(meas.Values)
+				m.progress(&meas)
+				c.add(meas, nil)
+			}
+		}, bufSpec{MemPageable, size})
+	}
+	return c.err()
+}

@@ -1,0 +1,273 @@
+package probe
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+)
+
+// Schema names the JSON layout written by WriteJSON. Field names are stable
+// snake_case; a change that removes or renames one changes the version.
+const Schema = "dmalab.probe/v1"
+
+// Measurement families: the value of Measurement.Family.
+const (
+	// FamilyCE: copy-engine copies (cuMemcpy*Async) of pinned,
+	// write-combined and registered host memory and device-to-device,
+	// queued behind the spin kernel and timed with CUDA events. Bandwidth.
+	FamilyCE = "ce_copy"
+	// FamilySM: the copy kernel reading and writing mapped host memory
+	// (zero-copy) or device memory, queued behind the spin kernel and
+	// timed with CUDA events. Bandwidth.
+	FamilySM = "sm_copy"
+	// FamilySync: synchronous copies (cuMemcpyHtoD/DtoH), including
+	// pageable memory, timed with the host clock. Bandwidth.
+	FamilySync = "sync_copy"
+	// FamilyCallTime: the time of one synchronous small copy, per call,
+	// host clock. Microseconds.
+	FamilyCallTime = "sync_call"
+	// FamilyCallOverhead: one trivial driver call through the binding
+	// (cuDriverGetVersion), host clock. Microseconds.
+	FamilyCallOverhead = "call_overhead"
+	// FamilyHostMemcpy: one CPU thread copying pageable to pinned memory
+	// (Go's copy), host clock. Bandwidth.
+	FamilyHostMemcpy = "host_memcpy"
+	// FamilyPin: cuMemHostRegister and cuMemHostUnregister of pageable
+	// memory, per call, host clock. Microseconds.
+	FamilyPin = "pin"
+	// FamilyLatency: one GPU thread chasing pointers through mapped host
+	// memory (a round trip over the bus per load) and through device
+	// memory, timed inside the kernel. Nanoseconds per load.
+	FamilyLatency = "latency"
+	// FamilyUnified: managed memory (cuMemAllocManaged): CPU first touch,
+	// prefetch each way, GPU fault-driven migration (page-touch kernel,
+	// read and write), single-thread per-fault latency by stride with the
+	// slow touches of each 2 MiB block, CPU fault-back after GPU residency,
+	// and GPU access to host-resident pages under AccessedBy and
+	// PreferredLocation(CPU).
+	FamilyUnified = "unified"
+	// FamilyCapabilities is not a measurement: it selects the capability
+	// checks (dma-buf export, buffer ids) in Options.Families.
+	FamilyCapabilities = "capabilities"
+)
+
+// Unified-memory paths: the value of Measurement.Path for FamilyUnified.
+const (
+	PathManagedPrefetch = "managed-prefetch"  // cuMemPrefetchAsync
+	PathManagedFault    = "managed-fault"     // GPU page faults migrate the data
+	PathManagedCPUFault = "managed-cpu-fault" // CPU page faults populate or migrate it back
+	PathManagedRemote   = "managed-remote"    // the GPU maps host-resident pages (advice)
+)
+
+// Families lists every family in the order Run measures them.
+var Families = []string{
+	FamilyCapabilities, FamilyCallOverhead, FamilyLatency, FamilyCE, FamilySM, FamilySync,
+	FamilyCallTime, FamilyHostMemcpy, FamilyPin, FamilyUnified,
+}
+
+// Measurement methods: the value of Measurement.Method.
+const (
+	// MethodSpinEvents: the operations are queued on a stream held by the
+	// spin kernel (so their enqueue cost is excluded), Warmup of them
+	// untimed, then Repetitions between two CUDA events; the spin is then
+	// released (nvbandwidth's method).
+	MethodSpinEvents = "spin_events"
+	// MethodHostTimer: Warmup untimed calls, then Repetitions calls timed
+	// with the host's monotonic clock; for paths synchronous by nature.
+	MethodHostTimer = "host_timer"
+	// MethodEvents: the operation is queued on an idle stream between two
+	// CUDA events, for work that cannot wait behind a spin kernel (the
+	// driver may act on it when it is queued).
+	MethodEvents = "events"
+	// MethodKernelTimer: the kernel times itself with %globaltimer.
+	MethodKernelTimer = "kernel_timer"
+)
+
+// Directions: the value of Measurement.Direction.
+const (
+	H2D   = "h2d"
+	D2H   = "d2h"
+	Bidir = "bidir" // h2d and d2h at once, on two streams
+	D2D   = "d2d"
+)
+
+// Units: the value of Measurement.Unit.
+const (
+	UnitGBps = "GB/s" // 10^9 bytes per second
+	UnitUs   = "us"   // microseconds per operation
+	UnitNs   = "ns"   // nanoseconds per operation
+)
+
+// Report is the result of Run: the machine and, per GPU, every measurement.
+type Report struct {
+	Schema  string      `json:"schema"`
+	Started time.Time   `json:"started"`
+	Machine Machine     `json:"machine"`
+	Options ReportOpts  `json:"options"`
+	GPUs    []GPUReport `json:"gpus"`
+}
+
+// ReportOpts records the options a report was measured with.
+type ReportOpts struct {
+	Sizes       []int64 `json:"sizes_bytes"`
+	SmallSizes  []int64 `json:"small_sizes_bytes"`
+	Samples     int     `json:"samples"`
+	Warmup      int     `json:"warmup"`
+	Repetitions int     `json:"repetitions"`
+}
+
+// GPUReport holds one GPU's results.
+type GPUReport struct {
+	Device       DeviceInfo    `json:"device"`
+	MemFreeBytes int64         `json:"mem_free_bytes"`
+	Capabilities *Capabilities `json:"capabilities,omitempty"`
+	Measurements []Measurement `json:"measurements"`
+	// Errors lists the families that failed, with why.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Capabilities holds what the GPU was seen to do, beyond its attributes.
+type Capabilities struct {
+	// DMABufExport: cuMemGetHandleForAddressRange returned a dma-buf fd
+	// for device memory. DMABufError says why not.
+	DMABufExport bool   `json:"dma_buf_export"`
+	DMABufError  string `json:"dma_buf_error,omitempty"`
+	// BufferIDs: CU_POINTER_ATTRIBUTE_BUFFER_ID of an allocation, and of
+	// the next allocation of the same size after it was freed.
+	BufferIDFirst      uint64 `json:"buffer_id_first"`
+	BufferIDReallocate uint64 `json:"buffer_id_reallocated"`
+	BufferIDChanges    bool   `json:"buffer_id_changes"`
+}
+
+// Measurement is one measured quantity with its method and statistics.
+type Measurement struct {
+	Family    string `json:"family"`
+	Path      string `json:"path"`                // a MemKind name, or "null_call"
+	Direction string `json:"direction,omitempty"` // h2d, d2h, bidir, d2d
+	Operation string `json:"operation,omitempty"` // pin: register or unregister
+	Method    string `json:"method"`
+	SizeBytes int64  `json:"size_bytes"`
+	// Repetitions is the number of operations per sample, Warmup the
+	// untimed ones before them, Samples the number of samples.
+	Repetitions int    `json:"repetitions"`
+	Warmup      int    `json:"warmup"`
+	Samples     int    `json:"samples"`
+	Unit        string `json:"unit"`
+	Stat
+	// Values holds each sample, in the order measured.
+	Values []float64 `json:"values"`
+	// Verified: the data was checked against the source pattern after
+	// every sample (a failed check fails the measurement instead).
+	Verified bool `json:"verified"`
+	// PerDirection, for bidir: each direction's own bandwidth over its own
+	// span while the other ran.
+	PerDirection map[string]Stat `json:"per_direction,omitempty"`
+	// StrideBytes is the distance between accesses of touch and chase
+	// measurements.
+	StrideBytes int64 `json:"stride_bytes,omitempty"`
+	// Blocks, for single-thread fault latency: per 2 MiB block, which
+	// touches (by index within the block, in the order made) were slow
+	// (over SlowTouch), from the last sample.
+	Blocks []FaultBlock `json:"fault_blocks,omitempty"`
+}
+
+// FaultBlock lists the slow touches of one 2 MiB block of managed memory.
+type FaultBlock struct {
+	Block       int   `json:"block"`
+	SlowTouches []int `json:"slow_touches"`
+}
+
+// Key names a measurement in progress lines and errors.
+func (m *Measurement) Key() string {
+	s := m.Family + " " + m.Path
+	if m.Direction != "" {
+		s += " " + m.Direction
+	}
+	if m.Operation != "" {
+		s += " " + m.Operation
+	}
+	return fmt.Sprintf("%s %s", s, formatSize(m.SizeBytes))
+}
+
+// Find returns the measurements of a GPU report that match family, path and
+// direction ("" matches any).
+func (g *GPUReport) Find(family, path, direction string) []Measurement {
+	var out []Measurement
+	for _, m := range g.Measurements {
+		if (family == "" || m.Family == family) && (path == "" || m.Path == path) && (direction == "" || m.Direction == direction) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// WriteJSON writes the report as one indented JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
+// ReadJSON parses a report written by WriteJSON and checks it.
+func ReadJSON(rd io.Reader) (*Report, error) {
+	var r Report
+	dec := json.NewDecoder(rd)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("probe report: %w", err)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Validate checks the invariants every report written by Run holds.
+func (r *Report) Validate() error {
+	if r.Schema != Schema {
+		return fmt.Errorf("probe report: schema %q, want %q", r.Schema, Schema)
+	}
+	var errs []error
+	for gi, g := range r.GPUs {
+		for mi, m := range g.Measurements {
+			where := fmt.Sprintf("gpus[%d].measurements[%d] (%s)", gi, mi, m.Key())
+			switch {
+			case m.Family == "" || m.Path == "" || m.Method == "" || m.Unit == "":
+				errs = append(errs, fmt.Errorf("%s: family, path, method and unit are required", where))
+			case m.SizeBytes < 0 || m.Repetitions < 1 || m.Samples < 1 || m.Warmup < 0:
+				errs = append(errs, fmt.Errorf("%s: sizes and counts must be positive", where))
+			case len(m.Values) != m.Samples:
+				errs = append(errs, fmt.Errorf("%s: %d values for %d samples", where, len(m.Values), m.Samples))
+			case !finite(m.Median, m.Min, m.Max) || m.Min > m.Median || m.Median > m.Max:
+				errs = append(errs, fmt.Errorf("%s: statistics out of order: min %g median %g max %g", where, m.Min, m.Median, m.Max))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func finite(xs ...float64) bool {
+	for _, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// formatSize writes a byte count with a binary unit when it is exact.
+func formatSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}

@@ -1,0 +1,63 @@
+// Package platform describes machines as data: NUMA nodes and their
+// distances, inter-socket links, the PCIe tree (root complexes, switches,
+// GPUs, NICs, NVMe drives), NVLink and NVSwitches, and the flow model's
+// global factors. A Spec is what the hardware is, never what it is doing;
+// package machine builds the running state from one. Like Akita's specs,
+// a Spec is immutable once validated: Set and Clone return new ones.
+//
+// Its real-world counterparts are the firmware and driver views of a
+// machine: the ACPI SRAT (which cores and memory form which NUMA node) and
+// SLIT (Spec.Distances), the PCI topology under /sys/bus/pci (parents,
+// link generation and width, BAR sizes), and `nvidia-smi topo -m` (which
+// GPUs share a switch, a root complex, a socket, or NVLink).
+//
+// Every numeric value is a Param that carries its source: "measured here
+// ...", "datasheet: ...", "calibrated: ...", or an honest "assumed". The
+// sources are printed with results, so a prediction can always be traced
+// to the numbers it came from.
+//
+// # File format
+//
+// Specs are written in YAML (Parse, Load, Marshal). Field names are the
+// snake_case of the Go names; unknown fields, duplicate keys and values of
+// the wrong kind are errors, reported as "file:line: field.path: reason".
+// A parameter is a bare value or {value: ..., source: ...}:
+//
+//	name: h200-pcie
+//	nodes:
+//	  - id: 0
+//	    cores: 16
+//	    dram: {value: 128 GiB, source: "measured here"}
+//	    dram_bandwidth: 307.2 GB/s
+//	    memcpy_rate: 10 GB/s
+//	root_complexes:
+//	  - {name: rc0, node: 0, latency: 150ns}
+//	gpus:
+//	  - name: gpu0
+//	    arch: hopper
+//	    parent: rc0
+//	    link: {gen: 5, width: 16, efficiency: 0.8807373046875, latency: 100ns}
+//	    vram: 143771 MiB
+//	    vram_bandwidth: 4384 GB/s
+//	    bar1: 256 GiB
+//	    copy_engines: 3
+//	    copy_overhead: 6.24us
+//
+// Sizes take B, KB, MB, GB, TB, PB (decimal) and KiB..PiB (binary) and must
+// be whole bytes; rates take B/s, KB/s .. TB/s, KiB/s .. TiB/s, or bits
+// (Gb/s, Gbps: "400 Gb/s" is 50 GB/s), a plain number being bytes per
+// second; durations take ps, ns, us, ms, s (sim.ParseTime). Anchors and
+// aliases may share values; merge keys (<<) are not supported. Latencies,
+// a root complex's bandwidth cap, a device's line rate, a GPU's model and
+// the fabric factors are optional (zero, or the documented default); every
+// other parameter is required.
+//
+// Names of root complexes, switches, GPUs, devices, NVSwitches and socket
+// links share one namespace, since routes and --set paths refer to them.
+//
+// # Presets
+//
+// Presets lists the built-in machines (h200-pcie, the measured machine;
+// 2s-4gpu-pcie; dgx-h100). Resolve takes what a user typed: a preset name
+// or a file path.
+package platform

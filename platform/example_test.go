@@ -1,0 +1,57 @@
+package platform_test
+
+import (
+	"fmt"
+
+	"github.com/dmalab/dmalab/platform"
+)
+
+func ExamplePreset() {
+	s, err := platform.Preset("h200-pcie")
+	if err != nil {
+		panic(err)
+	}
+	g, _ := s.GPU("gpu0")
+	fmt.Printf("%s: PCIe Gen%d x%d, raw %v, payload %v\n", g.Model, g.Link.Gen, g.Link.Width, g.Link.RawRate(), g.Link.Rate())
+	fmt.Println("efficiency source:", g.Link.Efficiency.Source)
+	// Output:
+	// H200: PCIe Gen5 x16, raw 63.01538461538461 GB/s, payload 55.5 GB/s
+	// efficiency source: calibrated: 55.5 GB/s pinned host-to-device copy measured here 2026-11-21 (nvbandwidth 55.54, cuMemcpyHtoD 55.4) / RawRate(Gen5 x16) 63.015 GB/s
+}
+
+func ExampleSet() {
+	s, _ := platform.Preset("2s-4gpu-pcie")
+	s, err := platform.Set(s, "gpus.gpu2.link.gen", "4")
+	if err != nil {
+		panic(err)
+	}
+	g, _ := s.GPU("gpu2")
+	fmt.Println(g.Link.RawRate())
+
+	_, err = platform.Set(s, "gpus.gpu2.vram", "80 GiX")
+	fmt.Println(err)
+	// Output:
+	// 31.507692307692307 GB/s
+	// set gpus.gpu2.vram: gpus[2].vram: bad size "80 GiX": unknown unit "GiX" (want B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB)
+}
+
+func ExampleParse() {
+	_, err := platform.Parse("mine.yaml", []byte(`name: mine
+nodes:
+  - {id: 0, cores: 8, dram: 64 GiB, dram_bandwidth: 100 GB/s, memcpy_rate: 8 GB/s}
+root_complexes:
+  - {name: rc0, node: 0}
+gpus:
+  - name: gpu0
+    arch: hopper
+    parent: rc1
+    link: {gen: 5, width: 16, efficiency: 0.88}
+    vram: 80 GiB
+    vram_bandwidth: 3.35 TB/s
+    bar1: 128 GiB
+    copy_engines: 3
+`))
+	fmt.Println(err)
+	// Output:
+	// mine.yaml:9: gpus[0].parent: unknown parent "rc1" (root complexes and switches: rc0)
+}

@@ -1,0 +1,469 @@
+package platform
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// archs are the GPU generations the model knows. Unified-memory rules
+// (pre-Pascal migration at launch, Pascal+ demand paging) key on them.
+// Integrated Tegra GPUs (Xavier, Orin) share DRAM and have no PCIe link,
+// which this Spec does not describe yet; they will join the list with it.
+var archs = []string{"kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"}
+
+// Archs returns the GPU architectures a GPU's Arch may name, oldest first.
+func Archs() []string { return slices.Clone(archs) }
+
+// Device kinds.
+const (
+	DeviceNIC  = "nic"
+	DeviceNVMe = "nvme"
+)
+
+var deviceKinds = []string{DeviceNIC, DeviceNVMe}
+
+// pcieWidths are the lane counts PCIe defines.
+var pcieWidths = []int{1, 2, 4, 8, 16, 32}
+
+// componentName is what a component's name may be: short enough to type
+// in --set paths, never only digits (those address list elements by
+// index), no spaces or '=' (the CLI splits --set at '=').
+var componentName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]*$`)
+
+// Validate checks that s describes a machine the model can build: names
+// unique and well formed, every reference resolving, the PCIe tree a
+// tree, every parameter in range. Errors name the spec (s.Name) as their
+// file; Parse runs the same checks with line numbers.
+func (s *Spec) Validate() error {
+	file := s.Name
+	if file == "" {
+		file = "spec"
+	}
+	errs := &errorList{file: file}
+	validate(s, errs, nil)
+	return errs.err()
+}
+
+// validator checks one Spec. lines, when not nil, maps field paths present
+// in the YAML document to their lines.
+type validator struct {
+	s     *Spec
+	errs  *errorList
+	lines map[string]int
+	kinds map[string]Kind   // component name → kind
+	where map[string]string // component name → path of its name field
+}
+
+func validate(s *Spec, errs *errorList, lines map[string]int) {
+	v := &validator{s: s, errs: errs, lines: lines, kinds: map[string]Kind{}, where: map[string]string{}}
+	v.strings(reflect.ValueOf(s).Elem(), "")
+	if s.Name == "" {
+		v.add("name", "missing: every platform has a name")
+	} else if strings.IndexFunc(s.Name, unicode.IsControl) >= 0 || len(s.Name) > 256 {
+		v.add("name", "bad name %q: one line of at most 256 bytes", s.Name)
+	}
+	v.names()
+	v.nodes()
+	v.distances()
+	for i, l := range s.SocketLinks {
+		p := fmt.Sprintf("socket_links[%d]", i)
+		v.node(p+".a", l.A)
+		v.node(p+".b", l.B)
+		if l.A == l.B {
+			v.add(p+".b", "links node %d to itself", l.A)
+		}
+		positive(v, p+".bandwidth", l.Bandwidth)
+		nonNegative(v, p+".latency", l.Latency)
+	}
+	for i, rc := range s.RootComplexes {
+		p := fmt.Sprintf("root_complexes[%d]", i)
+		v.node(p+".node", rc.Node)
+		nonNegative(v, p+".bandwidth", rc.Bandwidth)
+		nonNegative(v, p+".latency", rc.Latency)
+	}
+	for i, sw := range s.Switches {
+		p := fmt.Sprintf("switches[%d]", i)
+		v.parent(p+".parent", sw.Parent)
+		v.link(p+".link", sw.Link)
+		nonNegative(v, p+".latency", sw.Latency)
+	}
+	v.cycles()
+	for i, g := range s.GPUs {
+		p := fmt.Sprintf("gpus[%d]", i)
+		if !slices.Contains(archs, g.Arch) {
+			v.missingOr(p+".arch", g.Arch == "", "unknown arch %q (known: %s)", g.Arch, strings.Join(archs, ", "))
+		}
+		v.parent(p+".parent", g.Parent)
+		v.link(p+".link", g.Link)
+		positive(v, p+".vram", g.VRAM)
+		positive(v, p+".vram_bandwidth", g.VRAMBandwidth)
+		positive(v, p+".bar1", g.BAR1)
+		positive(v, p+".copy_engines", g.CopyEngines)
+		nonNegative(v, p+".copy_overhead", g.CopyOverhead)
+	}
+	for i, d := range s.Devices {
+		p := fmt.Sprintf("devices[%d]", i)
+		if !slices.Contains(deviceKinds, d.Kind) {
+			v.missingOr(p+".kind", d.Kind == "", "unknown kind %q (known: %s)", d.Kind, strings.Join(deviceKinds, ", "))
+		}
+		v.parent(p+".parent", d.Parent)
+		v.link(p+".link", d.Link)
+		nonNegative(v, p+".line_rate", d.LineRate)
+		positive(v, p+".dma_engines", d.DMAEngines)
+	}
+	for i, sw := range s.NVSwitches {
+		nonNegative(v, fmt.Sprintf("nvswitches[%d].latency", i), sw.Latency)
+	}
+	v.nvlinks()
+	v.fabric()
+}
+
+// line returns the line of path or of its nearest ancestor in the
+// document, 0 for specs built in Go.
+func (v *validator) line(path string) int {
+	if v.lines == nil {
+		return 0
+	}
+	for {
+		if l, ok := v.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return v.lines[""]
+		}
+		path = path[:i]
+	}
+}
+
+// present reports whether path was written in the document; everything
+// is present in a spec built in Go.
+func (v *validator) present(path string) bool {
+	if v.lines == nil {
+		return true
+	}
+	_, ok := v.lines[path]
+	return ok
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.errs.add(v.line(path), path, format, args...)
+}
+
+// missingOr reports "missing" for a field left out of the document (or
+// zero in Go), else the given reason.
+func (v *validator) missingOr(path string, zero bool, format string, args ...any) {
+	if zero && (v.lines == nil || !v.present(path)) {
+		v.add(path, "missing")
+		return
+	}
+	v.add(path, format, args...)
+}
+
+// ref names another field for a message: "gpus[0].name, line 14".
+func (v *validator) ref(path string) string {
+	if l := v.line(path); l > 0 {
+		return fmt.Sprintf("%s, line %d", path, l)
+	}
+	return path
+}
+
+func positive[T Number](v *validator, path string, p Param[T]) {
+	if p.V > 0 && !math.IsInf(float64(p.V), 0) {
+		return
+	}
+	if p.V == 0 && p.Source == "" && (v.lines == nil || !v.present(path)) {
+		v.add(path, "missing: want %s", what(reflect.TypeFor[T]()))
+		return
+	}
+	v.add(path, "must be positive, got %v", p.V)
+}
+
+func nonNegative[T Number](v *validator, path string, p Param[T]) {
+	if !(p.V >= 0) || math.IsInf(float64(p.V), 0) {
+		v.add(path, "must not be negative, got %v", p.V)
+	}
+}
+
+// share checks a fraction in (0, 1].
+func (v *validator) share(path string, p Param[float64]) {
+	if p.V > 0 && p.V <= 1 {
+		return
+	}
+	if p.V == 0 && p.Source == "" && (v.lines == nil || !v.present(path)) {
+		v.add(path, "missing: want a number in (0, 1]")
+		return
+	}
+	v.add(path, "want a number in (0, 1], got %v", p.V)
+}
+
+// strings checks that every string in the spec, sources included, is
+// valid UTF-8: Marshal must be able to write it.
+func (v *validator) strings(x reflect.Value, path string) {
+	switch x.Kind() {
+	case reflect.String:
+		if !utf8.ValidString(x.String()) {
+			v.add(path, "not valid UTF-8: %q", x.String())
+		}
+	case reflect.Struct:
+		if x.Type().Implements(paramType) {
+			v.strings(x.Field(1), join(path, "source"))
+			return
+		}
+		for _, f := range schema[x.Type()] {
+			v.strings(x.Field(f.index), join(path, f.name))
+		}
+	case reflect.Slice:
+		for i := range x.Len() {
+			v.strings(x.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+	}
+}
+
+// names registers the name of every component, checking each.
+func (v *validator) names() {
+	add := func(path, name string, k Kind) {
+		switch {
+		case name == "":
+			v.add(path, "missing: every %s has a name", k)
+		case !componentName.MatchString(name) || strings.Trim(name, "0123456789") == "" || len(name) > 128:
+			v.add(path, "bad name %q: want letters, digits, _ - . : (not only digits, at most 128)", name)
+		default:
+			if first, dup := v.where[name]; dup {
+				v.add(path, "duplicate name %q (first at %s)", name, v.ref(first))
+				return
+			}
+			v.where[name], v.kinds[name] = path, k
+		}
+	}
+	s := v.s
+	for i, x := range s.SocketLinks {
+		add(fmt.Sprintf("socket_links[%d].name", i), x.Name, KindSocketLink)
+	}
+	for i, x := range s.RootComplexes {
+		add(fmt.Sprintf("root_complexes[%d].name", i), x.Name, KindRootComplex)
+	}
+	for i, x := range s.Switches {
+		add(fmt.Sprintf("switches[%d].name", i), x.Name, KindSwitch)
+	}
+	for i, x := range s.GPUs {
+		add(fmt.Sprintf("gpus[%d].name", i), x.Name, KindGPU)
+	}
+	for i, x := range s.Devices {
+		add(fmt.Sprintf("devices[%d].name", i), x.Name, KindDevice)
+	}
+	for i, x := range s.NVSwitches {
+		add(fmt.Sprintf("nvswitches[%d].name", i), x.Name, KindNVSwitch)
+	}
+}
+
+func (v *validator) nodes() {
+	if len(v.s.Nodes) == 0 {
+		v.add("nodes", "missing: want at least one NUMA node")
+	}
+	for i, n := range v.s.Nodes {
+		p := fmt.Sprintf("nodes[%d]", i)
+		if n.ID != i {
+			v.add(p+".id", "want %d: nodes are listed in id order 0..%d", i, len(v.s.Nodes)-1)
+		}
+		positive(v, p+".cores", n.Cores)
+		positive(v, p+".dram", n.DRAM)
+		positive(v, p+".dram_bandwidth", n.DRAMBandwidth)
+		nonNegative(v, p+".dram_latency", n.DRAMLatency)
+		positive(v, p+".memcpy_rate", n.MemcpyRate)
+	}
+}
+
+// node checks a reference to a NUMA node.
+func (v *validator) node(path string, id int) {
+	if id < 0 || id >= len(v.s.Nodes) {
+		v.add(path, "no node %d (nodes are 0..%d)", id, len(v.s.Nodes)-1)
+	}
+}
+
+// distances checks the SLIT matrix: empty, or n×n with 10 on the
+// diagonal, 10..255 elsewhere (ACPI's one-byte entries), symmetric.
+func (v *validator) distances() {
+	d, n := v.s.Distances, len(v.s.Nodes)
+	if len(d) == 0 {
+		return
+	}
+	if len(d) != n {
+		v.add("distances", "want %d rows, one per node, got %d", n, len(d))
+		return
+	}
+	for i, row := range d {
+		if len(row) != n {
+			v.add(fmt.Sprintf("distances[%d]", i), "want %d entries, one per node, got %d", n, len(row))
+			return
+		}
+	}
+	for i, row := range d {
+		for j, x := range row {
+			p := fmt.Sprintf("distances[%d][%d]", i, j)
+			switch {
+			case i == j && x != 10:
+				v.add(p, "want 10 on the diagonal (local), got %d", x)
+			case x < 10 || x > 255:
+				v.add(p, "want 10..255, got %d", x)
+			case j < i && x != d[j][i]:
+				v.add(p, "not symmetric: %d here, %d at distances[%d][%d]", x, d[j][i], j, i)
+			}
+		}
+	}
+}
+
+// parent checks an upstream reference: a root complex or a switch.
+func (v *validator) parent(path, parent string) {
+	k, ok := v.kinds[parent]
+	switch {
+	case parent == "":
+		v.add(path, "missing: want the name of a root complex or switch")
+	case !ok:
+		v.add(path, "unknown parent %q (root complexes and switches: %s)", parent, v.upstreams())
+	case k != KindRootComplex && k != KindSwitch:
+		v.add(path, "parent %q is a %s; want a root complex or a switch", parent, k)
+	}
+}
+
+func (v *validator) upstreams() string {
+	var names []string
+	for _, rc := range v.s.RootComplexes {
+		names = append(names, rc.Name)
+	}
+	for _, sw := range v.s.Switches {
+		names = append(names, sw.Name)
+	}
+	return shortList(names)
+}
+
+// shortList joins names, eliding the middle of a long list.
+func shortList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	if len(names) > 12 {
+		return strings.Join(names[:10], ", ") + fmt.Sprintf(", ... (%d more)", len(names)-10)
+	}
+	return strings.Join(names, ", ")
+}
+
+// cycles reports each cycle among switches once, at the first switch of
+// the cycle in the list.
+func (v *validator) cycles() {
+	index := map[string]int{}
+	for i, sw := range v.s.Switches {
+		if _, dup := index[sw.Name]; !dup {
+			index[sw.Name] = i
+		}
+	}
+	done := make([]bool, len(v.s.Switches))
+	for start := range v.s.Switches {
+		var chain []int
+		at := map[int]int{} // switch index → position in chain
+		for i := start; ; {
+			if done[i] {
+				break
+			}
+			if pos, seen := at[i]; seen {
+				cyc := chain[pos:]
+				first := slices.Min(cyc)
+				names := make([]string, 0, len(cyc)+1)
+				k := slices.Index(cyc, first)
+				for j := range cyc {
+					names = append(names, v.s.Switches[cyc[(k+j)%len(cyc)]].Name)
+				}
+				names = append(names, v.s.Switches[first].Name)
+				v.add(fmt.Sprintf("switches[%d].parent", first), "cycle among switches: %s", strings.Join(names, " -> "))
+				break
+			}
+			at[i] = len(chain)
+			chain = append(chain, i)
+			next, ok := index[v.s.Switches[i].Parent]
+			if !ok {
+				break
+			}
+			i = next
+		}
+		for _, i := range chain {
+			done[i] = true
+		}
+	}
+}
+
+func (v *validator) link(path string, l PCIeLink) {
+	if l.Gen < 1 || l.Gen > 6 {
+		v.missingOr(path+".gen", l.Gen == 0, "want 1..6, got %d", l.Gen)
+	}
+	if !slices.Contains(pcieWidths, l.Width) {
+		v.missingOr(path+".width", l.Width == 0, "want 1, 2, 4, 8, 16 or 32 lanes, got %d", l.Width)
+	}
+	v.share(path+".efficiency", l.Efficiency)
+	nonNegative(v, path+".latency", l.Latency)
+}
+
+func (v *validator) nvlinks() {
+	pairs := map[[2]string]int{}
+	for i, l := range v.s.NVLinks {
+		p := fmt.Sprintf("nvlinks[%d]", i)
+		v.nvlinkEnd(p+".a", l.A)
+		v.nvlinkEnd(p+".b", l.B)
+		if l.A == l.B && l.A != "" {
+			v.add(p+".b", "links %q to itself", l.A)
+		}
+		key := [2]string{min(l.A, l.B), max(l.A, l.B)}
+		if first, dup := pairs[key]; dup {
+			v.add(p, "second bundle between %s and %s (first nvlinks[%d]): put all their links in one", l.A, l.B, first)
+		} else {
+			pairs[key] = i
+		}
+		positive(v, p+".links", l.Links)
+		positive(v, p+".link_rate", l.LinkRate)
+		v.share(p+".efficiency", l.Efficiency)
+		nonNegative(v, p+".latency", l.Latency)
+	}
+}
+
+func (v *validator) nvlinkEnd(path, name string) {
+	k, ok := v.kinds[name]
+	switch {
+	case name == "":
+		v.add(path, "missing: want the name of a GPU or NVSwitch")
+	case !ok:
+		var names []string
+		for _, g := range v.s.GPUs {
+			names = append(names, g.Name)
+		}
+		for _, sw := range v.s.NVSwitches {
+			names = append(names, sw.Name)
+		}
+		v.add(path, "unknown %q (GPUs and NVSwitches: %s)", name, shortList(names))
+	case k != KindGPU && k != KindNVSwitch:
+		v.add(path, "%q is a %s; NVLink joins GPUs and NVSwitches", name, k)
+	}
+}
+
+// fabric checks the global factors. Zero means "default" for the two
+// multiplicative factors, so writing 0 (or giving 0 a source) is an error
+// rather than a silent 1.
+func (v *validator) fabric() {
+	f := v.s.Fabric
+	for _, x := range []struct {
+		path string
+		p    Param[float64]
+	}{{"fabric.bandwidth_factor", f.BandwidthFactor}, {"fabric.latency_factor", f.LatencyFactor}} {
+		set := x.p.V != 0 || x.p.Source != "" || v.lines != nil && v.present(x.path)
+		if set && !(x.p.V > 0 && !math.IsInf(x.p.V, 0)) {
+			v.add(x.path, "must be positive (leave it out for the default 1), got %v", x.p.V)
+		}
+	}
+	if c := f.CrossTraffic.V; !(c >= 0 && c < 1) {
+		v.add("fabric.cross_traffic", "want a number in [0, 1), got %v", c)
+	}
+}

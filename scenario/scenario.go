@@ -1,0 +1,234 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dmalab/dmalab/fabric"
+	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/report"
+)
+
+// Scenario is a built-in program run on a machine: it declares its
+// parameters and fills a report.
+type Scenario struct {
+	Name    string
+	Summary string
+	// Doc is the longer description shown by "dmalab run NAME --help".
+	Doc string
+	// Platform is the preset used when none is given.
+	Platform string
+	Params   []Param
+	// Run executes the scenario on c.Machine, appending to c.Result.
+	Run func(c *Context) error
+}
+
+// Param is one scenario parameter, set with --set name=value.
+type Param struct {
+	Name    string
+	Default string
+	Help    string
+	// Check validates a value; nil accepts any.
+	Check func(string) error
+}
+
+// Context is what a running scenario sees.
+type Context struct {
+	Machine *machine.Machine
+	// Params holds every parameter's value, defaults filled in.
+	Params map[string]string
+	// Explicit holds the parameters the user set.
+	Explicit map[string]bool
+	Result   *report.Result
+	Trace    *report.Trace
+}
+
+// ErrUsage is wrapped by errors caused by bad input (unknown scenario,
+// parameter or platform, a bad value): the CLI exits 2 on them.
+var ErrUsage = errors.New("usage")
+
+func usagef(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
+}
+
+// UsageMessage strips the ErrUsage marker from an error's text.
+func UsageMessage(err error) string {
+	return strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
+}
+
+var catalogue []*Scenario
+
+func register(s *Scenario) { catalogue = append(catalogue, s) }
+
+// Default is the scenario "dmalab run" runs without a name.
+const Default = "transfers"
+
+// All lists the scenarios by name.
+func All() []*Scenario {
+	out := slices.Clone(catalogue)
+	slices.SortFunc(out, func(a, b *Scenario) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Lookup finds a scenario by name.
+func Lookup(name string) (*Scenario, error) {
+	for _, s := range catalogue {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	var names []string
+	for _, s := range All() {
+		names = append(names, s.Name)
+	}
+	return nil, usagef("unknown scenario %q (scenarios: %s)", name, strings.Join(names, ", "))
+}
+
+// Options are what a run takes besides the scenario.
+type Options struct {
+	// Platform is a preset name or a YAML file; empty means the
+	// scenario's default.
+	Platform string
+	// Sets are "key=value" assignments: a scenario parameter, "seed", or
+	// "platform.<path>" to change one platform field.
+	Sets []string
+	// Trace, when true, collects a trace of links and engines.
+	Trace bool
+}
+
+// Run resolves the platform and parameters, builds the machine, runs the
+// scenario and returns its result (and trace, when asked for).
+func Run(s *Scenario, opt Options) (*report.Result, *report.Trace, error) {
+	platName := opt.Platform
+	if platName == "" {
+		platName = s.Platform
+	}
+	spec, err := platform.Resolve(platName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	params := map[string]string{"seed": "1"}
+	for _, p := range s.Params {
+		params[p.Name] = p.Default
+	}
+	explicit := map[string]bool{}
+	for _, kv := range opt.Sets {
+		key, value, ok := strings.Cut(kv, "=")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" {
+			return nil, nil, usagef("--set %q: want key=value", kv)
+		}
+		switch {
+		case strings.HasPrefix(key, "platform."):
+			spec, err = platform.Set(spec, strings.TrimPrefix(key, "platform."), value)
+			if err != nil {
+				return nil, nil, usagef("--set %s: %v", key, err)
+			}
+		case key == "seed":
+			if _, err := strconv.ParseUint(value, 10, 64); err != nil {
+				return nil, nil, usagef("--set seed=%q: want a non-negative integer", value)
+			}
+		default:
+			i := slices.IndexFunc(s.Params, func(p Param) bool { return p.Name == key })
+			if i < 0 {
+				return nil, nil, usagef("--set %s: unknown key for scenario %s (keys: %s)", key, s.Name, strings.Join(paramNames(s), ", "))
+			}
+			if chk := s.Params[i].Check; chk != nil {
+				if err := chk(value); err != nil {
+					return nil, nil, usagef("--set %s=%s: %v", key, value, err)
+				}
+			}
+		}
+		if !strings.HasPrefix(key, "platform.") {
+			params[key] = value
+			explicit[key] = true
+		}
+	}
+	seed, _ := strconv.ParseUint(params["seed"], 10, 64)
+	m, err := machine.New(spec, seed)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, spec.Name, err)
+	}
+	defer m.Close()
+	c := &Context{
+		Machine:  m,
+		Params:   params,
+		Explicit: explicit,
+		Result: &report.Result{
+			Scenario: s.Name,
+			Platform: spec.Name,
+			Params:   params,
+			Results:  []report.Row{},
+			Factors:  factors(spec),
+		},
+	}
+	if opt.Trace {
+		c.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", s.Name, spec.Name))
+		traceMachine(m, c.Trace)
+	}
+	if err := s.Run(c); err != nil {
+		return nil, nil, err
+	}
+	return c.Result, c.Trace, nil
+}
+
+func paramNames(s *Scenario) []string {
+	names := []string{"seed", "platform.<field path>"}
+	for _, p := range s.Params {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// factors lists the platform's efficiency factors with their sources.
+func factors(spec *platform.Spec) map[string]report.Factor {
+	f := map[string]report.Factor{
+		"fabric.bandwidth_factor": {Value: spec.Fabric.Bandwidth(), Source: spec.Fabric.BandwidthFactor.Source},
+		"fabric.latency_factor":   {Value: spec.Fabric.Latency(), Source: spec.Fabric.LatencyFactor.Source},
+		"fabric.cross_traffic":    {Value: spec.Fabric.Cross(), Source: spec.Fabric.CrossTraffic.Source},
+	}
+	link := func(name string, l platform.PCIeLink) {
+		f[name+".link.efficiency"] = report.Factor{Value: l.Efficiency.V, Source: l.Efficiency.Source}
+	}
+	for _, s := range spec.Switches {
+		link(s.Name, s.Link)
+	}
+	for _, g := range spec.GPUs {
+		link(g.Name, g.Link)
+	}
+	for _, d := range spec.Devices {
+		link(d.Name, d.Link)
+	}
+	for _, l := range spec.NVLinks {
+		f["nvlink."+l.A+"-"+l.B+".efficiency"] = report.Factor{Value: l.Efficiency.V, Source: l.Efficiency.Source}
+	}
+	return f
+}
+
+// traceMachine records a slice per transfer on its engine's track and a
+// slice per flow on every link direction it crossed.
+func traceMachine(m *machine.Machine, t *report.Trace) {
+	m.Observe(func(tr machine.Transfer) {
+		t.Slice(tr.Engine.Name, tr.Name, tr.Start, tr.End, map[string]any{
+			"bytes": tr.Bytes, "src": tr.Src.String(), "dst": tr.Dst.String(),
+			"call_us": float64(tr.Call) / 1e6,
+		})
+	})
+	m.Fabric.Observe(func(ev fabric.Event) {
+		if ev.Kind != fabric.FlowEnd {
+			return
+		}
+		fl := ev.Flow
+		for _, h := range fl.Route().Hops {
+			track := h.Link.Name() + " " + h.Dir.String()
+			if h.Link.Sharing() == fabric.Shared {
+				track = h.Link.Name()
+			}
+			t.Slice(track, fl.Name(), fl.ActiveAt(), fl.End(), map[string]any{"bytes": fl.Bytes()})
+		}
+	})
+}

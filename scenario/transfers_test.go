@@ -1,0 +1,103 @@
+package scenario
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/dmalab/dmalab/report"
+)
+
+func run(t *testing.T, platform string, sets ...string) *report.Result {
+	t.Helper()
+	s, err := Lookup("transfers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := Run(s, Options{Platform: platform, Sets: sets})
+	if err != nil {
+		t.Fatalf("transfers on %s %v: %v", platform, sets, err)
+	}
+	return res
+}
+
+func row(t *testing.T, r *report.Result, path, dir string, bytes int64) report.Row {
+	t.Helper()
+	for _, x := range r.Results {
+		if x.Path == path && x.Direction == dir && x.Bytes == bytes {
+			return x
+		}
+	}
+	t.Fatalf("no %s %s %d row in %+v", path, dir, bytes, r.Results)
+	return report.Row{}
+}
+
+// TestBandwidthRisesWithSize: the per-call overhead dominates small copies
+// and fades for large ones, so bandwidth rises monotonically with size
+// and approaches the link rate.
+func TestBandwidthRisesWithSize(t *testing.T) {
+	r := run(t, "h200-pcie", "paths=pinned", "directions=h2d", "sizes=4KiB,64KiB,1MiB,16MiB,256MiB,1GiB")
+	prev := 0.0
+	for _, x := range r.Results {
+		if x.GBps <= prev {
+			t.Errorf("%s: %.3f GB/s, not above the smaller size's %.3f", x.Name, x.GBps, prev)
+		}
+		prev = x.GBps
+	}
+	if prev > 55.5 || prev < 55 {
+		t.Errorf("1 GiB h2d at %.2f GB/s, want just under the 55.5 GB/s link", prev)
+	}
+}
+
+// TestBidirOnOneCopyEngine: with two or more copy engines both directions
+// run at once on a full-duplex link; with one, they take turns.
+func TestBidirOnOneCopyEngine(t *testing.T) {
+	two := row(t, run(t, "h200-pcie", "paths=pinned", "sizes=256MiB"), "pinned", "bidir", 256<<20)
+	one := row(t, run(t, "h200-pcie", "paths=pinned", "sizes=256MiB", "platform.gpus.gpu0.copy_engines=1"), "pinned", "bidir", 256<<20)
+	if math.Abs(two.GBps-55.4)/55.4 > 0.01 {
+		t.Errorf("bidir with 3 copy engines: %.2f GB/s per direction, want ~55.4", two.GBps)
+	}
+	if ratio := one.Seconds / two.Seconds; math.Abs(ratio-2) > 0.01 {
+		t.Errorf("bidir on one copy engine takes %.3f× the time of two engines, want 2×", ratio)
+	}
+}
+
+// TestCrossTrafficSlowsBidir: with a cross-traffic factor, each direction
+// also loads the other (read requests, acknowledgements), so bidir drops
+// while one-way copies keep their rate.
+func TestCrossTrafficSlowsBidir(t *testing.T) {
+	r := run(t, "h200-pcie", "paths=pinned", "sizes=256MiB", "platform.fabric.cross_traffic=0.1")
+	h2d, bidir := row(t, r, "pinned", "h2d", 256<<20), row(t, r, "pinned", "bidir", 256<<20)
+	want := h2d.GBps / 1.1
+	if math.Abs(bidir.GBps-want)/want > 0.01 {
+		t.Errorf("bidir with cross traffic 0.1: %.2f GB/s per direction, want h2d/1.1 = %.2f", bidir.GBps, want)
+	}
+}
+
+// TestDeviceCopyReadsAndWrites: a copy within VRAM moves every byte
+// through the memory twice (read and write).
+func TestDeviceCopyReadsAndWrites(t *testing.T) {
+	r := run(t, "h200-pcie", "paths=device", "sizes=1GiB")
+	d2d := row(t, r, "device", "d2d", 1<<30)
+	// h200-pcie: VRAM 4384 GB/s, per-call overhead 6.35 µs; a 1 GiB copy
+	// moves 2 GiB through the memory.
+	want := float64(1<<30) / (6.35e-6 + 2*float64(1<<30)/4384e9) / 1e9
+	if math.Abs(d2d.GBps-want)/want > 0.001 {
+		t.Errorf("d2d 1 GiB at %.1f GB/s, want %.1f (half the VRAM bandwidth, less the call overhead)", d2d.GBps, want)
+	}
+}
+
+func TestUnknownInputsAreUsageErrors(t *testing.T) {
+	s, _ := Lookup("transfers")
+	for _, sets := range [][]string{{"nope=1"}, {"sizes=0B"}, {"paths=teleport"}, {"directions=sideways"}, {"gpu=x"}, {"platform.nope=1"}} {
+		if _, _, err := Run(s, Options{Sets: sets}); !errors.Is(err, ErrUsage) {
+			t.Errorf("%v: err = %v, want ErrUsage", sets, err)
+		}
+	}
+	if _, err := Lookup("nope"); !errors.Is(err, ErrUsage) {
+		t.Errorf("Lookup(nope) = %v", err)
+	}
+	if _, _, err := Run(s, Options{Platform: "nope"}); !errors.Is(err, ErrUsage) {
+		t.Errorf("unknown platform: %v", err)
+	}
+}
