@@ -29,6 +29,10 @@ var modelledPaths = map[string][]string{
 
 var allDirections = []string{"h2d", "d2h", "bidir", "d2d"}
 
+// timeHorizon bounds a run's virtual time well inside sim.Time's range
+// (int64 picoseconds, about 106 days).
+const timeHorizon = 50 * 24 * 3600 * sim.Second
+
 const defaultSizes = "8B,4KiB,64KiB,1MiB,16MiB,256MiB,1GiB"
 
 func init() {
@@ -189,6 +193,12 @@ func runTransfers(c *Context) error {
 			row, err := measure(p, m, t, g, peer, host)
 			if err != nil {
 				runErr = err
+				return
+			}
+			// The fabric clamps an end beyond the clock's range to
+			// sim.Forever; stop before the next step would overflow.
+			if p.Now() >= timeHorizon {
+				runErr = usagef("the sweep needs more than %v of virtual time (at %s): use smaller sizes", timeHorizon, row.Name)
 				return
 			}
 			c.Result.Results = append(c.Result.Results, row)

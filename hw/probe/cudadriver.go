@@ -168,9 +168,10 @@ type cudaDevice struct {
 
 	flags     *cuda.HostMem // spinSlots × {release u32, status u32}, mapped
 	flagsDev  cuda.DevicePtr
-	freeSlots []int // spin slots not in use
-	armed     []int // blocked, not released
-	released  []int // released, not settled
+	peers     map[int]*cuda.Context // other GPUs' contexts, opened by AllocPeer
+	freeSlots []int                 // spin slots not in use
+	armed     []int                 // blocked, not released
+	released  []int                 // released, not settled
 }
 
 // realBuf is the cudaDevice's handle of a Buffer.
@@ -179,6 +180,7 @@ type realBuf struct {
 	host *cuda.HostMem // cuMemHostAlloc'd kinds
 	mmap []byte        // pageable and registered kinds
 	pin  bool          // mmap is registered
+	peer *cuda.Context // the context of the GPU that holds MemPeer memory
 }
 
 func (d *cudaDevice) setup() error {
@@ -234,6 +236,9 @@ func (d *cudaDevice) teardown() error {
 	}
 	if d.aux != 0 {
 		errs = append(errs, d.t.StreamDestroy(d.aux))
+	}
+	for _, c := range d.peers {
+		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -300,7 +305,7 @@ func (d *cudaDevice) Alloc(kind MemKind, size int64) (*Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.DevAddr = uint64(rb.dev)
+	b.DevAddr = rb.dev
 	return b, nil
 }
 
@@ -310,6 +315,8 @@ func (d *cudaDevice) free(b *Buffer) error {
 	rb := b.impl.(*realBuf)
 	var errs []error
 	switch {
+	case rb.peer != nil:
+		errs = append(errs, rb.peer.Do(func(t *cuda.Thread) error { return t.MemFree(rb.dev) }))
 	case rb.host != nil:
 		errs = append(errs, d.t.FreeHost(rb.host))
 	case rb.mmap != nil:
@@ -321,6 +328,82 @@ func (d *cudaDevice) free(b *Buffer) error {
 		errs = append(errs, d.t.MemFree(rb.dev))
 	}
 	return errors.Join(errs...)
+}
+
+// contextOf returns the context whose GPU holds device memory b.
+func (d *cudaDevice) contextOf(b *Buffer) *cuda.Context {
+	if rb, ok := b.impl.(*realBuf); ok && rb.peer != nil {
+		return rb.peer
+	}
+	return d.t.Context()
+}
+
+func (d *cudaDevice) Peers() ([]int, error) {
+	n, err := cuda.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	self := d.t.Context().Device()
+	var out []int
+	for i := range n {
+		if i == d.info.Ordinal {
+			continue
+		}
+		other, err := cuda.DeviceGet(i)
+		if err != nil {
+			return nil, err
+		}
+		there, err1 := self.CanAccessPeer(other)
+		back, err2 := other.CanAccessPeer(self)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
+		}
+		if there && back {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// peerContext opens GPU ordinal's primary context, once, and enables peer
+// access from this GPU to it and back.
+func (d *cudaDevice) peerContext(ordinal int) (*cuda.Context, error) {
+	if c, ok := d.peers[ordinal]; ok {
+		return c, nil
+	}
+	dev, err := cuda.DeviceGet(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cuda.NewContext(dev)
+	if err != nil {
+		return nil, err
+	}
+	self := d.t.Context()
+	err = errors.Join(d.t.EnablePeerAccess(c), c.Do(func(t *cuda.Thread) error { return t.EnablePeerAccess(self) }))
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	if d.peers == nil {
+		d.peers = map[int]*cuda.Context{}
+	}
+	d.peers[ordinal] = c
+	return c, nil
+}
+
+func (d *cudaDevice) AllocPeer(ordinal int, size int64) (*Buffer, error) {
+	if ordinal == d.info.Ordinal || size <= 0 {
+		return nil, fmt.Errorf("peer alloc of %d B on GPU %d from GPU %d: %w", size, ordinal, d.info.Ordinal, cuda.ErrorInvalidValue)
+	}
+	c, err := d.peerContext(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	var p cuda.DevicePtr
+	if err := c.Do(func(t *cuda.Thread) (err error) { p, err = t.MemAlloc(size); return err }); err != nil {
+		return nil, err
+	}
+	return &Buffer{Kind: MemPeer, Size: size, Peer: ordinal, DevAddr: p, impl: &realBuf{dev: p, peer: c}}, nil
 }
 
 func (d *cudaDevice) Pin(b *Buffer) error {
@@ -355,7 +438,11 @@ func (d *cudaDevice) Upload(b *Buffer, src []byte) error {
 		copy(b.Host, src)
 		return nil
 	}
-	return d.t.MemcpyHtoD(b.impl.(*realBuf).dev, src)
+	rb := b.impl.(*realBuf)
+	if rb.peer != nil {
+		return rb.peer.Do(func(t *cuda.Thread) error { return t.MemcpyHtoD(rb.dev, src) })
+	}
+	return d.t.MemcpyHtoD(rb.dev, src)
 }
 
 func (d *cudaDevice) Download(b *Buffer, dst []byte) error {
@@ -366,7 +453,11 @@ func (d *cudaDevice) Download(b *Buffer, dst []byte) error {
 		copy(dst, b.Host)
 		return nil
 	}
-	return d.t.MemcpyDtoH(dst, b.impl.(*realBuf).dev)
+	rb := b.impl.(*realBuf)
+	if rb.peer != nil {
+		return rb.peer.Do(func(t *cuda.Thread) error { return t.MemcpyDtoH(dst, rb.dev) })
+	}
+	return d.t.MemcpyDtoH(dst, rb.dev)
 }
 
 func (d *cudaDevice) NewStream() (Stream, error) {
@@ -417,6 +508,12 @@ func (d *cudaDevice) CopyAsync(dst, src *Buffer, size int64, s Stream) error {
 		return fmt.Errorf("async copy with %v: %w", MemPageable, cuda.ErrNotSupported)
 	}
 	cs := cuda.Stream(s)
+	if src.Kind == MemPeer || dst.Kind == MemPeer {
+		if srcHost || dstHost {
+			return fmt.Errorf("async copy between %v and %v: %w", src, dst, cuda.ErrNotSupported)
+		}
+		return d.t.MemcpyPeerAsync(dst.DevAddr, d.contextOf(dst), src.DevAddr, d.contextOf(src), size, cs)
+	}
 	switch {
 	case srcHost:
 		return d.t.MemcpyHtoDAsync(dst.impl.(*realBuf).dev, src.Host[:size], cs)
@@ -430,6 +527,9 @@ func (d *cudaDevice) Copy(dst, src *Buffer, size int64) error {
 	srcHost, dstHost, err := checkCopy(dst, src, size)
 	if err != nil {
 		return err
+	}
+	if src.Kind == MemPeer || dst.Kind == MemPeer {
+		return fmt.Errorf("synchronous copy with %v memory: %w", MemPeer, cuda.ErrNotSupported)
 	}
 	switch {
 	case srcHost:
@@ -454,7 +554,7 @@ func (d *cudaDevice) CopyKernel(dst, src *Buffer, size int64, s Stream) error {
 	}
 	n16 := uint64(size / 16)
 	blocks := min(uint64(max(d.info.Multiprocessors, 1)*copyBlocksPerSM), (n16+copyBlock-1)/copyBlock)
-	args, err := kernels.Copy.Args(dst.DevAddr, src.DevAddr, n16)
+	args, err := kernels.Copy.Args(uint64(dst.DevAddr), uint64(src.DevAddr), n16)
 	if err != nil {
 		return err
 	}
@@ -513,11 +613,11 @@ func (d *cudaDevice) Settle() (int, error) {
 	return timedOut, nil
 }
 
-func (d *cudaDevice) Chase(b *Buffer, start uint64, steps int) (uint64, time.Duration, error) {
-	if b.DevAddr == 0 || start < b.DevAddr || start >= b.DevAddr+uint64(b.Size) || steps < 1 {
+func (d *cudaDevice) Chase(b *Buffer, start cuda.DevicePtr, steps int) (cuda.DevicePtr, time.Duration, error) {
+	if b.DevAddr == 0 || start < b.DevAddr || start >= b.DevAddr+cuda.DevicePtr(b.Size) || steps < 1 {
 		return 0, 0, fmt.Errorf("chase from %#x through %v: %w", start, b, cuda.ErrorInvalidValue)
 	}
-	args, err := kernels.Chase.Args(start, uint64(steps), uint64(d.outDev))
+	args, err := kernels.Chase.Args(uint64(start), uint64(steps), uint64(d.outDev))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -529,7 +629,7 @@ func (d *cudaDevice) Chase(b *Buffer, start uint64, steps int) (uint64, time.Dur
 		return 0, 0, err
 	}
 	o := d.out.Bytes()
-	return binary.LittleEndian.Uint64(o), time.Duration(binary.LittleEndian.Uint64(o[16:])), nil
+	return cuda.DevicePtr(binary.LittleEndian.Uint64(o)), time.Duration(binary.LittleEndian.Uint64(o[16:])), nil
 }
 
 func (d *cudaDevice) managed(b *Buffer) (cuda.DevicePtr, error) {
@@ -576,13 +676,13 @@ func (d *cudaDevice) Touch(b *Buffer, size, stride int64, write bool, threads in
 		if times.DevAddr == 0 || times.Size < (size+stride-1)/stride*8 {
 			return fmt.Errorf("touch times buffer %v too small: %w", times, cuda.ErrorInvalidValue)
 		}
-		timesAddr = times.DevAddr
+		timesAddr = uint64(times.DevAddr)
 	}
 	var w uint64
 	if write {
 		w = 1
 	}
-	args, err := kernels.Touch.Args(b.DevAddr, uint64(size), uint64(stride), timesAddr, w)
+	args, err := kernels.Touch.Args(uint64(b.DevAddr), uint64(size), uint64(stride), timesAddr, w)
 	if err != nil {
 		return err
 	}
@@ -619,7 +719,7 @@ func (d *cudaDevice) BufferID(b *Buffer) (uint64, error) {
 	if b.DevAddr == 0 {
 		return 0, fmt.Errorf("buffer id of %v: %w", b, cuda.ErrorInvalidValue)
 	}
-	return d.t.PointerBufferID(cuda.DevicePtr(b.DevAddr))
+	return d.t.PointerBufferID(b.DevAddr)
 }
 
 // hostMachine reads the host's identity from /proc and /sys.

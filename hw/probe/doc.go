@@ -24,12 +24,18 @@
 //     measured. A spin that ends by its timeout voids the sample
 //     (ErrSpinTimeout). Both directions at once use two streams, the second
 //     waiting for the first's start event.
+//   - Asynchronous work the driver may act on while it is queued (prefetch,
+//     page touches, managed-memory copies) runs between two events on an
+//     idle stream, MethodEvents: one enqueue (a few µs) is included.
 //   - Work that is synchronous by nature (cuMemcpy from pageable memory,
-//     per-call times of small copies, cuMemHostRegister) uses the host's
-//     monotonic clock, MethodHostTimer.
+//     per-call times of small copies, cuMemHostRegister, CPU touches of
+//     managed memory) uses the host's monotonic clock, MethodHostTimer.
+//   - Kernels that time themselves (pointer chase, single-thread page
+//     touches) read %globaltimer, MethodKernelTimer.
 //
 // Bandwidth is in GB/s (10^9 bytes per second) with each byte counted once,
-// also for device-to-device copies; per-operation times are in µs.
+// also for device-to-device copies; per-operation times are in µs or ns.
+// Managed memory never takes more than a quarter of the GPU's free memory.
 //
 // # Families
 //
@@ -41,9 +47,17 @@
 // the time per call of small synchronous copies. call_overhead: one trivial
 // driver call through the binding. host_memcpy: one CPU thread copying
 // pageable to pinned memory. pin: cuMemHostRegister and unregister per size.
-// capabilities: dma-buf export of device memory and buffer-id behaviour
-// across free and re-allocation, next to the device attributes, BAR1 and
-// PCIe link state that every GPU report carries.
+// latency: one GPU thread's dependent loads from mapped host memory and from
+// device memory. unified: managed memory — CPU first touch
+// (managed-cpu-fault), prefetch each way (managed-prefetch), fault-driven
+// migration by many GPU threads reading or writing and single-thread
+// per-fault latency at 4 KiB, 64 KiB and 2 MiB strides with each 2 MiB
+// block's slow touches (managed-fault), CPU fault-back after GPU residency
+// (managed-cpu-fault), and GPU reads of host-resident pages under
+// AccessedBy and PreferredLocation(CPU) (managed-remote). capabilities:
+// dma-buf export of device memory and buffer-id behaviour across free and
+// re-allocation, next to the device attributes, BAR1 and PCIe link state
+// that every GPU report carries.
 //
 // # Output
 //

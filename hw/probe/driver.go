@@ -3,6 +3,8 @@ package probe
 import (
 	"fmt"
 	"time"
+
+	"github.com/dmalab/dmalab/hw/cuda"
 )
 
 // Driver is what the probe needs from a GPU driver: the machine's identity
@@ -34,6 +36,15 @@ type Device interface {
 	// Alloc allocates size bytes of a kind of memory. Host-visible kinds
 	// have Buffer.Host; device-addressable kinds have a device address.
 	Alloc(kind MemKind, size int64) (*Buffer, error)
+	// Peers lists the other GPUs that this one and that one can each map
+	// (cuDeviceCanAccessPeer both ways).
+	Peers() ([]int, error)
+	// AllocPeer allocates device memory on GPU ordinal, one of Peers, and
+	// enables peer access both ways. The buffer (kind MemPeer) works with
+	// Free, Upload, Download, CopyAsync and CopyKernel like local device
+	// memory; copies between it and this GPU's memory use
+	// cuMemcpyPeerAsync.
+	AllocPeer(ordinal int, size int64) (*Buffer, error)
 	// Free releases a buffer.
 	Free(b *Buffer) error
 	// Pin page-locks a pageable buffer (cuMemHostRegister); Unpin undoes it.
@@ -75,7 +86,7 @@ type Device interface {
 	// loads through the chain of 64-bit device addresses that b holds,
 	// from the device address start. It returns the last address loaded
 	// and the loop's time as the kernel measured it (%globaltimer).
-	Chase(b *Buffer, start uint64, steps int) (end uint64, elapsed time.Duration, err error)
+	Chase(b *Buffer, start cuda.DevicePtr, steps int) (end cuda.DevicePtr, elapsed time.Duration, err error)
 
 	// Prefetch queues a migration of managed memory to the GPU or to the
 	// host on s (cuMemPrefetchAsync_v2).
@@ -118,6 +129,7 @@ const (
 	MemRegistered                   // mmap + cuMemHostRegister(PORTABLE|DEVICEMAP)
 	MemMapped                       // cuMemHostAlloc(PORTABLE|DEVICEMAP), used through its device address
 	MemManaged                      // cuMemAllocManaged(GLOBAL)
+	MemPeer                         // cuMemAlloc on another GPU, mapped by peer access
 )
 
 var kindNames = [...]string{
@@ -128,6 +140,7 @@ var kindNames = [...]string{
 	MemRegistered:    "registered",
 	MemMapped:        "mapped",
 	MemManaged:       "managed",
+	MemPeer:          "peer",
 }
 
 func (k MemKind) String() string {
@@ -139,7 +152,7 @@ func (k MemKind) String() string {
 
 // IsHost reports whether the kind is host memory (a copy to or from it
 // crosses the bus).
-func (k MemKind) IsHost() bool { return k != MemDevice && k != MemManaged }
+func (k MemKind) IsHost() bool { return k != MemDevice && k != MemManaged && k != MemPeer }
 
 // Buffer is an allocation made by a Device.
 type Buffer struct {
@@ -150,8 +163,10 @@ type Buffer struct {
 	Host []byte
 	// DevAddr is the device address of device-addressable kinds (device,
 	// mapped, registered, managed); 0 otherwise.
-	DevAddr uint64
-	impl    any // the Device implementation's own handle
+	DevAddr cuda.DevicePtr
+	// Peer is the GPU that holds MemPeer memory.
+	Peer int
+	impl any // the Device implementation's own handle
 }
 
 func (b *Buffer) String() string { return fmt.Sprintf("%v buffer of %d B", b.Kind, b.Size) }

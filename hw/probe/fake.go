@@ -64,6 +64,9 @@ type FakeConfig struct {
 	Corrupt func(op string) bool
 	// DMABufErr is what ExportDMABuf returns.
 	DMABufErr error
+	// NoPeerAccess makes Peers empty, as on GPUs that cannot map each
+	// other's memory.
+	NoPeerAccess bool
 }
 
 // Fake is a deterministic Driver for tests: real byte buffers, so that data
@@ -144,6 +147,11 @@ func NewFake(cfg FakeConfig) *Fake {
 // override it: an H200 on PCIe Gen5 x16, roughly as REFERENCE.md measured.
 func defaultBandwidth(r Route) float64 {
 	switch {
+	case r.Src == MemPeer || r.Dst == MemPeer:
+		if r.Engine == "sm" {
+			return 45
+		}
+		return 48
 	case !r.Src.IsHost() && !r.Dst.IsHost():
 		if r.Engine == "sm" {
 			return 1800
@@ -356,12 +364,42 @@ func (d *fakeDevice) Alloc(kind MemKind, size int64) (*Buffer, error) {
 		b.Host = fb.data
 	}
 	if kind == MemDevice || kind == MemMapped || kind == MemRegistered || kind == MemManaged {
-		b.DevAddr = 0x7f00_0000_0000 + d.nextAddr
+		b.DevAddr = cuda.DevicePtr(0x7f00_0000_0000 + d.nextAddr)
 		d.nextAddr += uint64(size+0xfffff) &^ 0xfffff
 	}
 	if kind == MemRegistered {
 		d.pinnedPages += size
 	}
+	d.bufs[b] = true
+	return b, nil
+}
+
+func (d *fakeDevice) Peers() ([]int, error) {
+	if err := d.call("Peers", d.f.cfg.CallCost); err != nil {
+		return nil, err
+	}
+	var out []int
+	for i := range d.f.cfg.GPUs {
+		if i != d.ord && !d.f.cfg.NoPeerAccess {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+func (d *fakeDevice) AllocPeer(ordinal int, size int64) (*Buffer, error) {
+	if err := d.call("AllocPeer", d.f.cfg.CallCost); err != nil {
+		return nil, err
+	}
+	peers, _ := d.Peers()
+	if !slices.Contains(peers, ordinal) || size <= 0 {
+		return nil, fmt.Errorf("fake AllocPeer(%d, %d) on GPU %d: %w", ordinal, size, d.ord, cuda.ErrorInvalidValue)
+	}
+	d.nextBufID++
+	fb := &fakeBuf{data: make([]byte, size), id: d.nextBufID, pinned: true}
+	b := &Buffer{Kind: MemPeer, Size: size, Peer: ordinal, impl: fb,
+		DevAddr: cuda.DevicePtr(0x7e00_0000_0000 + uint64(ordinal)<<36 + d.nextAddr)}
+	d.nextAddr += uint64(size+0xfffff) &^ 0xfffff
 	d.bufs[b] = true
 	return b, nil
 }
@@ -380,7 +418,7 @@ func (d *fakeDevice) Free(b *Buffer) error {
 	if _, err := d.own(b); err != nil {
 		return err
 	}
-	if !b.Kind.IsHost() {
+	if !b.Kind.IsHost() && b.Kind != MemPeer {
 		d.allocated -= b.Size
 	}
 	if b.Kind == MemRegistered {
@@ -797,7 +835,7 @@ func (d *fakeDevice) BufferID(b *Buffer) (uint64, error) {
 	return fb.id, nil
 }
 
-func (d *fakeDevice) Chase(b *Buffer, start uint64, steps int) (uint64, time.Duration, error) {
+func (d *fakeDevice) Chase(b *Buffer, start cuda.DevicePtr, steps int) (cuda.DevicePtr, time.Duration, error) {
 	fb, err := d.own(b)
 	if err != nil {
 		return 0, 0, err
@@ -807,11 +845,11 @@ func (d *fakeDevice) Chase(b *Buffer, start uint64, steps int) (uint64, time.Dur
 	}
 	addr := start
 	for range steps {
-		off := addr - b.DevAddr
+		off := uint64(addr - b.DevAddr)
 		if addr < b.DevAddr || off+8 > uint64(b.Size) {
 			return 0, 0, fmt.Errorf("fake Chase: address %#x outside %v: %w", addr, b, cuda.ErrorIllegalAddress)
 		}
-		addr = binary.LittleEndian.Uint64(fb.data[off:])
+		addr = cuda.DevicePtr(binary.LittleEndian.Uint64(fb.data[off:]))
 	}
 	load := d.f.cfg.DeviceLoad
 	if b.Kind.IsHost() {

@@ -60,11 +60,14 @@ func (m *meter) capabilities(g *GPUReport) error {
 			id, err := m.d.BufferID(b[0])
 			c.fail(err)
 			ids = append(ids, id)
-		}, bufSpec{MemDevice, size})
+		}, bufSpec{kind: MemDevice, size: size})
 	}
+	peers, err := m.d.Peers()
+	c.fail(err)
 	if err := c.err(); err != nil {
 		return err
 	}
+	caps.PeerAccess = peers
 	caps.BufferIDFirst, caps.BufferIDReallocate, caps.BufferIDChanges = ids[0], ids[1], ids[0] != ids[1]
 	g.Capabilities = caps
 	return nil
@@ -95,20 +98,35 @@ func (m *meter) ceFamily(g *GPUReport) error {
 			c.add(m.ceCopy(MemPinned.String(), H2D, dev, host, size))
 			c.add(m.ceCopy(MemPinned.String(), D2H, host, dev, size))
 		}
-	}, bufSpec{MemPinned, big}, bufSpec{MemDevice, big})
+	}, bufSpec{kind: MemPinned, size: big}, bufSpec{kind: MemDevice, size: big})
 	c.add(m.ceBidir(MemPinned.String(), MemPinned, big))
 	for _, kind := range []MemKind{MemWriteCombined, MemRegistered} {
 		m.withBuffers(&c, "ce "+kind.String(), func(b []*Buffer) {
 			host, dev := b[0], b[1]
 			c.add(m.ceCopy(kind.String(), H2D, dev, host, big))
 			c.add(m.ceCopy(kind.String(), D2H, host, dev, big))
-		}, bufSpec{kind, big}, bufSpec{MemDevice, big})
+		}, bufSpec{kind: kind, size: big}, bufSpec{kind: MemDevice, size: big})
 	}
 	// Bytes are counted once, as nvbandwidth's device_local_copy counts.
 	m.withBuffers(&c, "ce device", func(b []*Buffer) {
 		c.add(m.ceCopy(MemDevice.String(), D2D, b[1], b[0], big))
-	}, bufSpec{MemDevice, big}, bufSpec{MemDevice, big})
+	}, bufSpec{kind: MemDevice, size: big}, bufSpec{kind: MemDevice, size: big})
+	peers, err := m.d.Peers()
+	c.fail(err)
+	for _, p := range peers {
+		m.withBuffers(&c, fmt.Sprintf("ce peer gpu%d", p), func(b []*Buffer) {
+			local, remote, local2, remote2 := b[0], b[1], b[2], b[3]
+			c.add(m.ceCopyAs(peerMeasurement(FamilyCE, D2D, "write", p, big), remote, local))
+			c.add(m.ceCopyAs(peerMeasurement(FamilyCE, D2D, "read", p, big), local, remote))
+			c.add(m.bidir(peerMeasurement(FamilyCE, Bidir, "", p, big), [2]*Buffer{remote, local}, [2]*Buffer{local2, remote2}, "write", "read"))
+		}, bufSpec{kind: MemDevice, size: big}, bufSpec{MemPeer, big, p}, bufSpec{kind: MemDevice, size: big}, bufSpec{MemPeer, big, p})
+	}
 	return c.err()
+}
+
+// peerMeasurement starts a measurement between this GPU and GPU peer.
+func peerMeasurement(family, dir, op string, peer int, size int64) Measurement {
+	return Measurement{Family: family, Path: MemPeer.String(), Direction: dir, Operation: op, SizeBytes: size, PeerGPU: &peer}
 }
 
 // smFamily measures the copy kernel: reading mapped host memory into device
@@ -121,10 +139,19 @@ func (m *meter) smFamily(g *GPUReport) error {
 		host, dev := b[0], b[1]
 		c.add(m.smCopy(MemMapped.String(), H2D, dev, host, big))
 		c.add(m.smCopy(MemMapped.String(), D2H, host, dev, big))
-	}, bufSpec{MemMapped, big}, bufSpec{MemDevice, big})
+	}, bufSpec{kind: MemMapped, size: big}, bufSpec{kind: MemDevice, size: big})
 	m.withBuffers(&c, "sm device", func(b []*Buffer) {
 		c.add(m.smCopy(MemDevice.String(), D2D, b[1], b[0], big))
-	}, bufSpec{MemDevice, big}, bufSpec{MemDevice, big})
+	}, bufSpec{kind: MemDevice, size: big}, bufSpec{kind: MemDevice, size: big})
+	peers, err := m.d.Peers()
+	c.fail(err)
+	for _, p := range peers {
+		m.withBuffers(&c, fmt.Sprintf("sm peer gpu%d", p), func(b []*Buffer) {
+			local, remote := b[0], b[1]
+			c.add(m.smCopyAs(peerMeasurement(FamilySM, D2D, "write", p, big), remote, local))
+			c.add(m.smCopyAs(peerMeasurement(FamilySM, D2D, "read", p, big), local, remote))
+		}, bufSpec{kind: MemDevice, size: big}, bufSpec{MemPeer, big, p})
+	}
 	return c.err()
 }
 
@@ -139,7 +166,7 @@ func (m *meter) syncFamily(g *GPUReport) error {
 			host, dev := b[0], b[1]
 			c.add(m.syncCopy(FamilySync, kind.String(), H2D, dev, host, big, reps, UnitGBps))
 			c.add(m.syncCopy(FamilySync, kind.String(), D2H, host, dev, big, reps, UnitGBps))
-		}, bufSpec{kind, big}, bufSpec{MemDevice, big})
+		}, bufSpec{kind: kind, size: big}, bufSpec{kind: MemDevice, size: big})
 	}
 	return c.err()
 }
@@ -160,7 +187,7 @@ func (m *meter) callTimeFamily(g *GPUReport) error {
 				c.add(m.syncCopy(FamilyCallTime, kind.String(), H2D, dev, host, size, reps, UnitUs))
 				c.add(m.syncCopy(FamilyCallTime, kind.String(), D2H, host, dev, size, reps, UnitUs))
 			}
-		}, bufSpec{kind, big}, bufSpec{MemDevice, big})
+		}, bufSpec{kind: kind, size: big}, bufSpec{kind: MemDevice, size: big})
 	}
 	return c.err()
 }
@@ -201,7 +228,7 @@ func (m *meter) hostMemcpyFamily(g *GPUReport) error {
 		meas.Stat, meas.Verified = summarize(meas.Values), true
 		m.progress(&meas)
 		c.add(meas, nil)
-	}, bufSpec{MemPageable, big}, bufSpec{MemPinned, big})
+	}, bufSpec{kind: MemPageable, size: big}, bufSpec{kind: MemPinned, size: big})
 	return c.err()
 }
 
@@ -259,7 +286,7 @@ func (m *meter) pinFamily(g *GPUReport) error {
 				m.progress(&meas)
 				c.add(meas, nil)
 			}
-		}, bufSpec{MemPageable, size})
+		}, bufSpec{kind: MemPageable, size: size})
 	}
 	return c.err()
 }

@@ -50,7 +50,11 @@ func (m *meter) buffers(specs ...bufSpec) ([]*Buffer, func() error, error) {
 		return errors.Join(errs...)
 	}
 	for _, s := range specs {
-		b, err := m.d.Alloc(s.kind, s.size)
+		alloc := m.d.Alloc
+		if s.kind == MemPeer {
+			alloc = func(_ MemKind, size int64) (*Buffer, error) { return m.d.AllocPeer(s.peer, size) }
+		}
+		b, err := alloc(s.kind, s.size)
 		if err != nil {
 			return nil, nil, errors.Join(err, free())
 		}
@@ -62,6 +66,7 @@ func (m *meter) buffers(specs ...bufSpec) ([]*Buffer, func() error, error) {
 type bufSpec struct {
 	kind MemKind
 	size int64
+	peer int // the GPU of MemPeer memory
 }
 
 // fill writes p's first size bytes into b.
@@ -211,67 +216,91 @@ func (m *meter) queued(meas Measurement, dst, src *Buffer, op func(s Stream) err
 
 // ceCopy measures copy-engine copies from src to dst.
 func (m *meter) ceCopy(path, dir string, dst, src *Buffer, size int64) (Measurement, error) {
-	meas := Measurement{Family: FamilyCE, Path: path, Direction: dir, SizeBytes: size, Repetitions: m.reps(size)}
+	return m.ceCopyAs(Measurement{Family: FamilyCE, Path: path, Direction: dir, SizeBytes: size}, dst, src)
+}
+
+// ceCopyAs measures copy-engine copies of meas.SizeBytes from src to dst,
+// filling in meas.
+func (m *meter) ceCopyAs(meas Measurement, dst, src *Buffer) (Measurement, error) {
+	size := meas.SizeBytes
+	meas.Repetitions = m.reps(size)
 	return m.queued(meas, dst, src, func(s Stream) error { return m.d.CopyAsync(dst, src, size, s) })
 }
 
 // smCopy measures the copy kernel from src to dst.
 func (m *meter) smCopy(path, dir string, dst, src *Buffer, size int64) (Measurement, error) {
-	size &^= 15
-	meas := Measurement{Family: FamilySM, Path: path, Direction: dir, SizeBytes: size, Repetitions: m.reps(size)}
+	return m.smCopyAs(Measurement{Family: FamilySM, Path: path, Direction: dir, SizeBytes: size}, dst, src)
+}
+
+// smCopyAs measures the copy kernel over meas.SizeBytes (rounded down to 16)
+// from src to dst, filling in meas.
+func (m *meter) smCopyAs(meas Measurement, dst, src *Buffer) (Measurement, error) {
+	meas.SizeBytes &^= 15
+	size := meas.SizeBytes
+	meas.Repetitions = m.reps(size)
 	return m.queued(meas, dst, src, func(s Stream) error { return m.d.CopyKernel(dst, src, size, s) })
 }
 
 // ceBidir measures host-to-device and device-to-host copy-engine copies at
-// once, on two streams released together. The value is the bytes of both
-// directions over the span from the common start to the later end;
-// PerDirection gives each direction over its own span.
+// once, on two streams released together.
 func (m *meter) ceBidir(path string, hostKind MemKind, size int64) (Measurement, error) {
-	meas := Measurement{Family: FamilyCE, Path: path, Direction: Bidir, SizeBytes: size, Repetitions: m.reps(size),
-		Method: MethodSpinEvents, Unit: UnitGBps, Warmup: m.o.Warmup, Samples: m.o.Samples}
-	bufs, free, err := m.buffers(bufSpec{hostKind, size}, bufSpec{MemDevice, size}, bufSpec{MemDevice, size}, bufSpec{hostKind, size})
+	meas := Measurement{Family: FamilyCE, Path: path, Direction: Bidir, SizeBytes: size}
+	bufs, free, err := m.buffers(bufSpec{kind: hostKind, size: size}, bufSpec{kind: MemDevice, size: size}, bufSpec{kind: MemDevice, size: size}, bufSpec{kind: hostKind, size: size})
 	if err != nil {
 		return meas, fmt.Errorf("%s: %w", meas.Key(), err)
 	}
-	hSrc, dDst, dSrc, hDst := bufs[0], bufs[1], bufs[2], bufs[3]
+	meas, err = m.bidir(meas, [2]*Buffer{bufs[1], bufs[0]}, [2]*Buffer{bufs[3], bufs[2]}, H2D, D2H)
+	return meas, errors.Join(err, free())
+}
+
+// bidir measures two copy-engine copies at once, up[0] ← up[1] on one
+// stream and down[0] ← down[1] on another, released together. The value is
+// the bytes of both over the span from the common start to the later end;
+// PerDirection gives each, by upName and downName, over its own span.
+func (m *meter) bidir(meas Measurement, up, down [2]*Buffer, upName, downName string) (Measurement, error) {
+	size := meas.SizeBytes
+	meas.Repetitions, meas.Method, meas.Unit, meas.Warmup, meas.Samples = m.reps(size), MethodSpinEvents, UnitGBps, m.o.Warmup, m.o.Samples
 	ss, es, destroy, err := m.resources(2, 4)
 	if err != nil {
-		return meas, fmt.Errorf("%s: %w", meas.Key(), errors.Join(err, free()))
+		return meas, fmt.Errorf("%s: %w", meas.Key(), err)
 	}
-	up, down := ss[0], ss[1]
+	su, sd := ss[0], ss[1]
 	start, startDown, endUp, endDown := es[0], es[1], es[2], es[3]
+	copies := func() error {
+		return errors.Join(m.d.CopyAsync(up[0], up[1], size, su), m.d.CopyAsync(down[0], down[1], size, sd))
+	}
 	var upVals, downVals []float64
 	bytes := size * int64(meas.Repetitions)
 	for range m.o.Samples {
 		if err = m.ctx.Err(); err != nil {
 			break
 		}
-		if err = errors.Join(m.fill(hSrc, m.src, size), m.fill(dSrc, m.src, size),
-			m.fill(dDst, m.dst, size), m.fill(hDst, m.dst, size)); err != nil {
+		if err = errors.Join(m.fill(up[1], m.src, size), m.fill(down[1], m.src, size),
+			m.fill(up[0], m.dst, size), m.fill(down[0], m.dst, size)); err != nil {
 			break
 		}
 		err = m.spin(func() error {
 			for range meas.Warmup {
-				if err := errors.Join(m.d.CopyAsync(dDst, hSrc, size, up), m.d.CopyAsync(hDst, dSrc, size, down)); err != nil {
+				if err := copies(); err != nil {
 					return err
 				}
 			}
 			// nvbandwidth's alignment of the two streams: the second waits
 			// for the first's start event.
-			if err := errors.Join(m.d.Record(start, up), m.d.WaitEvent(down, start), m.d.Record(startDown, down)); err != nil {
+			if err := errors.Join(m.d.Record(start, su), m.d.WaitEvent(sd, start), m.d.Record(startDown, sd)); err != nil {
 				return err
 			}
 			for range meas.Repetitions {
-				if err := errors.Join(m.d.CopyAsync(dDst, hSrc, size, up), m.d.CopyAsync(hDst, dSrc, size, down)); err != nil {
+				if err := copies(); err != nil {
 					return err
 				}
 			}
-			return errors.Join(m.d.Record(endUp, up), m.d.Record(endDown, down))
-		}, up, down)
+			return errors.Join(m.d.Record(endUp, su), m.d.Record(endDown, sd))
+		}, su, sd)
 		if err != nil {
 			break
 		}
-		if err = errors.Join(m.verify(dDst, m.src, size), m.verify(hDst, m.src, size)); err != nil {
+		if err = errors.Join(m.verify(up[0], m.src, size), m.verify(down[0], m.src, size)); err != nil {
 			break
 		}
 		var tUp, tDown, tAll time.Duration
@@ -286,12 +315,12 @@ func (m *meter) ceBidir(path string, hostKind MemKind, size int64) (Measurement,
 		downVals = append(downVals, gbps(bytes, tDown.Seconds()))
 		meas.Values = append(meas.Values, gbps(2*bytes, max(tAll, tUp).Seconds()))
 	}
-	err = errors.Join(err, destroy(), free())
+	err = errors.Join(err, destroy())
 	if err != nil {
 		return meas, fmt.Errorf("%s: %w", meas.Key(), err)
 	}
 	meas.Stat, meas.Verified = summarize(meas.Values), true
-	meas.PerDirection = map[string]Stat{H2D: summarize(upVals), D2H: summarize(downVals)}
+	meas.PerDirection = map[string]Stat{upName: summarize(upVals), downName: summarize(downVals)}
 	m.progress(&meas)
 	return meas, nil
 }

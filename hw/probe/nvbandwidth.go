@@ -39,6 +39,7 @@ type nvbCase struct {
 	name, description string
 	family, path, dir string
 	part              string // for bidir: the PerDirection entry
+	op                string // for peers: "read" or "write"
 }
 
 // nvbCases are the testcases dmalab measures the way nvbandwidth does
@@ -46,13 +47,20 @@ type nvbCase struct {
 // buffer of nvbandwidth's SM tests is that same pinned memory, which unified
 // addressing maps; dmalab's "mapped" path asks for the mapping explicitly.
 var nvbCases = []nvbCase{
-	{"host_to_device_memcpy_ce", "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", H2D, ""},
-	{"device_to_host_memcpy_ce", "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", D2H, ""},
-	{"host_to_device_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", Bidir, H2D},
-	{"device_to_host_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", Bidir, D2H},
-	{"device_local_copy", "memcpy local GPU(column) bandwidth (GB/s)", FamilyCE, "device", D2D, ""},
-	{"host_to_device_memcpy_sm", "memcpy SM CPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, "mapped", H2D, ""},
-	{"device_to_host_memcpy_sm", "memcpy SM CPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, "mapped", D2H, ""},
+	{"host_to_device_memcpy_ce", "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", H2D, "", ""},
+	{"device_to_host_memcpy_ce", "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", D2H, "", ""},
+	{"host_to_device_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", Bidir, H2D, ""},
+	{"device_to_host_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", Bidir, D2H, ""},
+	{"device_local_copy", "memcpy local GPU(column) bandwidth (GB/s)", FamilyCE, "device", D2D, "", ""},
+	{"host_to_device_memcpy_sm", "memcpy SM CPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, "mapped", H2D, "", ""},
+	{"device_to_host_memcpy_sm", "memcpy SM CPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, "mapped", D2H, "", ""},
+	// Peer testcases have a row per GPU, the one whose context ran the copy
+	// (the copy's destination for read, its source for write), and a
+	// column per peer.
+	{"device_to_device_memcpy_read_ce", "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, "peer", D2D, "", "read"},
+	{"device_to_device_memcpy_write_ce", "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, "peer", D2D, "", "write"},
+	{"device_to_device_memcpy_read_sm", "memcpy SM GPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, "peer", D2D, "", "read"},
+	{"device_to_device_memcpy_write_sm", "memcpy SM GPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, "peer", D2D, "", "write"},
 }
 
 // WriteNVBandwidth writes the copy-engine and SM results in nvbandwidth's
@@ -75,25 +83,37 @@ func (r *Report) WriteNVBandwidth(w io.Writer) error {
 		doc.GPUDeviceList = append(doc.GPUDeviceList, fmt.Sprintf("%d: %s (%s): (%s)", g.Device.Ordinal, g.Device.Name, g.Device.PCIBusID, r.Machine.Hostname))
 	}
 	for _, c := range nvbCases {
-		row := make([]string, n)
-		for i := range row {
-			row[i] = "N/A"
+		rows := 1
+		if c.op != "" {
+			rows = n
+		}
+		matrix := make([][]string, rows)
+		for i := range matrix {
+			matrix[i] = make([]string, n)
+			for j := range matrix[i] {
+				matrix[i][j] = "N/A"
+			}
 		}
 		sum, found := 0.0, false
 		for _, g := range r.GPUs {
-			v, ok := nvbValue(&g, c)
-			if !ok {
-				continue
+			for _, cell := range nvbValues(&g, c) {
+				row := 0
+				if c.op != "" {
+					row = g.Device.Ordinal
+				}
+				if row >= rows || cell.col >= n {
+					continue
+				}
+				matrix[row][cell.col] = strconv.FormatFloat(cell.v, 'g', 6, 64)
+				sum += cell.v
+				found = true
 			}
-			row[g.Device.Ordinal] = strconv.FormatFloat(v, 'g', 6, 64)
-			sum += v
-			found = true
 		}
 		if !found {
 			continue
 		}
 		doc.Testcases = append(doc.Testcases, nvbTestcase{
-			BandwidthDescription: c.description, BandwidthMatrix: [][]string{row},
+			BandwidthDescription: c.description, BandwidthMatrix: matrix,
 			Name: c.name, Status: "Passed", Sum: sum,
 		})
 	}
@@ -103,22 +123,40 @@ func (r *Report) WriteNVBandwidth(w io.Writer) error {
 	return enc.Encode(nvbRoot{doc})
 }
 
-// nvbValue returns the median of the largest-size measurement matching c.
-func nvbValue(g *GPUReport, c nvbCase) (float64, bool) {
-	var best *Measurement
+type nvbCell struct {
+	col int
+	v   float64
+}
+
+// nvbValues returns, per matrix column, the median of the largest-size
+// measurement of g matching c: the GPU's own column, or one per peer.
+func nvbValues(g *GPUReport, c nvbCase) []nvbCell {
+	best := map[int]*Measurement{}
 	for i, m := range g.Measurements {
-		if m.Family == c.family && m.Path == c.path && m.Direction == c.dir && (best == nil || m.SizeBytes > best.SizeBytes) {
-			best = &g.Measurements[i]
+		if m.Family != c.family || m.Path != c.path || m.Direction != c.dir || m.Operation != c.op {
+			continue
+		}
+		col := g.Device.Ordinal
+		if m.PeerGPU != nil {
+			col = *m.PeerGPU
+		}
+		if b := best[col]; b == nil || m.SizeBytes > b.SizeBytes {
+			best[col] = &g.Measurements[i]
 		}
 	}
-	if best == nil {
-		return 0, false
+	var cells []nvbCell
+	for col, m := range best {
+		v := m.Median
+		if c.part != "" {
+			s, ok := m.PerDirection[c.part]
+			if !ok {
+				continue
+			}
+			v = s.Median
+		}
+		cells = append(cells, nvbCell{col, v})
 	}
-	if c.part != "" {
-		s, ok := best.PerDirection[c.part]
-		return s.Median, ok
-	}
-	return best.Median, true
+	return cells
 }
 
 // cudaVersionInt turns "13.0" into 13000, cuda.h's encoding.

@@ -140,6 +140,8 @@ type Capabilities struct {
 	BufferIDFirst      uint64 `json:"buffer_id_first"`
 	BufferIDReallocate uint64 `json:"buffer_id_reallocated"`
 	BufferIDChanges    bool   `json:"buffer_id_changes"`
+	// PeerAccess lists the GPUs this one and that one can each map.
+	PeerAccess []int `json:"peer_access,omitempty"`
 }
 
 // Measurement is one measured quantity with its method and statistics.
@@ -168,6 +170,10 @@ type Measurement struct {
 	// StrideBytes is the distance between accesses of touch and chase
 	// measurements.
 	StrideBytes int64 `json:"stride_bytes,omitempty"`
+	// PeerGPU is the other GPU of a peer measurement: "write" copies go
+	// from this GPU's memory to the peer's, "read" copies the other way,
+	// both in this GPU's context.
+	PeerGPU *int `json:"peer_gpu,omitempty"`
 	// Blocks, for single-thread fault latency: per 2 MiB block, which
 	// touches (by index within the block, in the order made) were slow
 	// (over SlowTouch), from the last sample.
@@ -188,6 +194,9 @@ func (m *Measurement) Key() string {
 	}
 	if m.Operation != "" {
 		s += " " + m.Operation
+	}
+	if m.PeerGPU != nil {
+		s += fmt.Sprintf(" gpu%d", *m.PeerGPU)
 	}
 	return fmt.Sprintf("%s %s", s, formatSize(m.SizeBytes))
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/dmalab/dmalab/hw/cuda"
 )
 
 // latencyFamily measures the latency of one dependent GPU load: a single
@@ -25,7 +27,7 @@ func (m *meter) latencyFamily(g *GPUReport) error {
 	} {
 		m.withBuffers(&c, "latency "+p.kind.String(), func(b []*Buffer) {
 			c.add(m.chase(b[0], p.region, p.steps))
-		}, bufSpec{p.kind, p.region})
+		}, bufSpec{kind: p.kind, size: p.region})
 	}
 	return c.err()
 }
@@ -49,13 +51,13 @@ func (m *meter) chase(b *Buffer, region int64, steps int) (Measurement, error) {
 	chain := make([]byte, region)
 	for i, n := range order {
 		next := order[(i+1)%nodes]
-		binary.LittleEndian.PutUint64(chain[int64(n)*stride:], b.DevAddr+uint64(int64(next)*stride))
+		binary.LittleEndian.PutUint64(chain[int64(n)*stride:], uint64(b.DevAddr)+uint64(int64(next)*stride))
 	}
 	if err := m.d.Upload(b, chain); err != nil {
 		return meas, fmt.Errorf("%s: %w", meas.Key(), err)
 	}
-	start := b.DevAddr + uint64(int64(order[0])*stride)
-	want := b.DevAddr + uint64(int64(order[steps%nodes])*stride)
+	start := b.DevAddr + cuda.DevicePtr(int64(order[0])*stride)
+	want := b.DevAddr + cuda.DevicePtr(int64(order[steps%nodes])*stride)
 	for range m.o.Samples {
 		if err := m.ctx.Err(); err != nil {
 			return meas, err
@@ -112,7 +114,7 @@ func (m *meter) unifiedFamily(g *GPUReport) error {
 		u.cpuFaultBack()
 		u.remote()
 		c.fail(destroy())
-	}, bufSpec{MemManaged, size}, bufSpec{MemDevice, size}, bufSpec{MemDevice, size / (4 << 10) * 8})
+	}, bufSpec{kind: MemManaged, size: size}, bufSpec{kind: MemDevice, size: size}, bufSpec{kind: MemDevice, size: size / (4 << 10) * 8})
 	return c.err()
 }
 
@@ -184,7 +186,7 @@ func (u *unified) firstTouch() {
 					return
 				}
 			}
-		}, bufSpec{MemManaged, u.size})
+		}, bufSpec{kind: MemManaged, size: u.size})
 		return v, err
 	})
 }

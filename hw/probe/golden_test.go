@@ -1,0 +1,52 @@
+package probe
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestGoldenH200 reads a report measured on the lent H200 (2026-11-21) and
+// checks that the writers reproduce what the device run wrote.
+func TestGoldenH200(t *testing.T) {
+	in, err := os.Open(filepath.Join("testdata", "h200-2026-11-21.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	rep, err := ReadJSON(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, write := range map[string]func(*bytes.Buffer) error{
+		"h200-2026-11-21.nvbandwidth.golden": func(b *bytes.Buffer) error { return rep.WriteNVBandwidth(b) },
+		"h200-2026-11-21.table.golden":       func(b *bytes.Buffer) error { return rep.WriteTable(b) },
+	} {
+		var got bytes.Buffer
+		if err := write(&got); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join("testdata", name)
+		if *update {
+			if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("%s differs from what the writer produces now (run with -update if intended):\n%s", name, got.String())
+		}
+	}
+	g := &rep.GPUs[0]
+	if m := one(t, g, FamilyCE, "pinned", H2D, 256<<20); m.Median < 50 || m.Median > 64 {
+		t.Errorf("recorded pinned h2d %g GB/s", m.Median)
+	}
+}
