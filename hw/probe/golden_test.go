@@ -10,10 +10,17 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// TestGoldenH200 reads a report measured on the lent H200 (2026-11-21) and
-// checks that the writers reproduce what the device run wrote.
-func TestGoldenH200(t *testing.T) {
-	in, err := os.Open(filepath.Join("testdata", "h200-2026-11-21.json"))
+// TestGolden reads reports measured on the lent H200 machines (2026-11-21,
+// one GPU and two joined by NVLink) and checks that the writers reproduce
+// what the device runs wrote.
+func TestGolden(t *testing.T) {
+	for _, base := range []string{"h200-2026-11-21", "h200x2-2026-11-21"} {
+		t.Run(base, func(t *testing.T) { golden(t, base) })
+	}
+}
+
+func golden(t *testing.T, base string) {
+	in, err := os.Open(filepath.Join("testdata", base+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,8 +30,8 @@ func TestGoldenH200(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, write := range map[string]func(*bytes.Buffer) error{
-		"h200-2026-11-21.nvbandwidth.golden": func(b *bytes.Buffer) error { return rep.WriteNVBandwidth(b) },
-		"h200-2026-11-21.table.golden":       func(b *bytes.Buffer) error { return rep.WriteTable(b) },
+		base + ".nvbandwidth.golden": func(b *bytes.Buffer) error { return rep.WriteNVBandwidth(b) },
+		base + ".table.golden":       func(b *bytes.Buffer) error { return rep.WriteTable(b) },
 	} {
 		var got bytes.Buffer
 		if err := write(&got); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -156,6 +157,8 @@ func nvbValues(g *GPUReport, c nvbCase) []nvbCell {
 		}
 		cells = append(cells, nvbCell{col, v})
 	}
+	// In column order, so that the sum is the same on every run.
+	slices.SortFunc(cells, func(a, b nvbCell) int { return a.col - b.col })
 	return cells
 }
 

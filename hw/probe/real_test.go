@@ -66,6 +66,17 @@ func TestRealProbe(t *testing.T) {
 	check(FamilyUnified, PathManagedFault, H2D, 0.01, 100000)
 	check(FamilyUnified, PathManagedCPUFault, D2H, 0.01, 1000)
 	check(FamilyUnified, PathManagedRemote, H2D, 0.1, 1000)
+	if rep.Machine.GPUCount > 1 {
+		t.Logf("GPU 0 can map the memory of GPUs %v", g.Capabilities.PeerAccess)
+		for _, p := range g.Capabilities.PeerAccess {
+			if len(g.Find(FamilyCE, "peer", D2D)) == 0 || len(g.Find(FamilySM, "peer", D2D)) == 0 {
+				t.Errorf("no peer measurements with GPU %d", p)
+			}
+		}
+		if len(g.Capabilities.PeerAccess) > 0 {
+			check(FamilyCE, "peer", D2D, 1, 2000)
+		}
+	}
 	var sb strings.Builder
 	rep.WriteTable(&sb)
 	t.Log("\n" + sb.String())

@@ -81,6 +81,9 @@ func writeGPU(b *strings.Builder, g *GPUReport) {
 			if m.Operation != "" {
 				op = strings.TrimPrefix(op+" "+m.Operation, " ")
 			}
+			if m.PeerGPU != nil {
+				op += fmt.Sprintf(" gpu%d", *m.PeerGPU)
+			}
 			verified := "no"
 			if m.Verified {
 				verified = "yes"

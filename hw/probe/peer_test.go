@@ -1,0 +1,108 @@
+package probe
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func peerOpts() Options {
+	return Options{Sizes: []int64{1 << 20}, SmallSizes: []int64{8}, Families: []string{FamilyCapabilities, FamilyCE, FamilySM}}
+}
+
+func TestPeerMeasurements(t *testing.T) {
+	f := NewFake(FakeConfig{GPUs: 2})
+	rep, err := run(t, f, peerOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.Config()
+	size := int64(1 << 20)
+	for gi, g := range rep.GPUs {
+		other := 1 - gi
+		if caps := g.Capabilities; caps == nil || len(caps.PeerAccess) != 1 || caps.PeerAccess[0] != other {
+			t.Errorf("GPU %d peer access %+v", gi, g.Capabilities)
+		}
+		var ops []string
+		for _, m := range g.Find("", MemPeer.String(), "") {
+			if m.PeerGPU == nil || *m.PeerGPU != other || !m.Verified {
+				t.Errorf("GPU %d: %s peer %v verified %v", gi, m.Key(), m.PeerGPU, m.Verified)
+			}
+			ops = append(ops, m.Family+" "+m.Direction+" "+m.Operation)
+			if m.Family == FamilyCE && m.Direction == D2D {
+				w := float64(size) / (c.CopyLatency.Seconds() + float64(size)/(f.Bandwidth(Route{"ce", MemDevice, MemPeer})*1e9)) / 1e9
+				if !near(m.Median, w, 1e-4) {
+					t.Errorf("%s: %g GB/s, formula %g", m.Key(), m.Median, w)
+				}
+			}
+			if m.Direction == Bidir && (m.PerDirection["write"].Median == 0 || m.PerDirection["read"].Median == 0) {
+				t.Errorf("%s: per direction %v", m.Key(), m.PerDirection)
+			}
+		}
+		want := []string{"ce_copy d2d write", "ce_copy d2d read", "ce_copy bidir ", "sm_copy d2d write", "sm_copy d2d read"}
+		if len(ops) != len(want) {
+			t.Fatalf("GPU %d peer measurements %v, want %v", gi, ops, want)
+		}
+		for i := range want {
+			if ops[i] != want[i] {
+				t.Errorf("GPU %d peer measurement %d is %q, want %q", gi, i, ops[i], want[i])
+			}
+		}
+	}
+
+	var out bytes.Buffer
+	if err := rep.WriteNVBandwidth(&out); err != nil {
+		t.Fatal(err)
+	}
+	var doc nvbRoot
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, tc := range doc.NVBandwidth.Testcases {
+		switch tc.Name {
+		case "device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce", "device_to_device_memcpy_read_sm", "device_to_device_memcpy_write_sm":
+			found++
+			m := tc.BandwidthMatrix
+			if len(m) != 2 || len(m[0]) != 2 || m[0][0] != "N/A" || m[1][1] != "N/A" || m[0][1] == "N/A" || m[1][0] == "N/A" {
+				t.Errorf("%s matrix %v", tc.Name, m)
+			}
+		case "host_to_device_memcpy_ce":
+			if len(tc.BandwidthMatrix) != 1 || len(tc.BandwidthMatrix[0]) != 2 {
+				t.Errorf("%s matrix %v", tc.Name, tc.BandwidthMatrix)
+			}
+		}
+	}
+	if found != 4 {
+		t.Errorf("%d peer testcases", found)
+	}
+}
+
+func TestNoPeerAccess(t *testing.T) {
+	f := NewFake(FakeConfig{GPUs: 2, NoPeerAccess: true})
+	rep, err := run(t, f, peerOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := rep.GPUs[0].Find("", MemPeer.String(), ""); len(ms) != 0 {
+		t.Errorf("peer measurements without peer access: %v", ms)
+	}
+}
+
+func TestPeerAllocFailure(t *testing.T) {
+	boom := errors.New("no BAR space")
+	f := NewFake(FakeConfig{GPUs: 2, Fail: func(op string) error {
+		if op == "AllocPeer" {
+			return boom
+		}
+		return nil
+	}})
+	rep, err := run(t, f, peerOpts())
+	if !errors.Is(err, boom) {
+		t.Fatalf("Run = %v, want the allocation error", err)
+	}
+	if len(rep.GPUs[0].Find(FamilyCE, "pinned", H2D)) == 0 {
+		t.Error("local measurements were lost")
+	}
+}
