@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dmalab/dmalab/hw/cuda"
 )
 
 // dmalab runs the CLI in-process and returns its exit status and output.
@@ -284,5 +286,40 @@ func TestListAndPlatformShow(t *testing.T) {
 		if !bytes.Equal(ja, jb) {
 			t.Errorf("%s: the preset and its shown YAML give different results", name)
 		}
+	}
+}
+
+// TestProbeWithoutDriver: on a machine without the NVIDIA driver (CI),
+// probe exits 2 at once and says what is missing.
+func TestProbeWithoutDriver(t *testing.T) {
+	if err := cuda.Load(); err == nil {
+		t.Skip("an NVIDIA driver is present: the no-driver path does not apply")
+	}
+	code, _, errs := dmalab(t, "probe")
+	if code != exitUsage || !strings.Contains(errs, "no NVIDIA driver") {
+		t.Fatalf("probe without a driver: exit %d, stderr %q", code, errs)
+	}
+	if code, _, errs := dmalab(t, "probe", "--format", "xml"); code != exitUsage || !strings.Contains(errs, "xml") {
+		t.Fatalf("probe --format xml: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestProbeInput re-prints a saved report (the H200 run in
+// docs/measurements) in every format, without a GPU.
+func TestProbeInput(t *testing.T) {
+	saved := "../../docs/measurements/2026-11-21-h200-probe.json"
+	for _, f := range []string{"table", "json", "nvbandwidth"} {
+		code, out, errs := dmalab(t, "probe", "--input", saved, "--format", f)
+		if code != exitOK || len(out) == 0 {
+			t.Fatalf("probe --input --format %s: exit %d, stderr %q", f, code, errs)
+		}
+		if f == "nvbandwidth" && !strings.Contains(out, "host_to_device_memcpy_ce") {
+			t.Errorf("nvbandwidth layout lacks host_to_device_memcpy_ce")
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"schema": 3`), 0o644)
+	if code, _, errs := dmalab(t, "probe", "--input", bad); code != exitUsage || !strings.Contains(errs, "bad.json") {
+		t.Errorf("probe --input of a broken file: exit %d, stderr %q", code, errs)
 	}
 }

@@ -651,7 +651,7 @@ func (r *reader) readGPUs(gi GPUInfo) {
 		default:
 			g.Name = fmt.Sprintf("NVIDIA 0x%04x", uint16(d.Device))
 		}
-		if b, ok := d.BAR(1); ok {
+		if b, ok := nvidiaBAR1(d); ok {
 			g.BAR1 = b.Size
 		}
 		if gi != nil {
@@ -691,4 +691,21 @@ func (t *Topology) cpuAffinity(d *PCIDevice) string {
 		return n.CPUList
 	}
 	return ""
+}
+
+// nvidiaBAR1 is what NVIDIA calls BAR1: the GPU's second memory BAR. Its
+// sysfs resource index depends on the width of BAR0: 1 when BAR0 is a
+// 32-bit BAR, 2 when BAR0 is 64-bit and takes two BAR registers (as on
+// the H200 measured here: resources 0: 16 MiB, 2: 256 GiB, 4: 32 MiB).
+func nvidiaBAR1(d *PCIDevice) (BAR, bool) {
+	n := 0
+	for _, b := range d.BARs {
+		if b.Index > 5 || b.IO {
+			continue
+		}
+		if n++; n == 2 {
+			return b, true
+		}
+	}
+	return BAR{}, false
 }

@@ -446,3 +446,26 @@ func TestReadThisMachine(t *testing.T) {
 	}
 	t.Logf("%d NUMA nodes, %d PCI devices, %d GPUs, %d warnings %q", len(top.Nodes), len(top.Devices), len(top.GPUs), len(top.Warnings), top.Warnings)
 }
+
+// TestNVIDIABAR1 finds BAR1 whether BAR0 is a 32-bit BAR (BAR1 at
+// resource index 1) or a 64-bit one (index 2, as on the lent H200).
+func TestNVIDIABAR1(t *testing.T) {
+	cases := []struct {
+		name string
+		bars []BAR
+		want Bytes
+	}{
+		{"32-bit BAR0", []BAR{{Index: 0, Size: 16 << 20}, {Index: 1, Size: 256 << 30, Mem64: true}, {Index: 3, Size: 32 << 20, Mem64: true}}, 256 << 30},
+		{"64-bit BAR0 (H200)", []BAR{{Index: 0, Size: 16 << 20, Mem64: true}, {Index: 2, Size: 256 << 30, Mem64: true}, {Index: 4, Size: 32 << 20, Mem64: true}}, 256 << 30},
+		{"I/O BAR skipped", []BAR{{Index: 0, Size: 16 << 20}, {Index: 1, Size: 128, IO: true}, {Index: 2, Size: 8 << 30}}, 8 << 30},
+		{"expansion ROM is not a BAR", []BAR{{Index: 0, Size: 16 << 20}, {Index: 6, Size: 512 << 10}}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, ok := nvidiaBAR1(&PCIDevice{BARs: c.bars})
+			if got := b.Size; got != c.want || ok != (c.want != 0) {
+				t.Errorf("BAR1 = %v (found %v), want %v", got, ok, c.want)
+			}
+		})
+	}
+}
