@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 
+	"github.com/dmalab/dmalab/hw/nvml"
 	"github.com/dmalab/dmalab/hw/topo"
 )
 
@@ -37,9 +39,17 @@ func runTopo(e *env, args []string) int {
 	if len(pos) > 0 {
 		return usageError(e, "topo", "unexpected argument %q (topo takes only flags)", pos[0])
 	}
-	// The NVML binding (hw/nvml) plugs in here through
-	// topo.Options.GPUInfo once it exists.
-	t, err := topo.Read(*root)
+	// NVML, when the driver is there, names GPUs and reports BAR1 use and
+	// NVLinks; without it sysfs alone answers. A --root other than / is a
+	// copied tree: the local driver knows nothing about its devices.
+	var opts topo.Options
+	if *root == "/" {
+		if gi, err := newNVMLGPUInfo(); err == nil {
+			defer nvml.Shutdown()
+			opts.GPUInfo = gi
+		}
+	}
+	t, err := topo.ReadWith(*root, opts)
 	if err != nil {
 		return usageError(e, "topo", "%v", err)
 	}
@@ -55,4 +65,89 @@ func runTopo(e *env, args []string) int {
 		return usageError(e, "topo", "write: %v", err)
 	}
 	return exitOK
+}
+
+// nvmlGPUInfo answers topo.GPUInfo from NVML.
+type nvmlGPUInfo struct {
+	links map[string][]nvml.NVLink // by normalised bus ID, filled lazily
+}
+
+func newNVMLGPUInfo() (*nvmlGPUInfo, error) {
+	if err := nvml.Init(); err != nil {
+		return nil, err
+	}
+	return &nvmlGPUInfo{links: map[string][]nvml.NVLink{}}, nil
+}
+
+func (n *nvmlGPUInfo) GPU(busID string) (topo.GPUDetails, bool) {
+	d, err := nvml.DeviceByPCIBusID(topo.BDF(busID).NVMLBusID())
+	if err != nil {
+		return topo.GPUDetails{}, false
+	}
+	name, err := d.Name()
+	if err != nil {
+		return topo.GPUDetails{}, false
+	}
+	det := topo.GPUDetails{Name: name}
+	if bar, err := d.BAR1(); err == nil {
+		det.BAR1Total, det.BAR1Used = topo.Bytes(bar.Total), topo.Bytes(bar.Used)
+	}
+	return det, true
+}
+
+func (n *nvmlGPUInfo) NVLinks(a, b string) int {
+	return countNVLinks(n.linksOf(a), n.linksOf(b), b)
+}
+
+func (n *nvmlGPUInfo) linksOf(busID string) []nvml.NVLink {
+	key := normBusID(busID)
+	if l, ok := n.links[key]; ok {
+		return l
+	}
+	var links []nvml.NVLink
+	if d, err := nvml.DeviceByPCIBusID(topo.BDF(busID).NVMLBusID()); err == nil {
+		links, _ = d.NVLinks()
+	}
+	n.links[key] = links
+	return links
+}
+
+// countNVLinks is how many of a's active NVLinks join it to the GPU b:
+// links whose far end is b, or, where a's links end at NVSwitches, links
+// into a switch that b is attached to too (nvidia-smi topo -m reports
+// NV18 between any two GPUs of a DGX H100 this way).
+func countNVLinks(a, b []nvml.NVLink, bBus string) int {
+	direct, shared := 0, 0
+	bRemotes := map[string]bool{}
+	for _, l := range b {
+		bRemotes[normBusID(l.RemoteBusID)] = true
+	}
+	for _, l := range a {
+		r := normBusID(l.RemoteBusID)
+		switch {
+		case r == normBusID(bBus):
+			direct++
+		case bRemotes[r]:
+			shared++
+		}
+	}
+	if direct > 0 {
+		return direct
+	}
+	return shared
+}
+
+// normBusID puts a PCI bus ID in one form whatever the domain width and
+// case: "00000000:1A:00.0" and "0000:1a:00.0" both become "0:1a:00.0".
+func normBusID(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	dom, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return s
+	}
+	dom = strings.TrimLeft(dom, "0")
+	if dom == "" {
+		dom = "0"
+	}
+	return dom + ":" + rest
 }

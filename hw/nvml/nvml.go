@@ -142,30 +142,36 @@ type library struct {
 	nvmlDeviceGetCurrPcieLinkWidth func(d Device, v *uint32) Return
 	nvmlDeviceGetMaxPcieLinkGen    func(d Device, v *uint32) Return
 	nvmlDeviceGetMaxPcieLinkWidth  func(d Device, v *uint32) Return
+	// Optional: nil where the library lacks them.
+	nvmlDeviceGetNvLinkState         func(d Device, link uint32, active *int32) Return
+	nvmlDeviceGetNvLinkRemotePciInfo func(d Device, link uint32, p *pciInfo) Return
 }
 
 type symbol struct {
-	fn    any
-	names []string
+	fn       any
+	names    []string
+	optional bool // absent from older libraries: its function stays nil
 }
 
 func (l *library) symbols() []symbol {
 	return []symbol{
-		{&l.nvmlInit, []string{"nvmlInit_v2"}},
-		{&l.nvmlShutdown, []string{"nvmlShutdown"}},
-		{&l.nvmlErrorString, []string{"nvmlErrorString"}},
-		{&l.nvmlSystemGetDriverVersion, []string{"nvmlSystemGetDriverVersion"}},
-		{&l.nvmlSystemGetCudaDriverVersion, []string{"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"}},
-		{&l.nvmlDeviceGetCount, []string{"nvmlDeviceGetCount_v2"}},
-		{&l.nvmlDeviceGetHandleByIndex, []string{"nvmlDeviceGetHandleByIndex_v2"}},
-		{&l.nvmlDeviceGetHandleByPciBusId, []string{"nvmlDeviceGetHandleByPciBusId_v2"}},
-		{&l.nvmlDeviceGetName, []string{"nvmlDeviceGetName"}},
-		{&l.nvmlDeviceGetBAR1MemoryInfo, []string{"nvmlDeviceGetBAR1MemoryInfo"}},
-		{&l.nvmlDeviceGetPciInfo, []string{"nvmlDeviceGetPciInfo_v3"}},
-		{&l.nvmlDeviceGetCurrPcieLinkGen, []string{"nvmlDeviceGetCurrPcieLinkGeneration"}},
-		{&l.nvmlDeviceGetCurrPcieLinkWidth, []string{"nvmlDeviceGetCurrPcieLinkWidth"}},
-		{&l.nvmlDeviceGetMaxPcieLinkGen, []string{"nvmlDeviceGetMaxPcieLinkGeneration"}},
-		{&l.nvmlDeviceGetMaxPcieLinkWidth, []string{"nvmlDeviceGetMaxPcieLinkWidth"}},
+		{fn: &l.nvmlInit, names: []string{"nvmlInit_v2"}},
+		{fn: &l.nvmlShutdown, names: []string{"nvmlShutdown"}},
+		{fn: &l.nvmlErrorString, names: []string{"nvmlErrorString"}},
+		{fn: &l.nvmlSystemGetDriverVersion, names: []string{"nvmlSystemGetDriverVersion"}},
+		{fn: &l.nvmlSystemGetCudaDriverVersion, names: []string{"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"}},
+		{fn: &l.nvmlDeviceGetCount, names: []string{"nvmlDeviceGetCount_v2"}},
+		{fn: &l.nvmlDeviceGetHandleByIndex, names: []string{"nvmlDeviceGetHandleByIndex_v2"}},
+		{fn: &l.nvmlDeviceGetHandleByPciBusId, names: []string{"nvmlDeviceGetHandleByPciBusId_v2"}},
+		{fn: &l.nvmlDeviceGetName, names: []string{"nvmlDeviceGetName"}},
+		{fn: &l.nvmlDeviceGetBAR1MemoryInfo, names: []string{"nvmlDeviceGetBAR1MemoryInfo"}},
+		{fn: &l.nvmlDeviceGetPciInfo, names: []string{"nvmlDeviceGetPciInfo_v3"}},
+		{fn: &l.nvmlDeviceGetCurrPcieLinkGen, names: []string{"nvmlDeviceGetCurrPcieLinkGeneration"}},
+		{fn: &l.nvmlDeviceGetCurrPcieLinkWidth, names: []string{"nvmlDeviceGetCurrPcieLinkWidth"}},
+		{fn: &l.nvmlDeviceGetMaxPcieLinkGen, names: []string{"nvmlDeviceGetMaxPcieLinkGeneration"}},
+		{fn: &l.nvmlDeviceGetMaxPcieLinkWidth, names: []string{"nvmlDeviceGetMaxPcieLinkWidth"}},
+		{fn: &l.nvmlDeviceGetNvLinkState, names: []string{"nvmlDeviceGetNvLinkState"}, optional: true},
+		{fn: &l.nvmlDeviceGetNvLinkRemotePciInfo, names: []string{"nvmlDeviceGetNvLinkRemotePciInfo_v2"}, optional: true},
 	}
 }
 
@@ -208,7 +214,9 @@ func openLibrary(path string) (*library, error) {
 			}
 		}
 		if addr == 0 {
-			missing = append(missing, s.names[0])
+			if !s.optional {
+				missing = append(missing, s.names[0])
+			}
 			continue
 		}
 		purego.RegisterFunc(s.fn, addr)
@@ -389,4 +397,49 @@ func cString(b []byte) string {
 		}
 	}
 	return string(b)
+}
+
+// MaxNVLinks is NVML_NVLINK_MAX_LINKS (nvml.h): 18 since Hopper.
+const MaxNVLinks = 18
+
+// NVLink is one active NVLink of a device and the PCI bus ID of the device
+// at its far end (a peer GPU, or an NVSwitch).
+type NVLink struct {
+	Link        int
+	RemoteBusID string
+}
+
+// NVLinks lists the device's active NVLinks (nvmlDeviceGetNvLinkState,
+// nvmlDeviceGetNvLinkRemotePciInfo_v2). A GPU without NVLink has none:
+// NVML answers NOT_SUPPORTED or INVALID_ARGUMENT for its links, and that
+// is an empty list, not an error.
+func (d Device) NVLinks() ([]NVLink, error) {
+	l, err := lib()
+	if err != nil {
+		return nil, err
+	}
+	if l.nvmlDeviceGetNvLinkState == nil || l.nvmlDeviceGetNvLinkRemotePciInfo == nil {
+		return nil, fmt.Errorf("%w: this NVML lacks the NVLink queries", ErrNotSupported)
+	}
+	var out []NVLink
+	for link := range uint32(MaxNVLinks) {
+		var active int32 // nvmlEnableState_t: 0 disabled, 1 enabled
+		switch r := l.nvmlDeviceGetNvLinkState(d, link, &active); r {
+		case 0:
+		case 2, 3: // NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED: no such link
+			continue
+		default:
+			return out, check(fmt.Sprintf("nvmlDeviceGetNvLinkState(link %d)", link), r)
+		}
+		if active != 1 {
+			continue
+		}
+		var p pciInfo
+		if err := check(fmt.Sprintf("nvmlDeviceGetNvLinkRemotePciInfo_v2(link %d)", link),
+			l.nvmlDeviceGetNvLinkRemotePciInfo(d, link, &p)); err != nil {
+			return out, err
+		}
+		out = append(out, NVLink{Link: int(link), RemoteBusID: cString(p.BusID[:])})
+	}
+	return out, nil
 }
