@@ -44,16 +44,16 @@ func TestSymbolTable(t *testing.T) {
 	seen := map[string]bool{}
 	fields := map[uintptr]bool{}
 	for _, s := range l.symbols() {
-		v := reflect.ValueOf(s.fn)
+		v := reflect.ValueOf(s.Fn)
 		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Func {
-			t.Errorf("%v: fn is %T, want pointer to func", s.names, s.fn)
+			t.Errorf("%v: fn is %T, want pointer to func", s.Names, s.Fn)
 			continue
 		}
 		if fields[v.Pointer()] {
-			t.Errorf("%v: field bound twice", s.names)
+			t.Errorf("%v: field bound twice", s.Names)
 		}
 		fields[v.Pointer()] = true
-		for _, n := range s.names {
+		for _, n := range s.Names {
 			if seen[n] {
 				t.Errorf("symbol %s listed twice", n)
 			}

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
+	"github.com/dmalab/dmalab/hw/internal/dl"
 )
 
 // LibraryName is the driver library's soname; DMALAB_LIBCUDA overrides it
@@ -86,77 +86,71 @@ type library struct {
 // symbol names one function of the table: fn points to a field of library;
 // names are tried in order (the versioned symbol cuda.h binds first, older
 // ones as fallbacks); optional symbols may be missing.
-type symbol struct {
-	fn       any
-	names    []string
-	optional bool
-}
+func (l *library) symbols() []dl.Symbol {
+	return []dl.Symbol{
+		{Fn: &l.cuInit, Names: []string{"cuInit"}},
+		{Fn: &l.cuDriverGetVersion, Names: []string{"cuDriverGetVersion"}},
+		{Fn: &l.cuGetErrorName, Names: []string{"cuGetErrorName"}},
+		{Fn: &l.cuGetErrorString, Names: []string{"cuGetErrorString"}},
 
-func (l *library) symbols() []symbol {
-	return []symbol{
-		{&l.cuInit, []string{"cuInit"}, false},
-		{&l.cuDriverGetVersion, []string{"cuDriverGetVersion"}, false},
-		{&l.cuGetErrorName, []string{"cuGetErrorName"}, false},
-		{&l.cuGetErrorString, []string{"cuGetErrorString"}, false},
+		{Fn: &l.cuDeviceGetCount, Names: []string{"cuDeviceGetCount"}},
+		{Fn: &l.cuDeviceGet, Names: []string{"cuDeviceGet"}},
+		{Fn: &l.cuDeviceGetName, Names: []string{"cuDeviceGetName"}},
+		{Fn: &l.cuDeviceGetAttribute, Names: []string{"cuDeviceGetAttribute"}},
+		{Fn: &l.cuDeviceTotalMem, Names: []string{"cuDeviceTotalMem_v2"}},
+		{Fn: &l.cuDeviceGetPCIBusId, Names: []string{"cuDeviceGetPCIBusId"}},
+		{Fn: &l.cuDeviceCanAccessPeer, Names: []string{"cuDeviceCanAccessPeer"}},
+		{Fn: &l.cuDevicePrimaryCtxRetain, Names: []string{"cuDevicePrimaryCtxRetain"}},
+		{Fn: &l.cuDevicePrimaryCtxRelease, Names: []string{"cuDevicePrimaryCtxRelease_v2"}},
 
-		{&l.cuDeviceGetCount, []string{"cuDeviceGetCount"}, false},
-		{&l.cuDeviceGet, []string{"cuDeviceGet"}, false},
-		{&l.cuDeviceGetName, []string{"cuDeviceGetName"}, false},
-		{&l.cuDeviceGetAttribute, []string{"cuDeviceGetAttribute"}, false},
-		{&l.cuDeviceTotalMem, []string{"cuDeviceTotalMem_v2"}, false},
-		{&l.cuDeviceGetPCIBusId, []string{"cuDeviceGetPCIBusId"}, false},
-		{&l.cuDeviceCanAccessPeer, []string{"cuDeviceCanAccessPeer"}, false},
-		{&l.cuDevicePrimaryCtxRetain, []string{"cuDevicePrimaryCtxRetain"}, false},
-		{&l.cuDevicePrimaryCtxRelease, []string{"cuDevicePrimaryCtxRelease_v2"}, false},
+		{Fn: &l.cuCtxSetCurrent, Names: []string{"cuCtxSetCurrent"}},
+		{Fn: &l.cuCtxSynchronize, Names: []string{"cuCtxSynchronize"}},
+		{Fn: &l.cuCtxEnablePeerAccess, Names: []string{"cuCtxEnablePeerAccess"}},
 
-		{&l.cuCtxSetCurrent, []string{"cuCtxSetCurrent"}, false},
-		{&l.cuCtxSynchronize, []string{"cuCtxSynchronize"}, false},
-		{&l.cuCtxEnablePeerAccess, []string{"cuCtxEnablePeerAccess"}, false},
+		{Fn: &l.cuMemGetInfo, Names: []string{"cuMemGetInfo_v2"}},
+		{Fn: &l.cuMemAlloc, Names: []string{"cuMemAlloc_v2"}},
+		{Fn: &l.cuMemFree, Names: []string{"cuMemFree_v2"}},
+		{Fn: &l.cuMemAllocHost, Names: []string{"cuMemAllocHost_v2"}},
+		{Fn: &l.cuMemHostAlloc, Names: []string{"cuMemHostAlloc"}},
+		{Fn: &l.cuMemFreeHost, Names: []string{"cuMemFreeHost"}},
+		{Fn: &l.cuMemHostGetDevicePointer, Names: []string{"cuMemHostGetDevicePointer_v2"}},
+		{Fn: &l.cuMemHostRegister, Names: []string{"cuMemHostRegister_v2"}},
+		{Fn: &l.cuMemHostUnregister, Names: []string{"cuMemHostUnregister"}},
+		{Fn: &l.cuMemAllocManaged, Names: []string{"cuMemAllocManaged"}},
 
-		{&l.cuMemGetInfo, []string{"cuMemGetInfo_v2"}, false},
-		{&l.cuMemAlloc, []string{"cuMemAlloc_v2"}, false},
-		{&l.cuMemFree, []string{"cuMemFree_v2"}, false},
-		{&l.cuMemAllocHost, []string{"cuMemAllocHost_v2"}, false},
-		{&l.cuMemHostAlloc, []string{"cuMemHostAlloc"}, false},
-		{&l.cuMemFreeHost, []string{"cuMemFreeHost"}, false},
-		{&l.cuMemHostGetDevicePointer, []string{"cuMemHostGetDevicePointer_v2"}, false},
-		{&l.cuMemHostRegister, []string{"cuMemHostRegister_v2"}, false},
-		{&l.cuMemHostUnregister, []string{"cuMemHostUnregister"}, false},
-		{&l.cuMemAllocManaged, []string{"cuMemAllocManaged"}, false},
+		{Fn: &l.cuMemcpyHtoD, Names: []string{"cuMemcpyHtoD_v2"}},
+		{Fn: &l.cuMemcpyDtoH, Names: []string{"cuMemcpyDtoH_v2"}},
+		{Fn: &l.cuMemcpyDtoD, Names: []string{"cuMemcpyDtoD_v2"}},
+		{Fn: &l.cuMemcpyHtoDAsync, Names: []string{"cuMemcpyHtoDAsync_v2"}},
+		{Fn: &l.cuMemcpyDtoHAsync, Names: []string{"cuMemcpyDtoHAsync_v2"}},
+		{Fn: &l.cuMemcpyDtoDAsync, Names: []string{"cuMemcpyDtoDAsync_v2"}},
+		{Fn: &l.cuMemcpyPeerAsync, Names: []string{"cuMemcpyPeerAsync"}},
+		{Fn: &l.cuMemsetD8, Names: []string{"cuMemsetD8_v2"}},
+		{Fn: &l.cuMemsetD32, Names: []string{"cuMemsetD32_v2"}},
 
-		{&l.cuMemcpyHtoD, []string{"cuMemcpyHtoD_v2"}, false},
-		{&l.cuMemcpyDtoH, []string{"cuMemcpyDtoH_v2"}, false},
-		{&l.cuMemcpyDtoD, []string{"cuMemcpyDtoD_v2"}, false},
-		{&l.cuMemcpyHtoDAsync, []string{"cuMemcpyHtoDAsync_v2"}, false},
-		{&l.cuMemcpyDtoHAsync, []string{"cuMemcpyDtoHAsync_v2"}, false},
-		{&l.cuMemcpyDtoDAsync, []string{"cuMemcpyDtoDAsync_v2"}, false},
-		{&l.cuMemcpyPeerAsync, []string{"cuMemcpyPeerAsync"}, false},
-		{&l.cuMemsetD8, []string{"cuMemsetD8_v2"}, false},
-		{&l.cuMemsetD32, []string{"cuMemsetD32_v2"}, false},
-
-		{&l.cuStreamCreate, []string{"cuStreamCreate"}, false},
-		{&l.cuStreamDestroy, []string{"cuStreamDestroy_v2"}, false},
-		{&l.cuStreamSynchronize, []string{"cuStreamSynchronize"}, false},
-		{&l.cuStreamWaitEvent, []string{"cuStreamWaitEvent"}, false},
-		{&l.cuEventCreate, []string{"cuEventCreate"}, false},
-		{&l.cuEventRecord, []string{"cuEventRecord"}, false},
-		{&l.cuEventSynchronize, []string{"cuEventSynchronize"}, false},
+		{Fn: &l.cuStreamCreate, Names: []string{"cuStreamCreate"}},
+		{Fn: &l.cuStreamDestroy, Names: []string{"cuStreamDestroy_v2"}},
+		{Fn: &l.cuStreamSynchronize, Names: []string{"cuStreamSynchronize"}},
+		{Fn: &l.cuStreamWaitEvent, Names: []string{"cuStreamWaitEvent"}},
+		{Fn: &l.cuEventCreate, Names: []string{"cuEventCreate"}},
+		{Fn: &l.cuEventRecord, Names: []string{"cuEventRecord"}},
+		{Fn: &l.cuEventSynchronize, Names: []string{"cuEventSynchronize"}},
 		// cuEventElapsedTime_v2 exists from CUDA 12.8; CUDA 13 headers bind
 		// only it. The unversioned symbol has the same signature.
-		{&l.cuEventElapsedTime, []string{"cuEventElapsedTime_v2", "cuEventElapsedTime"}, false},
-		{&l.cuEventDestroy, []string{"cuEventDestroy_v2"}, false},
+		{Fn: &l.cuEventElapsedTime, Names: []string{"cuEventElapsedTime_v2", "cuEventElapsedTime"}},
+		{Fn: &l.cuEventDestroy, Names: []string{"cuEventDestroy_v2"}},
 
-		{&l.cuModuleLoadDataEx, []string{"cuModuleLoadDataEx"}, false},
-		{&l.cuModuleUnload, []string{"cuModuleUnload"}, false},
-		{&l.cuModuleGetFunction, []string{"cuModuleGetFunction"}, false},
-		{&l.cuLaunchKernel, []string{"cuLaunchKernel"}, false},
+		{Fn: &l.cuModuleLoadDataEx, Names: []string{"cuModuleLoadDataEx"}},
+		{Fn: &l.cuModuleUnload, Names: []string{"cuModuleUnload"}},
+		{Fn: &l.cuModuleGetFunction, Names: []string{"cuModuleGetFunction"}},
+		{Fn: &l.cuLaunchKernel, Names: []string{"cuLaunchKernel"}},
 
 		// Optional: drivers before CUDA 12.2 lack the _v2 unified-memory
 		// calls, before 11.7 the dma-buf export.
-		{&l.cuMemPrefetchAsync, []string{"cuMemPrefetchAsync_v2"}, true},
-		{&l.cuMemAdvise, []string{"cuMemAdvise_v2"}, true},
-		{&l.cuPointerGetAttribute, []string{"cuPointerGetAttribute"}, false},
-		{&l.cuMemGetHandleForAddressRange, []string{"cuMemGetHandleForAddressRange"}, true},
+		{Fn: &l.cuMemPrefetchAsync, Names: []string{"cuMemPrefetchAsync_v2"}, Optional: true},
+		{Fn: &l.cuMemAdvise, Names: []string{"cuMemAdvise_v2"}, Optional: true},
+		{Fn: &l.cuPointerGetAttribute, Names: []string{"cuPointerGetAttribute"}},
+		{Fn: &l.cuMemGetHandleForAddressRange, Names: []string{"cuMemGetHandleForAddressRange"}, Optional: true},
 	}
 }
 
@@ -187,38 +181,18 @@ func Load() error {
 // openLibrary dlopens path and binds the symbol table. It never panics: a
 // missing library is ErrNoDriver, a missing required symbol ErrNotSupported.
 func openLibrary(path string) (*library, error) {
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	h, err := dl.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dlopen %s: %v", ErrNoDriver, path, err)
+		return nil, fmt.Errorf("%w: %v", ErrNoDriver, err)
 	}
 	l := &library{handle: h}
-	var missing []string
-	for _, s := range l.symbols() {
-		addr := lookup(h, s.names)
-		if addr == 0 {
-			if !s.optional {
-				missing = append(missing, s.names[0])
-			}
-			continue
-		}
-		purego.RegisterFunc(s.fn, addr)
-	}
+	missing := dl.Bind(h, l.symbols())
 	if len(missing) > 0 {
 		// The handle stays open: closing a half-bound driver library gains
 		// nothing and the process will not load it again.
 		return nil, fmt.Errorf("%w: %s lacks %v (driver too old for this binding?)", ErrNotSupported, path, missing)
 	}
 	return l, nil
-}
-
-// lookup returns the address of the first of names that the library exports.
-func lookup(h uintptr, names []string) uintptr {
-	for _, n := range names {
-		if addr, err := purego.Dlsym(h, n); err == nil && addr != 0 {
-			return addr
-		}
-	}
-	return 0
 }
 
 // lib returns the bound library, loading it if needed.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/ebitengine/purego"
+	"github.com/dmalab/dmalab/hw/internal/dl"
 )
 
 // LibraryName is NVML's soname; DMALAB_LIBNVML overrides it with a path.
@@ -147,31 +147,25 @@ type library struct {
 	nvmlDeviceGetNvLinkRemotePciInfo func(d Device, link uint32, p *pciInfo) Return
 }
 
-type symbol struct {
-	fn       any
-	names    []string
-	optional bool // absent from older libraries: its function stays nil
-}
-
-func (l *library) symbols() []symbol {
-	return []symbol{
-		{fn: &l.nvmlInit, names: []string{"nvmlInit_v2"}},
-		{fn: &l.nvmlShutdown, names: []string{"nvmlShutdown"}},
-		{fn: &l.nvmlErrorString, names: []string{"nvmlErrorString"}},
-		{fn: &l.nvmlSystemGetDriverVersion, names: []string{"nvmlSystemGetDriverVersion"}},
-		{fn: &l.nvmlSystemGetCudaDriverVersion, names: []string{"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"}},
-		{fn: &l.nvmlDeviceGetCount, names: []string{"nvmlDeviceGetCount_v2"}},
-		{fn: &l.nvmlDeviceGetHandleByIndex, names: []string{"nvmlDeviceGetHandleByIndex_v2"}},
-		{fn: &l.nvmlDeviceGetHandleByPciBusId, names: []string{"nvmlDeviceGetHandleByPciBusId_v2"}},
-		{fn: &l.nvmlDeviceGetName, names: []string{"nvmlDeviceGetName"}},
-		{fn: &l.nvmlDeviceGetBAR1MemoryInfo, names: []string{"nvmlDeviceGetBAR1MemoryInfo"}},
-		{fn: &l.nvmlDeviceGetPciInfo, names: []string{"nvmlDeviceGetPciInfo_v3"}},
-		{fn: &l.nvmlDeviceGetCurrPcieLinkGen, names: []string{"nvmlDeviceGetCurrPcieLinkGeneration"}},
-		{fn: &l.nvmlDeviceGetCurrPcieLinkWidth, names: []string{"nvmlDeviceGetCurrPcieLinkWidth"}},
-		{fn: &l.nvmlDeviceGetMaxPcieLinkGen, names: []string{"nvmlDeviceGetMaxPcieLinkGeneration"}},
-		{fn: &l.nvmlDeviceGetMaxPcieLinkWidth, names: []string{"nvmlDeviceGetMaxPcieLinkWidth"}},
-		{fn: &l.nvmlDeviceGetNvLinkState, names: []string{"nvmlDeviceGetNvLinkState"}, optional: true},
-		{fn: &l.nvmlDeviceGetNvLinkRemotePciInfo, names: []string{"nvmlDeviceGetNvLinkRemotePciInfo_v2"}, optional: true},
+func (l *library) symbols() []dl.Symbol {
+	return []dl.Symbol{
+		{Fn: &l.nvmlInit, Names: []string{"nvmlInit_v2"}},
+		{Fn: &l.nvmlShutdown, Names: []string{"nvmlShutdown"}},
+		{Fn: &l.nvmlErrorString, Names: []string{"nvmlErrorString"}},
+		{Fn: &l.nvmlSystemGetDriverVersion, Names: []string{"nvmlSystemGetDriverVersion"}},
+		{Fn: &l.nvmlSystemGetCudaDriverVersion, Names: []string{"nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"}},
+		{Fn: &l.nvmlDeviceGetCount, Names: []string{"nvmlDeviceGetCount_v2"}},
+		{Fn: &l.nvmlDeviceGetHandleByIndex, Names: []string{"nvmlDeviceGetHandleByIndex_v2"}},
+		{Fn: &l.nvmlDeviceGetHandleByPciBusId, Names: []string{"nvmlDeviceGetHandleByPciBusId_v2"}},
+		{Fn: &l.nvmlDeviceGetName, Names: []string{"nvmlDeviceGetName"}},
+		{Fn: &l.nvmlDeviceGetBAR1MemoryInfo, Names: []string{"nvmlDeviceGetBAR1MemoryInfo"}},
+		{Fn: &l.nvmlDeviceGetPciInfo, Names: []string{"nvmlDeviceGetPciInfo_v3"}},
+		{Fn: &l.nvmlDeviceGetCurrPcieLinkGen, Names: []string{"nvmlDeviceGetCurrPcieLinkGeneration"}},
+		{Fn: &l.nvmlDeviceGetCurrPcieLinkWidth, Names: []string{"nvmlDeviceGetCurrPcieLinkWidth"}},
+		{Fn: &l.nvmlDeviceGetMaxPcieLinkGen, Names: []string{"nvmlDeviceGetMaxPcieLinkGeneration"}},
+		{Fn: &l.nvmlDeviceGetMaxPcieLinkWidth, Names: []string{"nvmlDeviceGetMaxPcieLinkWidth"}},
+		{Fn: &l.nvmlDeviceGetNvLinkState, Names: []string{"nvmlDeviceGetNvLinkState"}, Optional: true},
+		{Fn: &l.nvmlDeviceGetNvLinkRemotePciInfo, Names: []string{"nvmlDeviceGetNvLinkRemotePciInfo_v2"}, Optional: true},
 	}
 }
 
@@ -199,28 +193,12 @@ func Load() error {
 }
 
 func openLibrary(path string) (*library, error) {
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	h, err := dl.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: dlopen %s: %v", ErrNoLibrary, path, err)
+		return nil, fmt.Errorf("%w: %v", ErrNoLibrary, err)
 	}
 	l := &library{handle: h}
-	var missing []string
-	for _, s := range l.symbols() {
-		var addr uintptr
-		for _, n := range s.names {
-			if a, err := purego.Dlsym(h, n); err == nil && a != 0 {
-				addr = a
-				break
-			}
-		}
-		if addr == 0 {
-			if !s.optional {
-				missing = append(missing, s.names[0])
-			}
-			continue
-		}
-		purego.RegisterFunc(s.fn, addr)
-	}
+	missing := dl.Bind(h, l.symbols())
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %s lacks %v", ErrNotSupported, path, missing)
 	}
