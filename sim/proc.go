@@ -26,6 +26,8 @@ type Proc struct {
 	slot     int    // index in Engine.live while alive
 	// waiting is what the blocked proc waits on, for deadlock reports.
 	waiting string
+	// cpu is the time spent in Sleep: CPU work.
+	cpu Time
 }
 
 type procState uint8
@@ -102,11 +104,15 @@ func (p *Proc) Engine() *Engine { return p.e }
 // Now is the current virtual time.
 func (p *Proc) Now() Time { return p.e.now }
 
-// Sleep blocks p for d of virtual time.
+// Sleep blocks p for d of virtual time during which it computes: models
+// charge CPU work (a memcpy, cache maintenance, a busy poll) with Sleep,
+// and it counts in CPUTime. A process blocked on something (Wait,
+// WaitUntil, Join) is idle.
 func (p *Proc) Sleep(d Time) {
 	if d < 0 {
 		panic(fmt.Sprintf("sim: %q sleeps a negative duration %v", p.name, d))
 	}
+	p.cpu += d
 	p.e.After(d, p.resumeFn)
 	p.block("sleep")
 }
@@ -125,6 +131,9 @@ func (p *Proc) Spawn(name string, body func(*Proc)) *Proc { return p.e.Spawn(nam
 
 // Join blocks p until child has returned.
 func (p *Proc) Join(child *Proc) { p.Wait(child.exit) }
+
+// CPUTime is the virtual time p has spent computing (in Sleep) so far.
+func (p *Proc) CPUTime() Time { return p.cpu }
 
 // Exited completes when the process returns.
 func (p *Proc) Exited() *Completion { return p.exit }

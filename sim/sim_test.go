@@ -153,6 +153,24 @@ func TestProcesses(t *testing.T) {
 	}
 }
 
+// TestCPUTime: Sleep is computing, Wait is idle.
+func TestCPUTime(t *testing.T) {
+	e := New(1)
+	done := e.NewCompletion()
+	var p *Proc
+	e.Spawn("worker", func(q *Proc) {
+		p = q
+		q.Sleep(3 * Microsecond)
+		q.Wait(done)
+		q.Sleep(2 * Microsecond)
+	})
+	e.At(10*Microsecond, done.Complete)
+	e.Run()
+	if p.CPUTime() != 5*Microsecond || e.Now() != 12*Microsecond {
+		t.Fatalf("CPU time %v at %v, want 5us of 12us", p.CPUTime(), e.Now())
+	}
+}
+
 func TestDeadlockReportAndClose(t *testing.T) {
 	e := New(1)
 	never := e.NewNamedCompletion("irq")
