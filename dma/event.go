@@ -71,6 +71,9 @@ type Segment struct {
 type Event struct {
 	Op   Op
 	Kind Kind
+	// Time is when the call took effect: a call that hands memory to the
+	// device reports as it returns (after its cache maintenance and
+	// bounce copy), one that hands memory back reports as it starts.
 	Time sim.Time
 	// Proc is the process that made the call; Device the device it was
 	// made for.
@@ -82,6 +85,15 @@ type Event struct {
 	Size   uint64
 	Dir    Direction
 	Failed bool
+	// Bounced is set when the mapping goes through a swiotlb bounce
+	// slot: Addr is then the slot's bus address and Phys the caller's
+	// buffer.
+	Bounced bool
+	// Warn is what the kernel's DMA layer itself logs for this call
+	// ("swiotlb buffer is full ...", "rejecting DMA map of vmalloc
+	// memory"), empty when it logs nothing. dma-debug's own reports are
+	// the checker's, never here.
+	Warn string
 	// CPUAddr, Phys and Class describe the memory mapped (map,
 	// alloc/free coherent).
 	CPUAddr mem.VirtAddr

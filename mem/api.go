@@ -1,11 +1,15 @@
 package mem
 
-// This file is the contract of package mem: the signatures other packages
-// (dma, scenarios) are written against. Bodies marked "contract stub" are
-// replaced by the implementation; signatures and documented semantics stay.
+// This file holds the types, errors and constructor of package mem; the
+// methods live beside the state they touch: phys.go (DRAM, device
+// memory, page allocator), kernel.go (kernel address space), access.go
+// (CPU and device accesses, cache maintenance), cache.go (the CPU
+// caches), spans.go (the interval map), payload.go (the bytes),
+// inspect.go (state for tests and reports).
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
@@ -14,11 +18,21 @@ import (
 // PageSize is the CPU's base page (4 KiB).
 const PageSize = 4096
 
+// DefaultCacheSize is the capacity of a node's cache when the platform
+// leaves CPUCache.Size unset: a mid-sized server last-level cache. A
+// platform that cares about eviction gives its own.
+const DefaultCacheSize = 32 << 20
+
 // Errors.
 var (
-	ErrNoMemory  = errors.New("out of memory")
-	ErrBadAddr   = errors.New("bad address")
+	ErrNoMemory = errors.New("out of memory")
+	ErrBadAddr  = errors.New("bad address")
+	// ErrNoPayload is for callers that need real bytes and find payload
+	// mode off; mem's byte forms work without it and read zeros.
 	ErrNoPayload = errors.New("payload mode is off")
+	// ErrInvalid is a malformed request: a zero size, an unknown node or
+	// device, an alignment that is not a power of two (EINVAL).
+	ErrInvalid = errors.New("invalid argument")
 )
 
 // Options configure a Memory.
@@ -40,6 +54,16 @@ const (
 	ZoneDMA32
 )
 
+func (z Zone) String() string {
+	switch z {
+	case ZoneNormal:
+		return "ZONE_NORMAL"
+	case ZoneDMA32:
+		return "ZONE_DMA32"
+	}
+	return fmt.Sprintf("Zone(%d)", int(z))
+}
+
 // Attr is the CPU's memory type for a mapping.
 type Attr int
 
@@ -51,6 +75,16 @@ const (
 	// DMA buffers on a non-coherent platform, pgprot_dmacoherent).
 	Uncached
 )
+
+func (a Attr) String() string {
+	switch a {
+	case Cached:
+		return "cached"
+	case Uncached:
+		return "uncached"
+	}
+	return fmt.Sprintf("Attr(%d)", int(a))
+}
 
 // Class is what a kernel virtual address points at.
 type Class int
@@ -64,151 +98,126 @@ const (
 	ClassRemap                // a remapped range (vmap with attributes: uncached coherent buffers)
 )
 
+func (c Class) String() string {
+	switch c {
+	case ClassInvalid:
+		return "invalid"
+	case ClassLinear:
+		return "linear"
+	case ClassVmalloc:
+		return "vmalloc"
+	case ClassStack:
+		return "stack"
+	case ClassText:
+		return "text"
+	case ClassRemap:
+		return "remap"
+	}
+	return fmt.Sprintf("Class(%d)", int(c))
+}
+
 // Memory is a machine's physical memory, kernel address space, CPU caches
 // and the content of every byte (by version, and with payload, the bytes).
+// It is used from one goroutine at a time (the simulation's): it has no
+// locks.
 type Memory struct {
 	spec *platform.Spec
 	eng  *sim.Engine
 	opt  Options
-}
+	obs  []func(Access)
 
-const stub = "mem: contract stub, not implemented yet"
+	// Physical memory (phys.go).
+	nodes   []*nodeMem
+	devs    []*devMem
+	regions []region          // DRAM and device memory, by address
+	allocs  map[uint64]uint64 // AllocPages/AllocDevice start → rounded size
+
+	// Kernel address space (kernel.go).
+	slabs   map[uint64]*slab  // slab page PA → slab
+	partial [][]*slab         // node*slabClasses + class → slabs with room
+	large   map[uint64]uint64 // kmalloc of more than half a page: PA → size
+	areas   []*area           // vmalloc-space areas, by address
+	nextVA  uint64            // vmalloc-space bump pointer
+	stacks  map[string]VirtAddr
+	textPA  uint64
+
+	// Content (access.go, cache.go, payload.go).
+	ver     Version
+	dram    spanMap[Version] // what DRAM holds
+	latest  spanMap[Version] // the latest write: the logical truth
+	caches  []*cache         // one per node: its last-level cache
+	journal map[Version][]jseg
+
+	// Scratch, reused so that an access allocates nothing.
+	got  spanMap[Version] // what the current reader obtained
+	segs []PhysRange
+	cand []extent
+	gap  []extent
+}
 
 // New builds the memory of spec: one DRAM range per NUMA node, a cache per
 // node with the node's cache parameters, an empty kernel address space.
+//
+// Node i's DRAM starts after node i-1's, at the next multiple of 1 GiB;
+// node 0 starts at physical 0. Each GPU's VRAM follows as device memory,
+// at the next multiple of 1 TiB each. Kernel text occupies 64 KiB of node
+// 0 at 16 MiB (where x86-64 loads the kernel) when node 0 is that large.
 func New(spec *platform.Spec, eng *sim.Engine, opt Options) (*Memory, error) {
-	return &Memory{spec: spec, eng: eng, opt: opt}, nil
+	if spec == nil || len(spec.Nodes) == 0 {
+		return nil, fmt.Errorf("mem: a platform with at least one NUMA node: %w", ErrInvalid)
+	}
+	m := &Memory{
+		spec:    spec,
+		eng:     eng,
+		opt:     opt,
+		allocs:  map[uint64]uint64{},
+		slabs:   map[uint64]*slab{},
+		partial: make([][]*slab, len(spec.Nodes)*slabClasses),
+		large:   map[uint64]uint64{},
+		nextVA:  uint64(VmallocStart),
+		stacks:  map[string]VirtAddr{},
+		journal: map[Version][]jseg{},
+	}
+	if err := m.layout(); err != nil {
+		return nil, err
+	}
+	for i, n := range spec.Nodes {
+		c, err := newCache(n)
+		if err != nil {
+			return nil, fmt.Errorf("mem: node %d: %w", i, err)
+		}
+		m.caches = append(m.caches, c)
+	}
+	if err := m.placeText(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Observe registers fn for every access (CPU and device), in order.
-func (m *Memory) Observe(fn func(Access)) { panic(stub) }
+// Observers are called in the order they registered, from inside the
+// access: they may inspect m (Classify, Latest, ...) but must not make
+// accesses or maintenance of their own.
+func (m *Memory) Observe(fn func(Access)) { m.obs = append(m.obs, fn) }
 
 // Payload reports whether payload mode is on.
 func (m *Memory) Payload() bool { return m.opt.Payload }
 
-// ---- physical memory ----
-
-// NodeRange is node's DRAM: [base, base+size).
-func (m *Memory) NodeRange(node int) (base PhysAddr, size uint64) { panic(stub) }
-
-// NodeOf is the NUMA node whose DRAM holds pa; false if pa is not DRAM.
-func (m *Memory) NodeOf(pa PhysAddr) (int, bool) { panic(stub) }
-
-// AllocPages allocates size bytes (rounded up to whole pages), physically
-// contiguous, on node, from zone. ErrNoMemory when none is left.
-func (m *Memory) AllocPages(node int, size uint64, zone Zone) (PhysAddr, error) { panic(stub) }
-
-// FreePages frees what AllocPages returned (same size).
-func (m *Memory) FreePages(pa PhysAddr, size uint64) error { panic(stub) }
-
-// ---- kernel virtual addresses ----
-
-// Kmalloc allocates size bytes in the linear map on node, aligned to the
-// node's cache line at least (ARCH_DMA_MINALIGN), physically contiguous.
-func (m *Memory) Kmalloc(node int, size uint64) (VirtAddr, error) { panic(stub) }
-
-// Kfree frees a Kmalloc allocation.
-func (m *Memory) Kfree(va VirtAddr) error { panic(stub) }
-
-// Vmalloc allocates size bytes virtually contiguous, backed by pages
-// that need not be physically contiguous.
-func (m *Memory) Vmalloc(node int, size uint64) (VirtAddr, error) { panic(stub) }
-
-// Vfree frees a Vmalloc allocation.
-func (m *Memory) Vfree(va VirtAddr) error { panic(stub) }
-
-// Remap maps [pa, pa+size) at a new kernel virtual address with attr
-// (vmap/ioremap-style); the range stays mapped until Unremap.
-func (m *Memory) Remap(pa PhysAddr, size uint64, attr Attr) (VirtAddr, error) { panic(stub) }
-
-// Unremap removes a Remap mapping.
-func (m *Memory) Unremap(va VirtAddr) error { panic(stub) }
-
-// StackAddr is an address on the kernel stack of the process named proc
-// (for the "DMA from the stack" bug); it is mapped and backed by RAM.
-func (m *Memory) StackAddr(proc string) VirtAddr { panic(stub) }
-
-// TextAddr is an address in kernel text/rodata.
-func (m *Memory) TextAddr() VirtAddr { panic(stub) }
-
-// Classify says what va points at, and its physical address and memory
-// type when it is mapped.
-func (m *Memory) Classify(va VirtAddr) (c Class, pa PhysAddr, attr Attr) { panic(stub) }
-
-// VirtToPhys is virt_to_phys: valid for the linear map only.
-func (m *Memory) VirtToPhys(va VirtAddr) (PhysAddr, error) { panic(stub) }
-
-// PhysToVirt is the linear-map address of pa (phys_to_virt).
-func (m *Memory) PhysToVirt(pa PhysAddr) VirtAddr { panic(stub) }
-
-// ---- CPU accesses (cost virtual time on p) ----
-
-// Read is a CPU on node reading [va, va+size) through its mapping
-// (cached or uncached), costing size/MemcpyRate (cached) or
-// size/UncachedRate (uncached) of p's time. The Access says what the CPU
-// obtained (Stale when some byte is older than the latest write).
-func (m *Memory) Read(p *sim.Proc, node int, va VirtAddr, size uint64) Access { panic(stub) }
-
-// Write is a CPU on node writing [va, va+size): a new version, in the
-// cache (write-allocate, lines dirty) or straight to DRAM when uncached.
-func (m *Memory) Write(p *sim.Proc, node int, va VirtAddr, size uint64) Version { panic(stub) }
-
-// ReadBytes is Read that also returns the bytes (payload mode; bytes of
-// a write made without payload read as zeros).
-func (m *Memory) ReadBytes(p *sim.Proc, node int, va VirtAddr, buf []byte) Access { panic(stub) }
-
-// WriteBytes is Write with the bytes (kept in payload mode).
-func (m *Memory) WriteBytes(p *sim.Proc, node int, va VirtAddr, data []byte) Version { panic(stub) }
-
-// CopyPhys is a CPU on node copying size bytes from src to dst through
-// the caches (a memcpy in the linear map: swiotlb bouncing, staging).
-func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64) { panic(stub) }
-
-// ---- cache maintenance (all nodes' caches; cost on p, per line of the range) ----
-
-// Clean writes dirty lines of [pa, pa+size) back to DRAM and keeps them,
-// clean (arm64 DC CVAC).
-func (m *Memory) Clean(p *sim.Proc, pa PhysAddr, size uint64) { panic(stub) }
-
-// Invalidate discards the lines of [pa, pa+size), dirty or not (DC IVAC):
-// dirty data not yet written back is lost.
-func (m *Memory) Invalidate(p *sim.Proc, pa PhysAddr, size uint64) { panic(stub) }
-
-// Flush writes back and discards the lines of [pa, pa+size) (DC CIVAC).
-func (m *Memory) Flush(p *sim.Proc, pa PhysAddr, size uint64) { panic(stub) }
-
-// ---- device accesses (no CPU time: the bytes move over the fabric separately) ----
-
-// DeviceRead is dev reading [pa, pa+size). Coherent (snooping): it
-// obtains the latest bytes, dirty cache lines included. Non-coherent: it
-// reads DRAM, missing dirty lines (Stale when DRAM is behind).
-func (m *Memory) DeviceRead(dev string, coherent bool, pa PhysAddr, size uint64) Access {
-	panic(stub)
+func (m *Memory) report(a Access) {
+	for _, fn := range m.obs {
+		fn(a)
+	}
 }
 
-// DeviceWrite is dev writing [pa, pa+size): a new version in DRAM.
-// Coherent: cache lines covering the range are invalidated (dirty ones
-// written back first, as a snoop does). Non-coherent: caches are left as
-// they are, so lines there become stale.
-func (m *Memory) DeviceWrite(dev string, coherent bool, pa PhysAddr, size uint64) Version {
-	panic(stub)
+func (m *Memory) now() sim.Time {
+	if m.eng == nil {
+		return 0
+	}
+	return m.eng.Now()
 }
 
-// DeviceReadBytes and DeviceWriteBytes are the payload forms.
-func (m *Memory) DeviceReadBytes(dev string, coherent bool, pa PhysAddr, buf []byte) Access {
-	panic(stub)
+// next is the version of a new write.
+func (m *Memory) next() Version {
+	m.ver++
+	return m.ver
 }
-
-// DeviceWriteBytes is DeviceWrite with the bytes.
-func (m *Memory) DeviceWriteBytes(dev string, coherent bool, pa PhysAddr, data []byte) Version {
-	panic(stub)
-}
-
-// ---- inspection (tests, reports) ----
-
-// Latest is the version of the latest write to pa.
-func (m *Memory) Latest(pa PhysAddr) Version { panic(stub) }
-
-// Footprint is the number of spans the content maps hold (versions of
-// DRAM, latest writes and caches): what memory use grows with.
-func (m *Memory) Footprint() int { panic(stub) }

@@ -1,7 +1,10 @@
-// Package platform describes machines as data: NUMA nodes and their
-// distances, inter-socket links, the PCIe tree (root complexes, switches,
-// GPUs, NICs, NVMe drives), NVLink and NVSwitches, and the flow model's
-// global factors. A Spec is what the hardware is, never what it is doing;
+// Package platform describes machines as data: NUMA nodes, their CPU
+// caches and distances, inter-socket links, the PCIe tree (root complexes,
+// switches, GPUs, NICs, NVMe drives, DMA engines) or an SoC's interconnect
+// in its place, which DMA snoops the CPU caches and which does not, what
+// each device's driver tells the DMA API (address mask, segment limits),
+// the swiotlb pool, NVLink and NVSwitches, and the flow model's global
+// factors. A Spec is what the hardware is, never what it is doing;
 // package machine builds the running state from one. Like Akita's specs,
 // a Spec is immutable once validated: Set and Clone return new ones.
 //
@@ -21,7 +24,8 @@
 // Specs are written in YAML (Parse, Load, Marshal). Field names are the
 // snake_case of the Go names; unknown fields, duplicate keys and values of
 // the wrong kind are errors, reported as "file:line: field.path: reason".
-// A parameter is a bare value or {value: ..., source: ...}:
+// A parameter is a bare value or {value: ..., source: ...}; a flag
+// (noncoherent_dma) is a plain true or false:
 //
 //	name: h200-pcie
 //	nodes:
@@ -48,9 +52,22 @@
 // (Gb/s, Gbps: "400 Gb/s" is 50 GB/s), a plain number being bytes per
 // second; durations take ps, ns, us, ms, s (sim.ParseTime). Anchors and
 // aliases may share values; merge keys (<<) are not supported. Latencies,
-// a root complex's bandwidth cap, a device's line rate, a GPU's model and
-// the fabric factors are optional (zero, or the documented default); every
-// other parameter is required.
+// a root complex's bandwidth cap, a device's line rate, dma_mask_bits,
+// max_segment and segment_boundary, a GPU's model, a node's cache, swiotlb
+// and the fabric factors are optional (zero, or the documented default:
+// DefaultDMAMaskBits and the other Default constants); every other
+// parameter is required. A link is gen, width and efficiency, or, for a
+// port that is not PCIe (an AXI port of an SoC), a bandwidth instead.
+//
+// # Coherency
+//
+// x86 PCIe DMA snoops the CPU caches. Where it does not (the AXI ports of
+// many Arm SoCs, or a device using PCIe No Snoop), the root complex or the
+// device says noncoherent_dma: true, and DeviceCoherent reports false for
+// every device and GPU below it. The node of such a device must then give
+// its cache's size, writeback_cost, invalidate_cost and uncached_rate:
+// streaming DMA costs cache maintenance per line, and coherent buffers are
+// uncached.
 //
 // Names of root complexes, switches, GPUs, devices, NVSwitches and socket
 // links share one namespace, since routes and --set paths refer to them.
@@ -58,6 +75,6 @@
 // # Presets
 //
 // Presets lists the built-in machines (h200-pcie, the measured machine;
-// 2s-4gpu-pcie; dgx-h100). Resolve takes what a user typed: a preset name
-// or a file path.
+// 2s-4gpu-pcie; dgx-h100; zynq-7000, a non-coherent SoC). Resolve takes
+// what a user typed: a preset name or a file path.
 package platform

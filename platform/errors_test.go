@@ -49,6 +49,16 @@ func edit(t *testing.T, old, new string) string {
 	return strings.Replace(base, old, new, 1)
 }
 
+// withCache adds a cache mapping to base's node, on line 8.
+func withCache(t *testing.T, cache string) string {
+	return edit(t, "    memcpy_rate: 10 GB/s\n", "    memcpy_rate: 10 GB/s\n    cache: "+cache+"\n")
+}
+
+// withDevice adds a coherent NIC to base, on line 21, with more fields.
+func withDevice(fields string) string {
+	return base + "devices:\n  - {name: nic0, kind: nic, parent: rc0, link: {gen: 3, width: 4, efficiency: 0.8}, dma_engines: 1, " + fields + "}\n"
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -131,6 +141,44 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:20: a second YAML document: a platform file holds one`},
 		{"undefined alias", func(t *testing.T) string { return edit(t, "80 GiB", "*nope") },
 			`t.yaml:16: malformed YAML: unknown anchor 'nope' referenced`},
+		{"bad line size", func(t *testing.T) string { return withCache(t, "{line_size: 48 B}") },
+			`t.yaml:8: nodes[0].cache.line_size: want a power of two from 16 B to 256 B (leave it out for the default 64 B), got 48 B`},
+		{"line size too large", func(t *testing.T) string { return withCache(t, "{line_size: 512 B}") },
+			`t.yaml:8: nodes[0].cache.line_size: want a power of two from 16 B to 256 B (leave it out for the default 64 B), got 512 B`},
+		{"cache smaller than a line", func(t *testing.T) string { return withCache(t, "{line_size: 128, size: 64}") },
+			`t.yaml:8: nodes[0].cache.size: want at least one line (128 B), got 64 B`},
+		{"prefetch out of range", func(t *testing.T) string { return withCache(t, "{prefetch: 65}") },
+			`t.yaml:8: nodes[0].cache.prefetch: want 0..64 lines, got 65`},
+		{"negative maintenance cost", func(t *testing.T) string { return withCache(t, "{invalidate_cost: -1ns}") },
+			`t.yaml:8: nodes[0].cache.invalidate_cost: must not be negative, got -1ns`},
+		{"zero uncached rate", func(t *testing.T) string { return withCache(t, "{uncached_rate: 0}") },
+			`t.yaml:8: nodes[0].cache.uncached_rate: must be positive, got 0`},
+		{"unknown cache field", func(t *testing.T) string { return withCache(t, "{linesize: 64}") },
+			`t.yaml:8: nodes[0].cache.linesize: unknown field (did you mean "line_size"?); fields here: line_size, size, prefetch, writeback_cost, invalidate_cost, uncached_rate`},
+		{"bad mask bits", func(t *testing.T) string { return withDevice("dma_mask_bits: 16") },
+			`t.yaml:21: devices[0].dma_mask_bits: want 24..64 address bits (leave it out for the default 64), got 16`},
+		{"zero mask bits written", func(t *testing.T) string { return withDevice("dma_mask_bits: {value: 0, source: x}") },
+			`t.yaml:21: devices[0].dma_mask_bits: want 24..64 address bits (leave it out for the default 64), got 0`},
+		{"short max segment", func(t *testing.T) string { return withDevice("max_segment: 256") },
+			`t.yaml:21: devices[0].max_segment: want at least 512 B (leave it out for the default 64 KiB), got 256 B`},
+		{"segment boundary not a power of two", func(t *testing.T) string { return withDevice("segment_boundary: 12 KiB") },
+			`t.yaml:21: devices[0].segment_boundary: want a power of two of at least 4 KiB (leave it out for the default 4 GiB), got 12 KiB`},
+		{"segment boundary below a page", func(t *testing.T) string { return withDevice("segment_boundary: 2 KiB") },
+			`t.yaml:21: devices[0].segment_boundary: want a power of two of at least 4 KiB (leave it out for the default 4 GiB), got 2 KiB`},
+		{"unknown device kind", func(t *testing.T) string {
+			return strings.Replace(withDevice("max_segment: 4 KiB"), "kind: nic", "kind: dmaa", 1)
+		},
+			`t.yaml:21: devices[0].kind: unknown kind "dmaa" (known: nic, nvme, dma)`},
+		{"swiotlb not a whole number of slots", func(t *testing.T) string { return base + "swiotlb: 3 KiB\n" },
+			`t.yaml:20: swiotlb: want a positive multiple of 2 KiB, swiotlb's slot size IO_TLB_SIZE (leave it out for the default 64 MiB), got 3 KiB`},
+		{"link bandwidth with gen", func(t *testing.T) string {
+			return base + "devices:\n  - {name: dma0, kind: dma, parent: rc0, link: {gen: 2, bandwidth: 1 GB/s}, dma_engines: 1}\n"
+		}, `t.yaml:21: devices[0].link.gen: want it left out: the link's bandwidth replaces gen x width x efficiency`},
+		{"link bandwidth zero", func(t *testing.T) string {
+			return base + "devices:\n  - {name: dma0, kind: dma, parent: rc0, link: {bandwidth: 0}, dma_engines: 1}\n"
+		}, `t.yaml:21: devices[0].link.bandwidth: must be positive, got 0`},
+		{"bad boolean", func(t *testing.T) string { return edit(t, "    node: 0\n", "    node: 0\n    noncoherent_dma: yes\n") },
+			`t.yaml:11: root_complexes[0].noncoherent_dma: bad boolean "yes": want true or false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("t.yaml", []byte(tc.doc(t)))

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -16,8 +17,14 @@ func seedDocs(f *testing.F) [][]byte {
 		}
 		docs = append(docs, data)
 	}
+	coherency := strings.Replace(base, "    memcpy_rate: 10 GB/s\n", "    memcpy_rate: 10 GB/s\n"+
+		"    cache: {line_size: 32 B, size: 512 KiB, prefetch: 1, writeback_cost: 75ns, invalidate_cost: 60ns, uncached_rate: {value: 110 MB/s, source: x}}\n", 1)
+	coherency = strings.Replace(coherency, "    node: 0\n", "    node: 0\n    noncoherent_dma: true\n", 1) +
+		"devices:\n  - {name: dma0, kind: dma, parent: rc0, link: {bandwidth: 1.2 GB/s}, dma_engines: 2, noncoherent_dma: false, dma_mask_bits: 32, max_segment: 16 KiB, segment_boundary: 64 KiB}\n" +
+		"swiotlb: 128 MiB\n"
 	return append(docs,
 		[]byte(base),
+		[]byte(coherency),
 		[]byte(base+"distances: [[10]]\nfabric: {cross_traffic: 0.05}\n"),
 		[]byte("name: x\nnodes: [{id: 0, cores: 1, dram: 1, dram_bandwidth: 1, memcpy_rate: 1}]\n"),
 		[]byte("a: &a [*a]\n"),
@@ -70,6 +77,15 @@ func FuzzSet(f *testing.F) {
 		{2, "root_complexes.rc0.bandwidth", "1 TB/s"},
 		{0, "devices.nic1.name", "a.b"},
 		{2, "description", "null"},
+		{3, "root_complexes.axi.noncoherent_dma", "false"},
+		{2, "root_complexes.rc0.noncoherent_dma", "true"},
+		{2, "nodes.0.cache.line_size", "128 B"},
+		{3, "nodes.0.cache.uncached_rate", "0"},
+		{0, "devices.nic2.dma_mask_bits", "24"},
+		{1, "devices.nic0.max_segment", "1 MiB"},
+		{1, "devices.nic0.segment_boundary", "64 KiB"},
+		{3, "devices.axidma0.link.bandwidth", "2 GB/s"},
+		{2, "swiotlb", "4 KiB"},
 	} {
 		f.Add(seed.preset, seed.path, seed.value)
 	}

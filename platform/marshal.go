@@ -75,8 +75,10 @@ func encode(v reflect.Value) *yaml.Node {
 		for _, f := range schema[t] {
 			fv := v.Field(f.index)
 			// Plain integers (ids, node numbers, gen, width) are always
-			// written; everything else is left out when zero.
-			if fv.IsZero() && fv.Kind() != reflect.Int {
+			// written, except a link's gen and width, which are zero
+			// only where its bandwidth replaces them; everything else
+			// (false included) is left out when zero.
+			if fv.IsZero() && (fv.Kind() != reflect.Int || t == linkType) {
 				continue
 			}
 			n.Content = append(n.Content, stringNode(f.name), encode(fv))
@@ -103,6 +105,8 @@ func encode(v reflect.Value) *yaml.Node {
 	switch t.Kind() {
 	case reflect.String:
 		return stringNode(v.String())
+	case reflect.Bool:
+		return scalarNode(strconv.FormatBool(v.Bool()))
 	case reflect.Int, reflect.Int64:
 		return scalarNode(strconv.FormatInt(v.Int(), 10))
 	case reflect.Float64:

@@ -8,7 +8,8 @@ import (
 )
 
 // The YAML format is derived from the Go types by reflection: a struct is
-// a mapping, a slice a list, a Param a scalar or {value, source}. Field
+// a mapping, a slice a list, a Param a scalar or {value, source}, a bool
+// a plain YAML boolean. Field
 // names are the snake_case of the Go names, listed here rather than
 // computed because acronyms (GPUs, NVLinks, BAR1, DRAMBandwidth) do not
 // convert mechanically.
@@ -16,10 +17,14 @@ var yamlNames = map[string]string{
 	"Name": "name", "Description": "description", "Nodes": "nodes", "Distances": "distances",
 	"SocketLinks": "socket_links", "RootComplexes": "root_complexes", "Switches": "switches",
 	"GPUs": "gpus", "Devices": "devices", "NVSwitches": "nvswitches", "NVLinks": "nvlinks",
-	"Fabric": "fabric",
+	"Fabric": "fabric", "SWIOTLB": "swiotlb",
 
 	"ID": "id", "Cores": "cores", "DRAM": "dram", "DRAMBandwidth": "dram_bandwidth",
-	"DRAMLatency": "dram_latency", "MemcpyRate": "memcpy_rate",
+	"DRAMLatency": "dram_latency", "MemcpyRate": "memcpy_rate", "Cache": "cache",
+
+	"LineSize": "line_size", "Size": "size", "Prefetch": "prefetch",
+	"WritebackCost": "writeback_cost", "InvalidateCost": "invalidate_cost",
+	"UncachedRate": "uncached_rate",
 
 	"A": "a", "B": "b", "Bandwidth": "bandwidth", "Latency": "latency", "Node": "node",
 
@@ -30,6 +35,8 @@ var yamlNames = map[string]string{
 	"CopyEngines": "copy_engines", "CopyOverhead": "copy_overhead",
 
 	"Kind": "kind", "LineRate": "line_rate", "DMAEngines": "dma_engines",
+	"NonCoherentDMA": "noncoherent_dma", "DMAMaskBits": "dma_mask_bits",
+	"MaxSegment": "max_segment", "SegmentBoundary": "segment_boundary",
 
 	"Links": "links", "LinkRate": "link_rate",
 
@@ -54,6 +61,7 @@ var (
 	bytesType = reflect.TypeFor[Bytes]()
 	rateType  = reflect.TypeFor[Rate]()
 	specType  = reflect.TypeFor[Spec]()
+	linkType  = reflect.TypeFor[PCIeLink]()
 )
 
 // schema maps each struct type of a Spec to its fields, in Go order.
@@ -153,6 +161,8 @@ func what(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"
+	case reflect.Bool:
+		return "true or false"
 	case reflect.Int, reflect.Int64:
 		return "an integer"
 	case reflect.Float64:

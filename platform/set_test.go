@@ -65,6 +65,59 @@ func TestSet(t *testing.T) {
 			}
 		}},
 		{"distance entry", "h200-pcie", "distances.0.0", "10", func(t *testing.T, s *Spec) {}},
+		{"cache parameter", "h200-pcie", "nodes.0.cache.prefetch", "2", func(t *testing.T, s *Spec) {
+			if p := s.Nodes[0].Cache.Prefetch; p.V != 2 || p.Source == "" {
+				t.Errorf("prefetch = %+v, want 2 keeping its source", p)
+			}
+		}},
+		{"cache line size", "zynq-7000", "nodes.0.cache.line_size", "64 B", func(t *testing.T, s *Spec) {
+			if got := s.Nodes[0].Cache.Line(); got != 64 {
+				t.Errorf("line = %v", got)
+			}
+		}},
+		{"x86 made non-coherent", "h200-pcie", "root_complexes.rc0.noncoherent_dma", "true", func(t *testing.T, s *Spec) {
+			if ok, err := s.DeviceCoherent("gpu0"); ok || err != nil {
+				t.Errorf("DeviceCoherent(gpu0) = %v, %v; want false", ok, err)
+			}
+		}},
+		{"ACP instead of HP", "zynq-7000", "root_complexes.axi.noncoherent_dma", "false", func(t *testing.T, s *Spec) {
+			if s.RootComplexes[0].NonCoherentDMA || !s.Devices[1].NonCoherentDMA {
+				t.Errorf("root complex %v, gem0 %v; want false, true", s.RootComplexes[0].NonCoherentDMA, s.Devices[1].NonCoherentDMA)
+			}
+		}},
+		{"device flag", "2s-4gpu-pcie", "devices.nic1.noncoherent_dma", "true", func(t *testing.T, s *Spec) {
+			if ok, _ := s.DeviceCoherent("nic1"); ok {
+				t.Error("nic1 still coherent")
+			}
+			if ok, _ := s.DeviceCoherent("nic0"); !ok {
+				t.Error("nic0 became non-coherent")
+			}
+		}},
+		{"dma mask", "2s-4gpu-pcie", "devices.nic2.dma_mask_bits", "40", func(t *testing.T, s *Spec) {
+			if d, _ := s.Device("nic2"); d.MaskBits() != 40 || d.DMAMaskBits.Source == "" {
+				t.Errorf("dma_mask_bits = %+v", d.DMAMaskBits)
+			}
+		}},
+		{"max segment", "dgx-h100", "devices.nic3.max_segment", "1 MiB", func(t *testing.T, s *Spec) {
+			if d, _ := s.Device("nic3"); d.MaxSeg() != 1<<20 {
+				t.Errorf("max_segment = %v", d.MaxSeg())
+			}
+		}},
+		{"segment boundary", "zynq-7000", "devices.axidma0.segment_boundary", "64 KiB", func(t *testing.T, s *Spec) {
+			if d, _ := s.Device("axidma0"); d.SegBoundary() != 64<<10 {
+				t.Errorf("segment_boundary = %v", d.SegBoundary())
+			}
+		}},
+		{"swiotlb", "h200-pcie", "swiotlb", "128 MiB", func(t *testing.T, s *Spec) {
+			if s.SwiotlbSize() != 128<<20 {
+				t.Errorf("swiotlb = %v", s.SWIOTLB)
+			}
+		}},
+		{"link bandwidth", "zynq-7000", "devices.axidma0.link.bandwidth", "2.4 GB/s", func(t *testing.T, s *Spec) {
+			if d, _ := s.Device("axidma0"); d.Link.Rate() != 2.4e9 || d.Link.Bandwidth.Source == "" {
+				t.Errorf("link = %+v", d.Link)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, err := Preset(tc.preset)
@@ -110,7 +163,7 @@ func TestSetErrors(t *testing.T) {
 		{"unknown field", "gpus.gpu0.vramm", "1 GiB",
 			`set gpus.gpu0.vramm: bad field path: gpus[0] has no field "vramm" (did you mean "vram"? fields: name, model, arch, parent, link, vram, vram_bandwidth, bar1, copy_engines, copy_overhead)`, ErrBadPath},
 		{"unknown top-level field", "gpu.gpu0.vram", "1 GiB",
-			`set gpu.gpu0.vram: bad field path: the platform has no field "gpu" (did you mean "gpus"? fields: name, description, nodes, distances, socket_links, root_complexes, switches, gpus, devices, nvswitches, nvlinks, fabric)`, ErrBadPath},
+			`set gpu.gpu0.vram: bad field path: the platform has no field "gpu" (did you mean "gpus"? fields: name, description, nodes, distances, socket_links, root_complexes, switches, gpus, devices, nvswitches, nvlinks, fabric, swiotlb)`, ErrBadPath},
 		{"unknown element", "gpus.gpu7.vram", "1 GiB",
 			`set gpus.gpu7.vram: bad field path: gpus has no element "gpu7" (names gpu0, or indexes 0..0)`, ErrBadPath},
 		{"index out of range", "nodes.3.cores", "1",
@@ -122,7 +175,7 @@ func TestSetErrors(t *testing.T) {
 		{"past a parameter", "gpus.gpu0.vram.x", "1",
 			`set gpus.gpu0.vram.x: bad field path: gpus[0].vram is a parameter: it has only value and source, not "x"`, ErrBadPath},
 		{"empty path", "", "1",
-			`set : bad field path: empty path (fields: name, description, nodes, distances, socket_links, root_complexes, switches, gpus, devices, nvswitches, nvlinks, fabric)`, ErrBadPath},
+			`set : bad field path: empty path (fields: name, description, nodes, distances, socket_links, root_complexes, switches, gpus, devices, nvswitches, nvlinks, fabric, swiotlb)`, ErrBadPath},
 		{"bad value", "gpus.gpu0.vram", "12 GiX",
 			`set gpus.gpu0.vram: gpus[0].vram: bad size "12 GiX": unknown unit "GiX" (want ` + sizeUnitList + `)`, nil},
 		{"invalid value", "gpus.gpu0.link.gen", "9",
@@ -142,6 +195,34 @@ func TestSetErrors(t *testing.T) {
 			}
 			if tc.is != nil && !errors.Is(err, tc.is) {
 				t.Errorf("error does not wrap %v", tc.is)
+			}
+		})
+	}
+}
+
+// TestSetCoherency: a Set that leaves a non-coherent device's node without
+// its cache costs, or gives a flag a non-boolean, is refused.
+func TestSetCoherency(t *testing.T) {
+	for _, tc := range []struct{ preset, path, value, want string }{
+		{"zynq-7000", "nodes.0.cache.writeback_cost", "0",
+			`set nodes.0.cache.writeback_cost: nodes[0].cache: missing writeback_cost: device "axidma0" on node 0 does non-coherent DMA (root complex "axi" has noncoherent_dma), so the cost of cache maintenance and uncached access must be given`},
+		{"zynq-7000", "nodes.0.cache", "{line_size: 32 B}",
+			`set nodes.0.cache: nodes[0].cache: missing size, writeback_cost, invalidate_cost, uncached_rate: device "axidma0" on node 0 does non-coherent DMA (root complex "axi" has noncoherent_dma), so the cost of cache maintenance and uncached access must be given`},
+		{"h200-pcie", "nodes.0.cache.line_size", "48",
+			`set nodes.0.cache.line_size: nodes[0].cache.line_size: want a power of two from 16 B to 256 B (leave it out for the default 64 B), got 48 B`},
+		{"h200-pcie", "root_complexes.rc0.noncoherent_dma", "yes",
+			`set root_complexes.rc0.noncoherent_dma: root_complexes[0].noncoherent_dma: bad boolean "yes": want true or false`},
+		{"2s-4gpu-pcie", "devices.nic2.dma_mask_bits", "0",
+			`set devices.nic2.dma_mask_bits: devices[2].dma_mask_bits: want 24..64 address bits (leave it out for the default 64), got 0`},
+		{"zynq-7000", "devices.axidma0.link.gen", "2",
+			`set devices.axidma0.link.gen: devices[0].link.gen: want it left out: the link's bandwidth replaces gen x width x efficiency`},
+		{"h200-pcie", "swiotlb", "1001",
+			`set swiotlb: swiotlb: want a positive multiple of 2 KiB, swiotlb's slot size IO_TLB_SIZE (leave it out for the default 64 MiB), got 1001 B`},
+	} {
+		t.Run(tc.preset+"/"+tc.path, func(t *testing.T) {
+			s, _ := Preset(tc.preset)
+			if _, err := Set(s, tc.path, tc.value); err == nil || err.Error() != tc.want {
+				t.Errorf("error\n got: %v\nwant: %s", err, tc.want)
 			}
 		})
 	}

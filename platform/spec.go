@@ -44,13 +44,17 @@ type Spec struct {
 	RootComplexes []RootComplex
 	Switches      []Switch
 	GPUs          []GPU
-	// Devices are DMA-capable PCIe devices other than GPUs (NICs, NVMe).
+	// Devices are DMA-capable devices other than GPUs (NICs, NVMe drives,
+	// DMA engines).
 	Devices    []Device
 	NVSwitches []NVSwitch
 	NVLinks    []NVLink
 
 	// Fabric holds the flow model's global factors.
 	Fabric FabricFactors
+	// SWIOTLB is the size of the bounce-buffer pool in low memory
+	// (swiotlb=, Linux default 64 MiB); zero means that default.
+	SWIOTLB Param[Bytes]
 }
 
 // Node is a NUMA node: cores and the DRAM attached to them.
@@ -67,6 +71,34 @@ type Node struct {
 	// MemcpyRate is what one CPU thread achieves copying between two
 	// large buffers in this node (pageable staging copies pay it).
 	MemcpyRate Param[Rate]
+	// Cache is the CPU cache of the node's cores as the coherency model
+	// sees it.
+	Cache CPUCache
+}
+
+// CPUCache describes a node's CPU caches for the coherency model: lines
+// that hold a copy of memory, clean or dirty, which DMA on a non-coherent
+// path does not see and does not update. Zero values take the defaults
+// noted (a 64-byte line; the rest must be given when a device on the node
+// is non-coherent, since cache maintenance then costs time).
+type CPUCache struct {
+	// LineSize is the coherency granule (64 B on x86 and most Arm cores).
+	LineSize Param[Bytes]
+	// Size is the capacity the model keeps lines for (the last-level
+	// cache); beyond it the least recently filled lines are evicted,
+	// dirty ones written back.
+	Size Param[Bytes]
+	// Prefetch is how many following lines of the same page a read miss
+	// also fills (a next-line/stream prefetcher); 0 turns it off.
+	Prefetch Param[int]
+	// WritebackCost and InvalidateCost are the CPU time of cache
+	// maintenance per line (clean to memory; discard), as dma_map_* and
+	// dma_sync_* spend it on a non-coherent device.
+	WritebackCost  Param[sim.Time]
+	InvalidateCost Param[sim.Time]
+	// UncachedRate is what a CPU achieves reading or writing uncached
+	// memory (coherent DMA buffers on a non-coherent platform).
+	UncachedRate Param[Rate]
 }
 
 // SocketLink is an inter-socket link (Intel UPI, AMD xGMI) between nodes
@@ -88,6 +120,9 @@ type RootComplex struct {
 	Bandwidth Param[Rate]
 	// Latency is the traversal latency of the root complex.
 	Latency Param[sim.Time]
+	// NonCoherentDMA says DMA through this root complex does not snoop
+	// the CPU caches (many Arm SoCs); x86 PCIe snoops, so false.
+	NonCoherentDMA bool
 }
 
 // PCIeLink is the link from a switch or endpoint up to its parent.
@@ -102,6 +137,11 @@ type PCIeLink struct {
 	Efficiency Param[float64]
 	// Latency is the one-way latency of the link and its ports.
 	Latency Param[sim.Time]
+	// Bandwidth, when given, is the link's payload rate per direction in
+	// place of Gen × Width × Efficiency, which are then left out: the
+	// link is an on-chip port that is not PCIe (a Zynq AXI HP port, 64
+	// bits at 150 MHz), whose rate no PCIe generation describes.
+	Bandwidth Param[Rate]
 }
 
 // Switch is a PCIe switch below Parent (a root complex or another switch).
@@ -136,10 +176,12 @@ type GPU struct {
 	CopyOverhead Param[sim.Time]
 }
 
-// Device is a DMA-capable PCIe device other than a GPU.
+// Device is a DMA-capable device other than a GPU: on PCIe, or on an
+// SoC's interconnect.
 type Device struct {
 	Name string
-	// Kind is "nic" or "nvme".
+	// Kind is "nic", "nvme" or "dma" (a generic DMA engine such as Xilinx
+	// AXI DMA).
 	Kind   string
 	Parent string
 	Link   PCIeLink
@@ -148,6 +190,20 @@ type Device struct {
 	LineRate Param[Rate]
 	// DMAEngines is the number of independent DMA queues the model gives it.
 	DMAEngines Param[int]
+	// NonCoherentDMA says the device's DMA does not snoop the CPU caches
+	// even where its root complex would (PCIe No Snoop). A device is
+	// non-coherent if it or its root complex is.
+	NonCoherentDMA bool
+	// DMAMaskBits is the width of the addresses the device can drive
+	// (dma_set_mask): 64, or 32 for a legacy device, whose mappings of
+	// memory above 4 GiB bounce through swiotlb. Zero means 64.
+	DMAMaskBits Param[int]
+	// MaxSegment is dma_set_max_seg_size (zero: Linux's default 64 KiB)
+	// and SegmentBoundary dma_set_seg_boundary's mask plus one (zero:
+	// 4 GiB): no scatter-gather segment may be longer, or cross a
+	// multiple of the boundary.
+	MaxSegment      Param[Bytes]
+	SegmentBoundary Param[Bytes]
 }
 
 // NVSwitch is an NVLink switch (or the set of switch chips of one NVLink
@@ -190,7 +246,45 @@ func (f FabricFactors) Latency() float64 { return orDefault(f.LatencyFactor.V, 1
 // Cross returns the cross-traffic factor, 0 when unset.
 func (f FabricFactors) Cross() float64 { return f.CrossTraffic.V }
 
-func orDefault(v, d float64) float64 {
+// Defaults of the optional DMA parameters, as Linux has them.
+const (
+	// DefaultLineSize is the coherency granule of x86 and most Arm cores.
+	DefaultLineSize Bytes = 64
+	// DefaultDMAMaskBits is a device that drives 64-bit addresses.
+	DefaultDMAMaskBits = 64
+	// DefaultMaxSegment and DefaultSegmentBoundary are what the PCI core
+	// gives every device it adds (drivers/pci/probe.c:
+	// dma_set_max_seg_size 65536, dma_set_seg_boundary 0xffffffff).
+	DefaultMaxSegment      Bytes = 64 << 10
+	DefaultSegmentBoundary Bytes = 1 << 32
+	// DefaultSWIOTLB is the bounce-buffer pool without swiotlb= on the
+	// kernel command line (IO_TLB_DEFAULT_SIZE).
+	DefaultSWIOTLB Bytes = 64 << 20
+	// IOTLBSlot is swiotlb's slot size (IO_TLB_SIZE, 1 << IO_TLB_SHIFT):
+	// the pool is a whole number of slots.
+	IOTLBSlot Bytes = 2 << 10
+)
+
+// Line returns the cache line size, DefaultLineSize when unset.
+func (c CPUCache) Line() Bytes { return orDefault(c.LineSize.V, DefaultLineSize) }
+
+// MaskBits returns the width of the device's DMA addresses,
+// DefaultDMAMaskBits when unset.
+func (d Device) MaskBits() int { return orDefault(d.DMAMaskBits.V, DefaultDMAMaskBits) }
+
+// MaxSeg returns the longest scatter-gather segment the device takes,
+// DefaultMaxSegment when unset.
+func (d Device) MaxSeg() Bytes { return orDefault(d.MaxSegment.V, DefaultMaxSegment) }
+
+// SegBoundary returns the alignment no segment may cross,
+// DefaultSegmentBoundary when unset.
+func (d Device) SegBoundary() Bytes { return orDefault(d.SegmentBoundary.V, DefaultSegmentBoundary) }
+
+// SwiotlbSize returns the bounce-buffer pool size, DefaultSWIOTLB when
+// unset.
+func (s *Spec) SwiotlbSize() Bytes { return orDefault(s.SWIOTLB.V, DefaultSWIOTLB) }
+
+func orDefault[T Number](v, d T) T {
 	if v == 0 {
 		return d
 	}

@@ -16,8 +16,12 @@ var pcieTransferRate = [...]float64{1: 2.5e9, 2: 5e9, 3: 8e9, 4: 16e9, 5: 32e9, 
 // FEC, CRC and header bytes are protocol overhead rather than a line code,
 // so RawRate counts its encoding as 1 and Efficiency carries the FLIT
 // overhead (242 of 256 bytes are payload-bearing). Gen5 x16 is 63.015 GB/s.
-// An invalid Gen gives 0.
+// An invalid Gen gives 0. A link with a Bandwidth has no line code to
+// take away: its RawRate is the Bandwidth.
 func (l PCIeLink) RawRate() Rate {
+	if l.Bandwidth.V != 0 {
+		return l.Bandwidth.V
+	}
 	if l.Gen < 1 || l.Gen >= len(pcieTransferRate) {
 		return 0
 	}
@@ -31,8 +35,14 @@ func (l PCIeLink) RawRate() Rate {
 	return Rate(bits / 8)
 }
 
-// Rate is the payload rate per direction: RawRate × Efficiency.
-func (l PCIeLink) Rate() Rate { return l.RawRate() * Rate(l.Efficiency.V) }
+// Rate is the payload rate per direction: RawRate × Efficiency, or the
+// Bandwidth that replaces them.
+func (l PCIeLink) Rate() Rate {
+	if l.Bandwidth.V != 0 {
+		return l.Bandwidth.V
+	}
+	return l.RawRate() * Rate(l.Efficiency.V)
+}
 
 // RawRate is the bundle's rate per direction: Links × LinkRate.
 func (l NVLink) RawRate() Rate { return Rate(l.Links.V) * l.LinkRate.V }
@@ -218,6 +228,34 @@ func (s *Spec) NodeOf(name string) (int, error) {
 		return 0, err
 	}
 	return rc.Node, nil
+}
+
+// DeviceCoherent reports whether DMA by the device or GPU called name
+// snoops the CPU caches, as x86 PCIe does: false when the device has
+// noncoherent_dma or its root complex has (a GPU has only its root
+// complex's). Streaming DMA to a non-coherent device needs cache
+// maintenance; its coherent buffers are uncached.
+func (s *Spec) DeviceCoherent(name string) (bool, error) {
+	own := false
+	switch k := s.KindOf(name); k {
+	case KindDevice:
+		d, _ := s.Device(name)
+		own = d.NonCoherentDMA
+	case KindGPU:
+	case KindNone:
+		return false, fmt.Errorf("platform %s has no component %q: %w", s.Name, name, ErrNotFound)
+	default:
+		return false, fmt.Errorf("platform %s: %s %q does no DMA of its own: want a device or GPU", s.Name, k, name)
+	}
+	path, err := s.PathToRoot(name)
+	if err != nil {
+		return false, err
+	}
+	rc, err := s.RootComplex(path[len(path)-1])
+	if err != nil {
+		return false, err
+	}
+	return !own && !rc.NonCoherentDMA, nil
 }
 
 // Clone returns a deep copy of s.

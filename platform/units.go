@@ -255,5 +255,17 @@ func parseFloat(s string) (float64, error) {
 	return v, nil
 }
 
+// parseBool reads a YAML 1.2 boolean; YAML 1.1's yes, no, on and off
+// are refused rather than guessed at.
+func parseBool(s string) (bool, error) {
+	switch strings.TrimSpace(s) {
+	case "true", "True", "TRUE":
+		return true, nil
+	case "false", "False", "FALSE":
+		return false, nil
+	}
+	return false, fmt.Errorf("bad boolean %q: want true or false", s)
+}
+
 // formatFloat writes v so that parseFloat reads back the same float64.
 func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }

@@ -24,9 +24,12 @@ func Archs() []string { return slices.Clone(archs) }
 const (
 	DeviceNIC  = "nic"
 	DeviceNVMe = "nvme"
+	// DeviceDMA is a generic DMA engine (Xilinx AXI DMA, a PL330): it
+	// moves data between memory and a stream or another memory.
+	DeviceDMA = "dma"
 )
 
-var deviceKinds = []string{DeviceNIC, DeviceNVMe}
+var deviceKinds = []string{DeviceNIC, DeviceNVMe, DeviceDMA}
 
 // pcieWidths are the lane counts PCIe defines.
 var pcieWidths = []int{1, 2, 4, 8, 16, 32}
@@ -116,12 +119,18 @@ func validate(s *Spec, errs *errorList, lines map[string]int) {
 		v.link(p+".link", d.Link)
 		nonNegative(v, p+".line_rate", d.LineRate)
 		positive(v, p+".dma_engines", d.DMAEngines)
+		v.dmaLimits(p, d)
 	}
 	for i, sw := range s.NVSwitches {
 		nonNegative(v, fmt.Sprintf("nvswitches[%d].latency", i), sw.Latency)
 	}
 	v.nvlinks()
 	v.fabric()
+	if given(v, "swiotlb", s.SWIOTLB) && (s.SWIOTLB.V <= 0 || s.SWIOTLB.V%IOTLBSlot != 0) {
+		v.add("swiotlb", "want a positive multiple of %s, swiotlb's slot size IO_TLB_SIZE (leave it out for the default %s), got %s",
+			bytesText(IOTLBSlot), bytesText(DefaultSWIOTLB), bytesText(s.SWIOTLB.V))
+	}
+	v.coherency()
 }
 
 // line returns the line of path or of its nearest ancestor in the
@@ -183,6 +192,23 @@ func positive[T Number](v *validator, path string, p Param[T]) {
 		return
 	}
 	v.add(path, "must be positive, got %v", p.V)
+}
+
+// given reports whether an optional parameter was set: non-zero, with a
+// source, or written in the document. Zero means "the default" for such
+// a parameter, so writing 0 is an error rather than a silent default.
+func given[T Number](v *validator, path string, p Param[T]) bool {
+	return p.V != 0 || p.Source != "" || v.lines != nil && v.present(path)
+}
+
+// bytesText writes a size for a message, always with a unit: "48 B",
+// "1 KiB".
+func bytesText(b Bytes) string {
+	s := b.String()
+	if !strings.Contains(s, " ") {
+		s += " B"
+	}
+	return s
 }
 
 func nonNegative[T Number](v *validator, path string, p Param[T]) {
@@ -277,6 +303,140 @@ func (v *validator) nodes() {
 		positive(v, p+".dram_bandwidth", n.DRAMBandwidth)
 		nonNegative(v, p+".dram_latency", n.DRAMLatency)
 		positive(v, p+".memcpy_rate", n.MemcpyRate)
+		v.cache(p+".cache", n.Cache)
+	}
+}
+
+// cache checks a node's CPU cache. Every field is optional here;
+// coherency requires the costs where non-coherent DMA makes the CPU pay
+// them.
+func (v *validator) cache(p string, c CPUCache) {
+	line := c.Line()
+	if given(v, p+".line_size", c.LineSize) && (line < 16 || line > 256 || line&(line-1) != 0) {
+		v.add(p+".line_size", "want a power of two from 16 B to 256 B (leave it out for the default %s), got %s",
+			bytesText(DefaultLineSize), bytesText(line))
+		line = DefaultLineSize
+	}
+	if given(v, p+".size", c.Size) && c.Size.V < line {
+		v.add(p+".size", "want at least one line (%s), got %s", bytesText(line), bytesText(c.Size.V))
+	}
+	if c.Prefetch.V < 0 || c.Prefetch.V > 64 {
+		v.add(p+".prefetch", "want 0..64 lines, got %d", c.Prefetch.V)
+	}
+	nonNegative(v, p+".writeback_cost", c.WritebackCost)
+	nonNegative(v, p+".invalidate_cost", c.InvalidateCost)
+	if given(v, p+".uncached_rate", c.UncachedRate) {
+		positive(v, p+".uncached_rate", c.UncachedRate)
+	}
+}
+
+// dmaLimits checks what a device's driver would tell the DMA API about
+// it. The narrowest mask in use is ISA DMA's 24 bits; a segment shorter
+// than a 512-byte sector, or a boundary below a 4 KiB page, is no
+// device's.
+func (v *validator) dmaLimits(p string, d Device) {
+	if given(v, p+".dma_mask_bits", d.DMAMaskBits) && (d.DMAMaskBits.V < 24 || d.DMAMaskBits.V > 64) {
+		v.add(p+".dma_mask_bits", "want 24..64 address bits (leave it out for the default %d), got %d", DefaultDMAMaskBits, d.DMAMaskBits.V)
+	}
+	if given(v, p+".max_segment", d.MaxSegment) && d.MaxSegment.V < 512 {
+		v.add(p+".max_segment", "want at least 512 B (leave it out for the default %s), got %s",
+			bytesText(DefaultMaxSegment), bytesText(d.MaxSegment.V))
+	}
+	if b := d.SegmentBoundary.V; given(v, p+".segment_boundary", d.SegmentBoundary) && (b < 4<<10 || b&(b-1) != 0) {
+		v.add(p+".segment_boundary", "want a power of two of at least 4 KiB (leave it out for the default %s), got %s",
+			bytesText(DefaultSegmentBoundary), bytesText(b))
+	}
+}
+
+// coherency requires the cache parameters of every node where a device
+// or GPU does non-coherent DMA (itself, or through its root complex): the
+// model then charges cache maintenance and uncached access to the CPUs.
+// One error per node, naming the first such device.
+func (v *validator) coherency() {
+	root := v.rootComplexes()
+	done := map[int]bool{}
+	check := func(kind Kind, name, parent string, own bool) {
+		rc, ok := root(parent)
+		if !ok || !own && !rc.NonCoherentDMA || rc.Node < 0 || rc.Node >= len(v.s.Nodes) || done[rc.Node] {
+			return
+		}
+		c := v.s.Nodes[rc.Node].Cache
+		var missing []string
+		for _, f := range []struct {
+			name string
+			zero bool
+		}{
+			{"size", c.Size.V == 0}, {"writeback_cost", c.WritebackCost.V == 0},
+			{"invalidate_cost", c.InvalidateCost.V == 0}, {"uncached_rate", c.UncachedRate.V == 0},
+		} {
+			if f.zero {
+				missing = append(missing, f.name)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		done[rc.Node] = true
+		why := "it has noncoherent_dma"
+		if !own {
+			why = fmt.Sprintf("root complex %q has noncoherent_dma", rc.Name)
+		}
+		v.add(fmt.Sprintf("nodes[%d].cache", rc.Node), "missing %s: %s %q on node %d does non-coherent DMA (%s), so the cost of cache maintenance and uncached access must be given",
+			strings.Join(missing, ", "), kind, name, rc.Node, why)
+	}
+	for _, d := range v.s.Devices {
+		check(KindDevice, d.Name, d.Parent, d.NonCoherentDMA)
+	}
+	for _, g := range v.s.GPUs {
+		check(KindGPU, g.Name, g.Parent, false)
+	}
+}
+
+// rootComplexes returns a function that finds the root complex above an
+// upstream name (a root complex or a switch), as PathToRoot does, in time
+// linear in the spec however long the chains of switches: a spec being
+// validated may be large, hostile, and cyclic. A broken or cyclic chain
+// (reported elsewhere) has no root complex.
+func (v *validator) rootComplexes() func(name string) (RootComplex, bool) {
+	rcs := map[string]RootComplex{}
+	for _, rc := range v.s.RootComplexes {
+		if _, dup := rcs[rc.Name]; !dup {
+			rcs[rc.Name] = rc
+		}
+	}
+	up := map[string]string{}
+	for _, sw := range v.s.Switches {
+		if _, dup := up[sw.Name]; !dup {
+			up[sw.Name] = sw.Parent
+		}
+	}
+	memo := map[string]string{} // switch → root complex name, "" for none
+	return func(name string) (RootComplex, bool) {
+		var chain []string
+		seen := map[string]bool{}
+		r := ""
+		for at := name; ; {
+			if _, ok := rcs[at]; ok {
+				r = at
+				break
+			}
+			if m, ok := memo[at]; ok {
+				r = m
+				break
+			}
+			p, ok := up[at]
+			if !ok || seen[at] {
+				break
+			}
+			seen[at] = true
+			chain = append(chain, at)
+			at = p
+		}
+		for _, c := range chain {
+			memo[c] = r
+		}
+		rc, ok := rcs[r]
+		return rc, ok
 	}
 }
 
@@ -398,6 +558,19 @@ func (v *validator) cycles() {
 }
 
 func (v *validator) link(path string, l PCIeLink) {
+	if given(v, path+".bandwidth", l.Bandwidth) {
+		positive(v, path+".bandwidth", l.Bandwidth)
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"gen", l.Gen != 0}, {"width", l.Width != 0}, {"efficiency", given(v, path+".efficiency", l.Efficiency)}} {
+			if f.set {
+				v.add(path+"."+f.name, "want it left out: the link's bandwidth replaces gen x width x efficiency")
+			}
+		}
+		nonNegative(v, path+".latency", l.Latency)
+		return
+	}
 	if l.Gen < 1 || l.Gen > 6 {
 		v.missingOr(path+".gen", l.Gen == 0, "want 1..6, got %d", l.Gen)
 	}
@@ -458,8 +631,7 @@ func (v *validator) fabric() {
 		path string
 		p    Param[float64]
 	}{{"fabric.bandwidth_factor", f.BandwidthFactor}, {"fabric.latency_factor", f.LatencyFactor}} {
-		set := x.p.V != 0 || x.p.Source != "" || v.lines != nil && v.present(x.path)
-		if set && !(x.p.V > 0 && !math.IsInf(x.p.V, 0)) {
+		if given(v, x.path, x.p) && !(x.p.V > 0 && !math.IsInf(x.p.V, 0)) {
 			v.add(x.path, "must be positive (leave it out for the default 1), got %v", x.p.V)
 		}
 	}

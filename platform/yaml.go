@@ -307,7 +307,8 @@ func (d *decoder) param(n *yaml.Node, v reflect.Value, path string, line int) {
 	d.scalar(value, v.Field(0), path, value.Line)
 }
 
-// scalar decodes a scalar into a string or a number, by the Go type.
+// scalar decodes a scalar into a string, a number or a bool, by the Go
+// type.
 func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string, line int) {
 	t := v.Type()
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
@@ -353,6 +354,10 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string, line int) {
 			var x float64
 			x, err = parseFloat(n.Value)
 			v.SetFloat(x)
+		case reflect.Bool:
+			var x bool
+			x, err = parseBool(n.Value)
+			v.SetBool(x)
 		default:
 			panic("platform: no YAML decoding for " + t.String())
 		}

@@ -1,0 +1,164 @@
+package dma
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// MappingErrorAddr is DMA_MAPPING_ERROR: the handle a failed mapping
+// returns, which dma_mapping_error (Device.MappingError) recognises.
+const MappingErrorAddr = ^mem.DMAAddr(0)
+
+// ErrNoDevice is wrapped by DMA.Device for a name that is neither a
+// device nor a GPU of the machine.
+var ErrNoDevice = errors.New("no such DMA device")
+
+// DMA is a machine's DMA mapping layer: dma-direct with its swiotlb
+// bounce pool (kernel/dma/direct.c, kernel/dma/swiotlb.c), one per
+// machine. It is not safe for concurrent use; in the model one process
+// runs at a time.
+type DMA struct {
+	mach *machine.Machine
+	mem  *mem.Memory
+	eng  *sim.Engine
+
+	observers []Observer
+	devices   map[string]*Device
+
+	// tlb is the swiotlb pool, nil until some device needs it.
+	tlb *swiotlb
+	// dramTop is the highest DRAM address of the machine.
+	dramTop mem.PhysAddr
+	// call is scratch for Event.Call.
+	call callFmt
+}
+
+// New builds the DMA layer of machine m over its memory. As swiotlb_init
+// does at boot, it reserves the bounce pool (Spec.SWIOTLB, 64 MiB by
+// default, in ZONE_DMA32 of the first node) when some device's DMA mask
+// does not reach all of DRAM; otherwise the pool is reserved the first
+// time a device needs it (Device.SetMask, Device.SetForceBounce).
+func New(m *machine.Machine, memory *mem.Memory) (*DMA, error) {
+	x := &DMA{mach: m, mem: memory, eng: m.Engine, devices: map[string]*Device{}}
+	for _, n := range m.Nodes {
+		base, size := memory.NodeRange(n.ID)
+		if size > 0 {
+			x.dramTop = max(x.dramTop, base+mem.PhysAddr(size-1))
+		}
+	}
+	need := false
+	for _, d := range m.Spec.Devices {
+		need = need || bitMask(d.MaskBits()) < uint64(x.dramTop)
+	}
+	if need {
+		if err := x.ensureSwiotlb(); err != nil {
+			return nil, err
+		}
+	}
+	return x, nil
+}
+
+// Observe registers o for every event, in the order they happen.
+func (x *DMA) Observe(o Observer) { x.observers = append(x.observers, o) }
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// observed says whether anyone listens: events are built only then.
+func (x *DMA) observed() bool { return len(x.observers) > 0 }
+
+func (x *DMA) emit(e *Event) {
+	for _, o := range x.observers {
+		o.Observe(*e)
+	}
+}
+
+// Swiotlb describes the bounce pool; the zero value when none is
+// reserved.
+func (x *DMA) Swiotlb() SwiotlbStats {
+	if x.tlb == nil {
+		return SwiotlbStats{}
+	}
+	return SwiotlbStats{Start: x.tlb.start, Size: x.tlb.size(), Slots: len(x.tlb.slots), Used: x.tlb.used, HighWater: x.tlb.highWater}
+}
+
+// Device returns the DMA view of the machine's device or GPU called
+// name: its coherency, DMA mask, segment limits and node. Each name
+// gives the same *Device every time.
+func (x *DMA) Device(name string) (*Device, error) {
+	if d := x.devices[name]; d != nil {
+		return d, nil
+	}
+	var d *Device
+	for _, md := range x.mach.Devices {
+		if md.Name == name {
+			d = newDevice(x, name, md.Node, md.Spec)
+		}
+	}
+	for _, g := range x.mach.GPUs {
+		if g.Name == name {
+			d = newDevice(x, name, g.Node, platform.Device{})
+		}
+	}
+	if d == nil {
+		return nil, fmt.Errorf("dma: machine %s: %q: %w", x.mach.Spec.Name, name, ErrNoDevice)
+	}
+	coherent, err := x.mach.Spec.DeviceCoherent(name)
+	if err != nil {
+		return nil, fmt.Errorf("dma: %w", err)
+	}
+	d.coherent = coherent
+	x.devices[name] = d
+	return d, nil
+}
+
+// ensureSwiotlb reserves the bounce pool if it is not there yet.
+func (x *DMA) ensureSwiotlb() error {
+	if x.tlb != nil {
+		return nil
+	}
+	size := uint64(x.mach.Spec.SwiotlbSize())
+	// The pool is whole segments (swiotlb_adjust_nareas / nslabs is
+	// rounded to IO_TLB_SEGSIZE).
+	seg := uint64(ioTLBSize * ioTLBSegSize)
+	size = (size + seg - 1) / seg * seg
+	node := x.mach.Nodes[0].ID
+	pa, err := x.mem.AllocPages(node, size, mem.ZoneDMA32)
+	if err != nil {
+		return fmt.Errorf("dma: swiotlb: reserving %d bytes in ZONE_DMA32 of node %d: %w", size, node, err)
+	}
+	x.tlb = newSwiotlb(pa, int(size>>ioTLBShift))
+	return nil
+}
+
+// isRAM says whether [pa, pa+size) is DRAM of some node.
+func (x *DMA) isRAM(pa mem.PhysAddr, size uint64) bool {
+	if _, ok := x.mem.NodeOf(pa); !ok {
+		return false
+	}
+	if size <= 1 {
+		return true
+	}
+	end := pa + mem.PhysAddr(size-1)
+	if end < pa {
+		return false
+	}
+	_, ok := x.mem.NodeOf(end)
+	return ok
+}
+
+// bitMask is DMA_BIT_MASK(bits).
+func bitMask(bits int) uint64 {
+	if bits <= 0 || bits >= 64 {
+		return ^uint64(0)
+	}
+	return 1<<bits - 1
+}

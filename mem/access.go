@@ -1,0 +1,405 @@
+package mem
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dmalab/dmalab/sim"
+)
+
+// Every access takes effect, and is reported, at the instant it starts;
+// the process then spends the access's cost (p.Sleep). A nil p is an
+// access made outside any process (set-up code, tests): it is named ""
+// and costs nothing. A zero-length access does nothing and reports
+// nothing: its Access is empty but for who and when, its Version 0.
+
+func procName(p *sim.Proc) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name()
+}
+
+// ---- CPU accesses (cost virtual time on p) ----
+
+// Read is a CPU on node reading [va, va+size) through its mapping
+// (cached or uncached), costing size/MemcpyRate (cached) or
+// size/UncachedRate (uncached) of p's time. The Access says what the CPU
+// obtained (Stale when some byte is older than the latest write).
+//
+// The rates are node's: Node.MemcpyRate and Cache.UncachedRate, which
+// is MemcpyRate/10 when the platform leaves it unset (uncached access on
+// Arm cores runs at a tenth of a cached copy or less).
+//
+// A cached read of a line not in node's cache fills it (after another
+// node's dirty copy is written back) and, with the node's Prefetch = n,
+// the n lines after each run of missed lines, within their 4 KiB page;
+// fills beyond the cache's capacity evict the oldest fills. An uncached
+// read reads DRAM, whatever the caches hold. If [va, va+size) is not
+// mapped (or node does not exist), nothing happens and the Access
+// returned, and reported, has Err set.
+func (m *Memory) Read(p *sim.Proc, node int, va VirtAddr, size uint64) Access {
+	return m.cpuRead(p, node, va, size, nil)
+}
+
+// Write is a CPU on node writing [va, va+size): a new version, in the
+// cache (write-allocate, lines dirty) or straight to DRAM when uncached.
+// Other nodes' copies of the lines are written back and dropped first
+// (the CPUs are coherent with each other). If [va, va+size) is not
+// mapped, nothing is written, Write returns 0 (no write has version 0)
+// and the observers get the Access with Err set.
+func (m *Memory) Write(p *sim.Proc, node int, va VirtAddr, size uint64) Version {
+	return m.cpuWrite(p, node, va, size, nil)
+}
+
+// ReadBytes is Read that also returns the bytes (payload mode; bytes of
+// a write made without payload read as zeros). Without payload mode it
+// works on versions as Read does and fills buf with zeros.
+func (m *Memory) ReadBytes(p *sim.Proc, node int, va VirtAddr, buf []byte) Access {
+	return m.cpuRead(p, node, va, uint64(len(buf)), buf)
+}
+
+// WriteBytes is Write with the bytes (kept in payload mode; without it
+// the write is Write(len(data)) and the bytes are dropped).
+func (m *Memory) WriteBytes(p *sim.Proc, node int, va VirtAddr, data []byte) Version {
+	return m.cpuWrite(p, node, va, uint64(len(data)), data)
+}
+
+// cpuTranslate resolves a CPU access.
+func (m *Memory) cpuTranslate(node int, va VirtAddr, size uint64) ([]PhysRange, Attr, error) {
+	if node < 0 || node >= len(m.nodes) {
+		return nil, Cached, fmt.Errorf("CPU of node %d: no such node: %w", node, ErrInvalid)
+	}
+	segs, _, attr, err := m.translate(va, size, m.segs[:0])
+	m.segs = segs
+	return segs, attr, err
+}
+
+func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []byte) Access {
+	a := Access{Kind: CPURead, Time: m.now(), Proc: procName(p), Node: node, VA: va, Size: size}
+	if size == 0 {
+		return a
+	}
+	segs, attr, err := m.cpuTranslate(node, va, size)
+	if err != nil {
+		a.Err = fmt.Errorf("read: %w", err)
+		m.report(a)
+		return a
+	}
+	a.Attr = attr
+	var off uint64
+	for i, sg := range segs {
+		s := uint64(sg.Start)
+		e := s + sg.Size
+		if attr == Cached {
+			m.cacheRead(node, s, e)
+		} else {
+			m.dramRead(s, e)
+		}
+		sa := a
+		sa.Phys, sa.Size, sa.VA = sg.Start, sg.Size, va+VirtAddr(off)
+		m.checkStale(&sa, s, e)
+		if buf != nil {
+			m.assemble(buf[off:off+sg.Size], s, e)
+		}
+		m.report(sa)
+		if i == 0 {
+			a.Phys = sg.Start
+		}
+		if sa.Stale && !a.Stale {
+			a.Stale, a.StaleAt, a.Got, a.Want = true, sa.StaleAt, sa.Got, sa.Want
+		}
+		off += sg.Size
+	}
+	m.invariants()
+	m.charge(p, node, size, attr)
+	return a
+}
+
+func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data []byte) Version {
+	a := Access{Kind: CPUWrite, Time: m.now(), Proc: procName(p), Node: node, VA: va, Size: size}
+	if size == 0 {
+		return 0
+	}
+	segs, attr, err := m.cpuTranslate(node, va, size)
+	if err != nil {
+		a.Err = fmt.Errorf("write: %w", err)
+		m.report(a)
+		return 0
+	}
+	v := m.next()
+	a.Attr, a.Version = attr, v
+	m.record(v, segs, data)
+	var off uint64
+	for _, sg := range segs {
+		s := uint64(sg.Start)
+		e := s + sg.Size
+		if attr == Cached {
+			m.cacheWrite(node, s, e, v)
+		} else {
+			m.dram.set(s, e, v)
+			m.latest.set(s, e, v)
+		}
+		sa := a
+		sa.Phys, sa.Size, sa.VA = sg.Start, sg.Size, va+VirtAddr(off)
+		m.report(sa)
+		off += sg.Size
+	}
+	m.invariants()
+	m.charge(p, node, size, attr)
+	return v
+}
+
+// charge makes p spend the time of a CPU access of size bytes.
+func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr) {
+	if p == nil {
+		return
+	}
+	rate := m.spec.Nodes[node].MemcpyRate.V
+	if attr == Uncached {
+		rate = m.caches[node].uncached
+	}
+	p.Sleep(sim.TransferTime(float64(size), float64(rate)))
+}
+
+// dramRead sets m.got to DRAM's versions over [s, e).
+func (m *Memory) dramRead(s, e uint64) {
+	m.got.reset()
+	m.dram.each(s, e, func(ps, pe uint64, v Version) bool {
+		m.got.set(ps, pe, v)
+		return true
+	})
+}
+
+// checkStale compares what the reader obtained (m.got) with the latest
+// writes over [s, e).
+func (m *Memory) checkStale(a *Access, s, e uint64) {
+	if at, got, want, found := firstDiff(&m.got, &m.latest, s, e); found {
+		a.Stale, a.StaleAt, a.Got, a.Want = true, PhysAddr(at), got, want
+	}
+}
+
+// CopyPhys is a CPU on node copying size bytes from src to dst through
+// the caches (a memcpy in the linear map: swiotlb bouncing, staging).
+// It is a cached read of src and a cached write of dst (one new
+// version, carrying the bytes read in payload mode), reported as such,
+// and costs size/MemcpyRate once. Both ranges must be DRAM; otherwise
+// nothing happens and the observers get the failed Access with Err.
+func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64) {
+	if size == 0 {
+		return
+	}
+	now, name := m.now(), procName(p)
+	r := Access{Kind: CPURead, Time: now, Proc: name, Node: node, Phys: src, Size: size, VA: m.PhysToVirt(src)}
+	w := Access{Kind: CPUWrite, Time: now, Proc: name, Node: node, Phys: dst, Size: size, VA: m.PhysToVirt(dst)}
+	if node < 0 || node >= len(m.nodes) {
+		r.Err = fmt.Errorf("copy: CPU of node %d: no such node: %w", node, ErrInvalid)
+		m.report(r)
+		return
+	}
+	if _, err := m.memRange(src, size, true); err != nil {
+		r.Err = fmt.Errorf("copy from: %w", err)
+		m.report(r)
+		return
+	}
+	if _, err := m.memRange(dst, size, true); err != nil {
+		w.Err = fmt.Errorf("copy to: %w", err)
+		m.report(w)
+		return
+	}
+	s, d := uint64(src), uint64(dst)
+	m.cacheRead(node, s, s+size)
+	m.checkStale(&r, s, s+size)
+	var data []byte
+	if m.opt.Payload {
+		data = make([]byte, size)
+		m.assemble(data, s, s+size)
+	}
+	m.report(r)
+	v := m.next()
+	w.Version = v
+	if data != nil {
+		m.journal[v] = []jseg{{d, data}}
+	}
+	m.cacheWrite(node, d, d+size, v)
+	m.report(w)
+	m.invariants()
+	m.charge(p, node, size, Cached)
+}
+
+// ---- cache maintenance (all nodes' caches; cost on p, per line of the range) ----
+
+type maintOp int
+
+const (
+	opClean maintOp = iota
+	opInvalidate
+	opFlush
+)
+
+// Clean writes dirty lines of [pa, pa+size) back to DRAM and keeps them,
+// clean (arm64 DC CVAC).
+//
+// Maintenance acts on every line that holds a byte of the range, in every
+// node's cache (to the point of coherency, as the instructions are
+// broadcast), and costs p the per-line cost of the node whose DRAM holds
+// pa (node 0's for other memory) for every line of the range, cached or
+// not, as a loop over the range by address does. A range that wraps does
+// nothing.
+func (m *Memory) Clean(p *sim.Proc, pa PhysAddr, size uint64) {
+	m.maintain(p, pa, size, opClean)
+}
+
+// Invalidate discards the lines of [pa, pa+size), dirty or not (DC IVAC):
+// dirty data not yet written back is lost. A line only partly inside
+// the range is discarded whole: aligning buffers is the caller's job.
+func (m *Memory) Invalidate(p *sim.Proc, pa PhysAddr, size uint64) {
+	m.maintain(p, pa, size, opInvalidate)
+}
+
+// Flush writes back and discards the lines of [pa, pa+size) (DC CIVAC).
+func (m *Memory) Flush(p *sim.Proc, pa PhysAddr, size uint64) {
+	m.maintain(p, pa, size, opFlush)
+}
+
+func (m *Memory) maintain(p *sim.Proc, pa PhysAddr, size uint64, op maintOp) {
+	end, ok := pa.Add(size)
+	if size == 0 || !ok {
+		return
+	}
+	s, e := uint64(pa), uint64(end)
+	for _, c := range m.caches {
+		if c.lines.len() == 0 {
+			continue
+		}
+		cs, ce := c.cover(s, e)
+		switch op {
+		case opClean:
+			m.clean(c, cs, ce)
+		case opInvalidate:
+			m.discard(c, cs, ce)
+		case opFlush:
+			m.flush(c, cs, ce)
+		}
+	}
+	m.invariants()
+	if p == nil {
+		return
+	}
+	home := m.caches[max(m.homeNode(pa), 0)]
+	cs, ce := home.cover(s, e)
+	lines := (ce - cs) / home.line
+	cost := home.wbCost
+	if op == opInvalidate {
+		cost = home.invCost
+	}
+	if cost > 0 && lines > uint64(math.MaxInt64/2/int64(cost)) {
+		lines = uint64(math.MaxInt64 / 2 / int64(cost))
+	}
+	p.Sleep(sim.Time(lines) * cost)
+}
+
+// homeNode is the node whose DRAM holds pa, -1 if none.
+func (m *Memory) homeNode(pa PhysAddr) int {
+	if n, ok := m.NodeOf(pa); ok {
+		return n
+	}
+	return -1
+}
+
+// ---- device accesses (no CPU time: the bytes move over the fabric separately) ----
+
+// DeviceRead is dev reading [pa, pa+size). Coherent (snooping): it
+// obtains the latest bytes, dirty cache lines included. Non-coherent: it
+// reads DRAM, missing dirty lines (Stale when DRAM is behind).
+//
+// A snooping read takes dirty lines' bytes from the cache that holds
+// them and clean ones from DRAM, and leaves the caches as they are. A
+// range that is not memory (DRAM or device memory) reads nothing: the
+// Access has Err set.
+func (m *Memory) DeviceRead(dev string, coherent bool, pa PhysAddr, size uint64) Access {
+	return m.deviceRead(dev, coherent, pa, size, nil)
+}
+
+// DeviceWrite is dev writing [pa, pa+size): a new version in DRAM.
+// Coherent: cache lines covering the range are invalidated (dirty ones
+// written back first, as a snoop does). Non-coherent: caches are left as
+// they are, so lines there become stale. A range that is not memory
+// writes nothing: DeviceWrite returns 0 and observers get the Access
+// with Err.
+func (m *Memory) DeviceWrite(dev string, coherent bool, pa PhysAddr, size uint64) Version {
+	return m.deviceWrite(dev, coherent, pa, size, nil)
+}
+
+// DeviceReadBytes and DeviceWriteBytes are the payload forms.
+func (m *Memory) DeviceReadBytes(dev string, coherent bool, pa PhysAddr, buf []byte) Access {
+	return m.deviceRead(dev, coherent, pa, uint64(len(buf)), buf)
+}
+
+// DeviceWriteBytes is DeviceWrite with the bytes.
+func (m *Memory) DeviceWriteBytes(dev string, coherent bool, pa PhysAddr, data []byte) Version {
+	return m.deviceWrite(dev, coherent, pa, uint64(len(data)), data)
+}
+
+func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64, buf []byte) Access {
+	a := Access{Kind: DeviceRead, Time: m.now(), Proc: dev, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
+	if size == 0 {
+		return a
+	}
+	end, err := m.memRange(pa, size, false)
+	if err != nil {
+		a.Err = fmt.Errorf("%s read: %w", dev, err)
+		m.report(a)
+		return a
+	}
+	s := uint64(pa)
+	m.dramRead(s, end)
+	if coherent {
+		for _, c := range m.caches {
+			c.lines.each(s, end, func(ps, pe uint64, l lineState) bool {
+				if l.dirty {
+					m.got.set(ps, pe, l.ver)
+				}
+				return true
+			})
+		}
+	}
+	m.checkStale(&a, s, end)
+	if buf != nil {
+		m.assemble(buf, s, end)
+	}
+	m.report(a)
+	m.invariants()
+	return a
+}
+
+func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64, data []byte) Version {
+	a := Access{Kind: DeviceWrite, Time: m.now(), Proc: dev, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
+	if size == 0 {
+		return 0
+	}
+	end, err := m.memRange(pa, size, false)
+	if err != nil {
+		a.Err = fmt.Errorf("%s write: %w", dev, err)
+		m.report(a)
+		return 0
+	}
+	s := uint64(pa)
+	if coherent {
+		for _, c := range m.caches {
+			if c.lines.len() > 0 {
+				cs, ce := c.cover(s, end)
+				m.flush(c, cs, ce)
+			}
+		}
+	}
+	v := m.next()
+	a.Version = v
+	m.dram.set(s, end, v)
+	m.latest.set(s, end, v)
+	m.segs = append(m.segs[:0], PhysRange{pa, size})
+	m.record(v, m.segs, data)
+	m.report(a)
+	m.invariants()
+	return v
+}

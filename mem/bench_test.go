@@ -1,0 +1,122 @@
+package mem
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// The benchmarks time the model's own work per operation: accesses are
+// made outside any process (nil), so no virtual time and no scheduling
+// is in the number, except in BenchmarkStreaming64GiB, which runs as a
+// process.
+
+// benchSpec has a 32 MiB cache, so that repeated accesses hit.
+func benchSpec() *platform.Spec {
+	s := testSpec(1 * giB)
+	s.Nodes[0].Cache.Size.V = 32 * miB
+	return s
+}
+
+func BenchmarkRead(b *testing.B) {
+	for _, size := range []uint64{64, 4 * kiB, 64 * kiB} {
+		b.Run(sizeName(size), func(b *testing.B) {
+			m := newMem(b, benchSpec(), Options{})
+			_, va := buf(b, m, 0, size)
+			m.Read(nil, 0, va, size)
+			b.ReportAllocs()
+			for b.Loop() {
+				m.Read(nil, 0, va, size)
+			}
+		})
+	}
+}
+
+func BenchmarkReadMiss(b *testing.B) {
+	m := newMem(b, benchSpec(), Options{})
+	pa, va := buf(b, m, 0, 4*kiB)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Invalidate(nil, pa, 4*kiB)
+		m.Read(nil, 0, va, 4*kiB)
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	for _, size := range []uint64{8, 4 * kiB, 64 * kiB} {
+		b.Run(sizeName(size), func(b *testing.B) {
+			m := newMem(b, benchSpec(), Options{})
+			_, va := buf(b, m, 0, 64*kiB)
+			b.ReportAllocs()
+			for b.Loop() {
+				m.Write(nil, 0, va+8, size)
+			}
+		})
+	}
+}
+
+func BenchmarkDeviceWrite(b *testing.B) {
+	for _, coherent := range []bool{false, true} {
+		name := "noncoherent"
+		if coherent {
+			name = "coherent"
+		}
+		b.Run(name, func(b *testing.B) {
+			m := newMem(b, benchSpec(), Options{})
+			pa, va := buf(b, m, 0, 64*kiB)
+			m.Read(nil, 0, va, 4*kiB)
+			b.ReportAllocs()
+			for b.Loop() {
+				m.DeviceWrite("dev", coherent, pa, 64*kiB)
+			}
+		})
+	}
+}
+
+func BenchmarkInvalidate(b *testing.B) {
+	m := newMem(b, benchSpec(), Options{})
+	pa, va := buf(b, m, 0, 64*kiB)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Read(nil, 0, va+VirtAddr(64), 64)
+		m.Invalidate(nil, pa, 64*kiB)
+	}
+}
+
+// BenchmarkStreaming64GiB is TestStreaming64GiB's workload per
+// iteration: 64 GiB from a non-coherent device through 256 buffers.
+func BenchmarkStreaming64GiB(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		m := newMem(b, streamSpec(), Options{})
+		var foot int
+		inProc(m, func(p *sim.Proc) { foot, _ = stream(m, p, 1<<20) })
+		b.ReportMetric(float64(foot), "spans")
+		b.ReportMetric(heapMiB(), "heap-MiB")
+		runtime.KeepAlive(m) // the heap measured holds the model
+	}
+}
+
+func sizeName(n uint64) string {
+	switch {
+	case n >= kiB && n%kiB == 0:
+		return itoa(n/kiB) + "KiB"
+	}
+	return itoa(n) + "B"
+}
+
+func itoa(n uint64) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,117 @@
+package mem
+
+import "fmt"
+
+// checkInvariants turns on a full check of the content model after every
+// access and maintenance operation (a panic on the first violation): for
+// debugging the model, far too slow for runs. Tests call verify.
+const checkInvariants = false
+
+// Latest is the version of the latest write to pa.
+func (m *Memory) Latest(pa PhysAddr) Version { return m.latest.get(uint64(pa)) }
+
+// DRAMVersion is the version DRAM holds at pa (what a non-coherent
+// device reads).
+func (m *Memory) DRAMVersion(pa PhysAddr) Version { return m.dram.get(uint64(pa)) }
+
+// CacheLine says whether node's cache holds the byte at pa, the version
+// of its copy, and whether its line is dirty.
+func (m *Memory) CacheLine(node int, pa PhysAddr) (v Version, present, dirty bool) {
+	if node < 0 || node >= len(m.caches) {
+		return 0, false, false
+	}
+	c := m.caches[node]
+	i := c.lines.find(uint64(pa))
+	if i < len(c.lines.s) && c.lines.s[i].start <= uint64(pa) {
+		l := c.lines.s[i].v
+		return l.ver, true, l.dirty
+	}
+	return 0, false, false
+}
+
+// LineSize is node's cache line (the coherency granule).
+func (m *Memory) LineSize(node int) uint64 {
+	if node < 0 || node >= len(m.caches) {
+		return 0
+	}
+	return m.caches[node].line
+}
+
+// CacheStats are one node's cache counters.
+type CacheStats struct {
+	// Used is the bytes of lines present, Capacity the most the cache
+	// keeps.
+	Used, Capacity uint64
+	// Evictions counts lines evicted for capacity.
+	Evictions uint64
+}
+
+// CacheStats are node's cache counters.
+func (m *Memory) CacheStats(node int) CacheStats {
+	if node < 0 || node >= len(m.caches) {
+		return CacheStats{}
+	}
+	c := m.caches[node]
+	return CacheStats{Used: c.used, Capacity: c.capacity, Evictions: c.evictions}
+}
+
+// Footprint is the number of spans the content maps hold (versions of
+// DRAM, latest writes and caches): what memory use grows with.
+func (m *Memory) Footprint() int {
+	n := m.dram.len() + m.latest.len()
+	for _, c := range m.caches {
+		n += c.lines.len()
+	}
+	return n
+}
+
+// verify checks the invariants of the content model.
+func (m *Memory) verify() error {
+	if err := m.dram.check(); err != nil {
+		return fmt.Errorf("dram: %w", err)
+	}
+	if err := m.latest.check(); err != nil {
+		return fmt.Errorf("latest: %w", err)
+	}
+	for i, c := range m.caches {
+		if err := c.lines.check(); err != nil {
+			return fmt.Errorf("cache %d: %w", i, err)
+		}
+		var used uint64
+		for k, sp := range c.lines.s {
+			used += sp.end - sp.start
+			// A span may start or end inside a line only where its
+			// neighbour continues the same line: same fill, same dirt.
+			if sp.start%c.line != 0 && (k == 0 || c.lines.s[k-1].end != sp.start ||
+				c.lines.s[k-1].v.seq != sp.v.seq || c.lines.s[k-1].v.dirty != sp.v.dirty) {
+				return fmt.Errorf("cache %d: span [%#x, %#x) starts inside a line alone", i, sp.start, sp.end)
+			}
+			if sp.end%c.line != 0 && (k+1 == len(c.lines.s) || c.lines.s[k+1].start != sp.end) {
+				return fmt.Errorf("cache %d: span [%#x, %#x) ends inside a line alone", i, sp.start, sp.end)
+			}
+			if sp.v.dirty {
+				for j, o := range m.caches {
+					if j != i && o.lines.covered(o.cover(sp.start, sp.end)) > 0 {
+						return fmt.Errorf("cache %d holds [%#x, %#x) dirty while cache %d holds a copy", i, sp.start, sp.end, j)
+					}
+				}
+			}
+		}
+		if used != c.used {
+			return fmt.Errorf("cache %d: %d bytes present, counted %d", i, used, c.used)
+		}
+		if used > c.capacity {
+			return fmt.Errorf("cache %d: %d bytes present beyond its capacity %d", i, used, c.capacity)
+		}
+	}
+	return nil
+}
+
+// invariants panics on a broken invariant when checkInvariants is on.
+func (m *Memory) invariants() {
+	if checkInvariants {
+		if err := m.verify(); err != nil {
+			panic("mem: " + err.Error())
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package mem
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+type sp = span[int]
+
+func TestSpanMapSet(t *testing.T) {
+	type op struct {
+		s, e uint64
+		v    int
+	}
+	tests := []struct {
+		name string
+		ops  []op
+		want []sp
+	}{
+		{"empty", nil, nil},
+		{"one", []op{{10, 20, 1}}, []sp{{10, 20, 1}}},
+		{"zero length does nothing", []op{{10, 10, 1}}, nil},
+		{"adjacent equal merge", []op{{10, 20, 1}, {20, 30, 1}}, []sp{{10, 30, 1}}},
+		{"adjacent equal merge on the left", []op{{20, 30, 1}, {10, 20, 1}}, []sp{{10, 30, 1}}},
+		{"adjacent different stay apart", []op{{10, 20, 1}, {20, 30, 2}}, []sp{{10, 20, 1}, {20, 30, 2}}},
+		{"split in the middle", []op{{0, 100, 1}, {40, 60, 2}}, []sp{{0, 40, 1}, {40, 60, 2}, {60, 100, 1}}},
+		{"overwrite restores and merges", []op{{0, 100, 1}, {40, 60, 2}, {40, 60, 1}}, []sp{{0, 100, 1}}},
+		{"cover several", []op{{0, 10, 1}, {20, 30, 2}, {40, 50, 3}, {5, 45, 4}}, []sp{{0, 5, 1}, {5, 45, 4}, {45, 50, 3}}},
+		{"zero removes", []op{{0, 100, 1}, {10, 20, 0}}, []sp{{0, 10, 1}, {20, 100, 1}}},
+		{"zero removes all", []op{{0, 10, 1}, {20, 30, 2}, {0, 30, 0}}, nil},
+		{"bridge a gap", []op{{0, 10, 1}, {20, 30, 1}, {10, 20, 1}}, []sp{{0, 30, 1}}},
+		{"top of the address space", []op{{1<<64 - 16, 1<<64 - 1, 7}}, []sp{{1<<64 - 16, 1<<64 - 1, 7}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var m spanMap[int]
+			for _, o := range tc.ops {
+				m.set(o.s, o.e, o.v)
+				if err := m.check(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(m.s, tc.want) {
+				t.Errorf("spans %v, want %v", m.s, tc.want)
+			}
+			if m.len() != len(tc.want) {
+				t.Errorf("len %d, want %d", m.len(), len(tc.want))
+			}
+		})
+	}
+}
+
+func TestSpanMapUpdateGapsCovered(t *testing.T) {
+	var m spanMap[int]
+	m.set(0, 10, 1)
+	m.set(20, 30, 2)
+	m.update(5, 25, func(v int) int { return v * 10 })
+	want := []sp{{0, 5, 1}, {5, 10, 10}, {20, 25, 20}, {25, 30, 2}}
+	if !slices.Equal(m.s, want) {
+		t.Fatalf("after update: %v, want %v", m.s, want)
+	}
+	m.update(0, 30, func(int) int { return 3 })
+	if want := []sp{{0, 10, 3}, {20, 30, 3}}; !slices.Equal(m.s, want) {
+		t.Fatalf("update to one value leaves %v, want %v (merged, gap kept)", m.s, want)
+	}
+	var gaps [][2]uint64
+	m.gaps(0, 40, func(s, e uint64) { gaps = append(gaps, [2]uint64{s, e}) })
+	if want := [][2]uint64{{10, 20}, {30, 40}}; !slices.Equal(gaps, want) {
+		t.Errorf("gaps %v, want %v", gaps, want)
+	}
+	if got := m.covered(5, 25); got != 10 {
+		t.Errorf("covered(5, 25) = %d, want 10", got)
+	}
+	if got := m.get(25); got != 3 {
+		t.Errorf("get(25) = %d", got)
+	}
+	if got := m.get(15); got != 0 {
+		t.Errorf("get in a gap = %d, want 0", got)
+	}
+	m.update(0, 30, func(int) int { return 0 })
+	if m.len() != 0 {
+		t.Errorf("update to zero leaves %v", m.s)
+	}
+}
+
+func TestFirstDiff(t *testing.T) {
+	var a, b spanMap[int]
+	a.set(0, 100, 1)
+	b.set(0, 50, 1)
+	b.set(50, 100, 2)
+	if at, va, vb, ok := firstDiff(&a, &b, 0, 100); !ok || at != 50 || va != 1 || vb != 2 {
+		t.Errorf("firstDiff = %d %d %d %v, want 50 1 2 true", at, va, vb, ok)
+	}
+	if _, _, _, ok := firstDiff(&a, &b, 10, 50); ok {
+		t.Error("equal on [10, 50) but a difference was found")
+	}
+	a.remove(20, 30)
+	if at, va, vb, ok := firstDiff(&a, &b, 10, 50); !ok || at != 20 || va != 0 || vb != 1 {
+		t.Errorf("gap: firstDiff = %d %d %d %v, want 20 0 1 true", at, va, vb, ok)
+	}
+}
+
+// TestSpanMapAgainstBytes runs random operations on a spanMap and on a
+// plain array of values and compares them after each step.
+func TestSpanMapAgainstBytes(t *testing.T) {
+	const n = 300
+	r := rand.New(rand.NewPCG(1, 2))
+	var m spanMap[int]
+	var ref [n]int
+	for step := range 20000 {
+		s := uint64(r.IntN(n))
+		e := s + uint64(r.IntN(n-int(s))+1)
+		v := r.IntN(4)
+		switch r.IntN(3) {
+		case 0:
+			m.set(s, e, v)
+			for i := s; i < e; i++ {
+				ref[i] = v
+			}
+		case 1:
+			m.update(s, e, func(x int) int { return (x + v) % 4 })
+			for i := s; i < e; i++ {
+				if ref[i] != 0 {
+					ref[i] = (ref[i] + v) % 4
+				}
+			}
+		case 2:
+			m.remove(s, e)
+			for i := s; i < e; i++ {
+				ref[i] = 0
+			}
+		}
+		if err := m.check(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		for i := range uint64(n) {
+			if got := m.get(i); got != ref[i] {
+				t.Fatalf("step %d: at %d got %d, want %d", step, i, got, ref[i])
+			}
+		}
+		// The span count is the number of runs of equal non-zero values.
+		runs := 0
+		for i := range n {
+			if ref[i] != 0 && (i == 0 || ref[i-1] != ref[i]) {
+				runs++
+			}
+		}
+		if m.len() != runs {
+			t.Fatalf("step %d: %d spans for %d runs", step, m.len(), runs)
+		}
+	}
+}
