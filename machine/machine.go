@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/dmalab/dmalab/fabric"
+	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -16,6 +17,9 @@ type Machine struct {
 	Spec   *platform.Spec
 	Engine *sim.Engine
 	Fabric *fabric.Fabric
+	// Mem is the machine's memory: DRAM per node, the kernel address
+	// space, CPU caches and the content of every byte.
+	Mem *mem.Memory
 
 	Nodes   []*Node
 	GPUs    []*GPU
@@ -87,17 +91,33 @@ type pciePort struct {
 // (The fabric requires finite capacities.)
 const unlimited = 1e15
 
+// Options are how a machine is built beyond its spec.
+type Options struct {
+	// Payload keeps the real bytes of every write (mem.Options.Payload).
+	Payload bool
+}
+
 // New builds a running machine from a validated spec. The engine is
 // seeded with seed.
 func New(spec *platform.Spec, seed uint64) (*Machine, error) {
+	return NewWithOptions(spec, seed, Options{})
+}
+
+// NewWithOptions is New with options.
+func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	eng := sim.New(seed)
+	memory, err := mem.New(spec, eng, mem.Options{Payload: opt.Payload})
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: %w", spec.Name, err)
+	}
 	ff := spec.Fabric
 	m := &Machine{
 		Spec:   spec,
 		Engine: eng,
+		Mem:    memory,
 		Fabric: fabric.New(eng, fabric.Factors{
 			Bandwidth: ff.Bandwidth(),
 			Latency:   ff.Latency(),

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -255,5 +256,28 @@ func TestCoherencyNeedsCache(t *testing.T) {
 	// Coherent devices need no cache parameters.
 	if _, err := Parse("t.yaml", []byte(base+device)); err != nil {
 		t.Errorf("coherent device: %v", err)
+	}
+}
+
+// TestCoherencyThroughSwitches: the root complex of a device is found
+// through any number of switches, in time linear in the spec (a chain of
+// 2000 switches with 2000 devices below it would take PathToRoot, once
+// per device, minutes).
+func TestCoherencyThroughSwitches(t *testing.T) {
+	const n = 2000
+	var b strings.Builder
+	b.WriteString(strings.Replace(base, "    node: 0\n", "    node: 0\n    noncoherent_dma: true\n", 1))
+	b.WriteString("switches:\n  - {name: sw0, parent: rc0, link: {gen: 3, width: 4, efficiency: 0.8}}\n")
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, "  - {name: sw%d, parent: sw%d, link: {gen: 3, width: 4, efficiency: 0.8}}\n", i, i-1)
+	}
+	b.WriteString("devices:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: nic%d, kind: nic, parent: sw%d, link: {gen: 3, width: 4, efficiency: 0.8}, dma_engines: 1}\n", i, n-1)
+	}
+	_, err := Parse("t.yaml", []byte(b.String()))
+	want := `t.yaml:3: nodes[0].cache: missing size, writeback_cost, invalidate_cost, uncached_rate: device "nic0" on node 0 does non-coherent DMA (root complex "rc0" has noncoherent_dma), so the cost of cache maintenance and uncached access must be given`
+	if err == nil || err.Error() != want {
+		t.Errorf("error\n got: %v\nwant: %s", err, want)
 	}
 }

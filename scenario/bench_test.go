@@ -14,7 +14,7 @@ func BenchmarkDefaultRun(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := Run(s, Options{}); err != nil {
+		if _, err := Run(s, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -35,7 +35,7 @@ func BenchmarkSweepBytes(b *testing.B) {
 			b.ReportAllocs()
 			var ms runtime.MemStats
 			for b.Loop() {
-				if _, _, err := Run(s, opt); err != nil {
+				if _, err := Run(s, opt); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -22,7 +22,7 @@ func FuzzSets(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		_, _, err := Run(s, Options{Sets: []string{a, b}})
+		_, err := Run(s, Options{Sets: []string{a, b}})
 		if err != nil && !errors.Is(err, ErrUsage) {
 			t.Fatalf("--set %q --set %q: %v (want success or a usage error)", a, b, err)
 		}

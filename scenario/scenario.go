@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/platform"
@@ -39,6 +41,11 @@ type Param struct {
 // Context is what a running scenario sees.
 type Context struct {
 	Machine *machine.Machine
+	// DMA is the machine's DMA API layer (dma-direct and swiotlb).
+	DMA *dma.DMA
+	// Checker is attached to the DMA layer and the memory when the run
+	// checks (dmalab check); nil otherwise.
+	Checker *check.Checker
 	// Params holds every parameter's value, defaults filled in.
 	Params map[string]string
 	// Explicit holds the parameters the user set.
@@ -98,18 +105,31 @@ type Options struct {
 	Sets []string
 	// Trace, when true, collects a trace of links and engines.
 	Trace bool
+	// Check attaches the checker (dmalab check).
+	Check bool
+	// Payload keeps real bytes in memory (mem.Options.Payload).
+	Payload bool
+}
+
+// Outcome is what a run produced.
+type Outcome struct {
+	Result *report.Result
+	// Trace is nil unless Options.Trace.
+	Trace *report.Trace
+	// Check is nil unless Options.Check.
+	Check *check.Report
 }
 
 // Run resolves the platform and parameters, builds the machine, runs the
-// scenario and returns its result (and trace, when asked for).
-func Run(s *Scenario, opt Options) (*report.Result, *report.Trace, error) {
+// scenario and returns its outcome.
+func Run(s *Scenario, opt Options) (*Outcome, error) {
 	platName := opt.Platform
 	if platName == "" {
 		platName = s.Platform
 	}
 	spec, err := platform.Resolve(platName)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	params := map[string]string{"seed": "1"}
 	for _, p := range s.Params {
@@ -120,26 +140,26 @@ func Run(s *Scenario, opt Options) (*report.Result, *report.Trace, error) {
 		key, value, ok := strings.Cut(kv, "=")
 		key = strings.TrimSpace(key)
 		if !ok || key == "" {
-			return nil, nil, usagef("--set %q: want key=value", kv)
+			return nil, usagef("--set %q: want key=value", kv)
 		}
 		switch {
 		case strings.HasPrefix(key, "platform."):
 			spec, err = platform.Set(spec, strings.TrimPrefix(key, "platform."), value)
 			if err != nil {
-				return nil, nil, usagef("--set %s: %v", key, err)
+				return nil, usagef("--set %s: %v", key, err)
 			}
 		case key == "seed":
 			if _, err := strconv.ParseUint(value, 10, 64); err != nil {
-				return nil, nil, usagef("--set seed=%q: want a non-negative integer", value)
+				return nil, usagef("--set seed=%q: want a non-negative integer", value)
 			}
 		default:
 			i := slices.IndexFunc(s.Params, func(p Param) bool { return p.Name == key })
 			if i < 0 {
-				return nil, nil, usagef("--set %s: unknown key for scenario %s (keys: %s)", key, s.Name, strings.Join(paramNames(s), ", "))
+				return nil, usagef("--set %s: unknown key for scenario %s (keys: %s)", key, s.Name, strings.Join(paramNames(s), ", "))
 			}
 			if chk := s.Params[i].Check; chk != nil {
 				if err := chk(value); err != nil {
-					return nil, nil, usagef("--set %s=%s: %v", key, value, err)
+					return nil, usagef("--set %s=%s: %v", key, value, err)
 				}
 			}
 		}
@@ -149,13 +169,18 @@ func Run(s *Scenario, opt Options) (*report.Result, *report.Trace, error) {
 		}
 	}
 	seed, _ := strconv.ParseUint(params["seed"], 10, 64)
-	m, err := machine.New(spec, seed)
+	m, err := machine.NewWithOptions(spec, seed, machine.Options{Payload: opt.Payload})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, spec.Name, err)
+		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, spec.Name, err)
 	}
 	defer m.Close()
+	d, err := dma.New(m, m.Mem)
+	if err != nil {
+		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, spec.Name, err)
+	}
 	c := &Context{
 		Machine:  m,
+		DMA:      d,
 		Params:   params,
 		Explicit: explicit,
 		Result: &report.Result{
@@ -170,10 +195,29 @@ func Run(s *Scenario, opt Options) (*report.Result, *report.Trace, error) {
 		c.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", s.Name, spec.Name))
 		traceMachine(m, c.Trace)
 	}
-	if err := s.Run(c); err != nil {
-		return nil, nil, err
+	if opt.Check {
+		c.Checker = check.New(check.Options{
+			LineSize: uint64(m.Mem.LineSize(0)),
+			Limits: func(name string) (check.SegLimits, bool) {
+				dev, err := d.Device(name)
+				if err != nil {
+					return check.SegLimits{}, false
+				}
+				return check.SegLimits{MaxSegSize: dev.MaxSegmentSize(), SegBoundaryMask: dev.SegmentBoundary()}, true
+			},
+		})
+		d.Observe(c.Checker)
+		m.Mem.Observe(c.Checker.Access)
 	}
-	return c.Result, c.Trace, nil
+	if err := s.Run(c); err != nil {
+		return nil, err
+	}
+	out := &Outcome{Result: c.Result, Trace: c.Trace}
+	if c.Checker != nil {
+		r := c.Checker.Report()
+		out.Check = &r
+	}
+	return out, nil
 }
 
 func paramNames(s *Scenario) []string {

@@ -14,11 +14,11 @@ func run(t *testing.T, platform string, sets ...string) *report.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, _, err := Run(s, Options{Platform: platform, Sets: sets})
+	out, err := Run(s, Options{Platform: platform, Sets: sets})
 	if err != nil {
 		t.Fatalf("transfers on %s %v: %v", platform, sets, err)
 	}
-	return res
+	return out.Result
 }
 
 func row(t *testing.T, r *report.Result, path, dir string, bytes int64) report.Row {
@@ -90,14 +90,14 @@ func TestDeviceCopyReadsAndWrites(t *testing.T) {
 func TestUnknownInputsAreUsageErrors(t *testing.T) {
 	s, _ := Lookup("transfers")
 	for _, sets := range [][]string{{"nope=1"}, {"sizes=0B"}, {"paths=teleport"}, {"directions=sideways"}, {"gpu=x"}, {"platform.nope=1"}} {
-		if _, _, err := Run(s, Options{Sets: sets}); !errors.Is(err, ErrUsage) {
+		if _, err := Run(s, Options{Sets: sets}); !errors.Is(err, ErrUsage) {
 			t.Errorf("%v: err = %v, want ErrUsage", sets, err)
 		}
 	}
 	if _, err := Lookup("nope"); !errors.Is(err, ErrUsage) {
 		t.Errorf("Lookup(nope) = %v", err)
 	}
-	if _, _, err := Run(s, Options{Platform: "nope"}); !errors.Is(err, ErrUsage) {
+	if _, err := Run(s, Options{Platform: "nope"}); !errors.Is(err, ErrUsage) {
 		t.Errorf("unknown platform: %v", err)
 	}
 }

@@ -69,7 +69,7 @@ platform.<field path>=<value> to change one field of the platform
 	if err != nil {
 		return usageError(e, "run", "%s", scenario.UsageMessage(err))
 	}
-	res, tr, err := scenario.Run(s, scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != ""})
+	out, err := scenario.Run(s, scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != ""})
 	if err != nil {
 		if errors.Is(err, scenario.ErrUsage) {
 			return usageError(e, "run", "%s", scenario.UsageMessage(err))
@@ -78,14 +78,14 @@ platform.<field path>=<value> to change one field of the platform
 		return exitFindings
 	}
 	if *tracePath != "" {
-		if err := writeFile(*tracePath, tr.Write); err != nil {
+		if err := writeFile(*tracePath, out.Trace.Write); err != nil {
 			return usageError(e, "run", "--trace: %v", err)
 		}
 	}
 	if *asJSON {
-		err = report.WriteJSON(e.stdout, res)
+		err = report.WriteJSON(e.stdout, out.Result)
 	} else {
-		err = report.WriteTable(e.stdout, res)
+		err = report.WriteTable(e.stdout, out.Result)
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dmalab run: %v\n", err)
