@@ -125,4 +125,3 @@ func listClasses(e *env, asJSON bool) int {
 	tw.Flush()
 	return exitOK
 }
-
