@@ -1,0 +1,259 @@
+package dmaengine
+
+import (
+	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// The engine's state machine. Everything here runs in event context
+// (sim.Engine.After callbacks and flow completions), never in a process:
+// the engine is hardware.
+
+// kick starts whatever the engine can start now: a descriptor fetch when
+// its cache runs low and the doorbell shows more, then data phases for
+// fetched descriptors up to Inflight.
+func (ch *Chan) kick() {
+	if ch.stopped {
+		ch.hwCond.Broadcast()
+		return
+	}
+	if ready := ch.fetched - ch.started; !ch.fetching && ch.fetched < ch.doorbell && ready < ch.fetchMax {
+		// One read of contiguous entries: up to Fetch of them, not
+		// past the end of the ring.
+		n := min(ch.doorbell-ch.fetched, ch.fetchMax, ch.n-ch.fetched%ch.n)
+		ch.fetch(n)
+	}
+	for ch.started < ch.fetched && ch.inflight < ch.inMax && !ch.fenced() && ch.canStart() {
+		ch.start()
+	}
+}
+
+// fetch reads n descriptors from the ring: a read request up to the
+// root complex (one-way latency), the memory read there, and the
+// completion carrying n×32 bytes back as a flow over host → device
+// (DRAM latency, the path's latency, the bytes at its rate).
+func (ch *Chan) fetch(n uint64) {
+	ch.fetching = true
+	first := ch.fetched
+	ch.stats.Fetches++
+	ch.eng().After(ch.c.oneWay, func() {
+		addr, size := ch.entryDMA(first), n*DescSize
+		b, err := ch.read(addr, size)
+		for k := range n {
+			s := ch.slot(first + k)
+			if b != nil {
+				s.hw = decodeDescriptor(b[k*DescSize:])
+			}
+			s.failed = err != nil
+		}
+		ch.flow(ch.flowNames[0], ch.c.toDev, size).Done().OnComplete(func() {
+			now := ch.eng().Now()
+			for k := range n {
+				ch.slot(first + k).fetched = now
+			}
+			ch.fetched += n
+			ch.stats.FetchedDescs += n
+			ch.fetching = false
+			ch.kick()
+		})
+	})
+}
+
+// canStart says whether the next fetched descriptor's data phase can
+// begin: a DevToMem channel needs data from the device, a MemToDev one
+// room in the device's buffer (or an empty buffer, for a transfer
+// larger than all of it).
+func (ch *Chan) canStart() bool {
+	switch ch.kind {
+	case DevToMem:
+		return ch.rxHead < len(ch.rx)
+	case MemToDev:
+		l := ch.slot(ch.started).hw.Len
+		return ch.fifoUsed == 0 || ch.fifoUsed+l <= ch.fifoCap
+	}
+	return true
+}
+
+// fenced says whether the next fetched descriptor must wait for every
+// earlier one to land (FlagFence).
+func (ch *Chan) fenced() bool {
+	return ch.inflight > 0 && ch.slot(ch.started).hw.Flags&FlagFence != 0
+}
+
+// start begins the data phase of the next fetched descriptor.
+func (ch *Chan) start() {
+	i := ch.started
+	s := ch.slot(i)
+	ch.started++
+	ch.inflight++
+	s.started = ch.eng().Now()
+	d := s.hw
+	switch ch.kind {
+	case MemToMem:
+		// A read request up, the memory read, then the bytes down to
+		// the engine and up again into memory as one flow over both
+		// directions of the device's link.
+		ch.eng().After(ch.c.oneWay, func() {
+			data, err := ch.read(d.Src, d.Len)
+			ch.flow(ch.flowNames[1], ch.c.copy, d.Len).Done().OnComplete(func() {
+				werr := ch.write(d.Dst, d.Len, data)
+				ch.land(s, uint32(d.Len), err != nil || werr != nil)
+			})
+		})
+	case MemToDev:
+		ch.fifoUsed += d.Len
+		ch.eng().After(ch.c.oneWay, func() {
+			data, err := ch.read(d.Src, d.Len)
+			ch.flow(ch.flowNames[2], ch.c.toDev, d.Len).Done().OnComplete(func() {
+				s.data = data
+				ch.land(s, uint32(d.Len), err != nil)
+			})
+		})
+	case DevToMem:
+		// Posted writes: no request; the data flows device → memory.
+		c := ch.rx[ch.rxHead]
+		ch.rx[ch.rxHead] = chunk{}
+		if ch.rxHead++; ch.rxHead == len(ch.rx) {
+			ch.rx, ch.rxHead = ch.rx[:0], 0
+		}
+		s.origin = c.origin
+		n, trunc := c.size, c.size > d.Len
+		if trunc {
+			n = d.Len
+		}
+		ch.flow(ch.flowNames[3], ch.c.fromDev, n).Done().OnComplete(func() {
+			payload := c.payload
+			if payload != nil {
+				payload = payload[:n]
+			}
+			err := ch.write(d.Dst, n, payload)
+			ch.fifoUsed -= c.size
+			ch.land(s, uint32(n), trunc || err != nil)
+			if ch.onSpace != nil {
+				ch.onSpace()
+			}
+		})
+	}
+}
+
+// read is the engine's DMA read of [addr, addr+size): the memory effect
+// through the DMA API's device (coherent or not), with the bytes in
+// payload mode. An error is a bus error (an address the device cannot
+// reach, or not RAM): the descriptor completes with StatusError.
+func (ch *Chan) read(addr mem.DMAAddr, size uint64) ([]byte, error) {
+	if !ch.payload {
+		_, err := ch.c.dev.Read(addr, size)
+		return nil, err
+	}
+	b := make([]byte, size)
+	_, err := ch.c.dev.ReadBytes(addr, b)
+	return b, err
+}
+
+// write is the engine's DMA write of [addr, addr+size).
+func (ch *Chan) write(addr mem.DMAAddr, size uint64, data []byte) error {
+	var err error
+	if ch.payload && data != nil {
+		_, err = ch.c.dev.WriteBytes(addr, data[:size])
+	} else {
+		_, err = ch.c.dev.Write(addr, size)
+	}
+	return err
+}
+
+// land ends s's data phase, then retires, in ring order, every
+// descriptor whose data phase is over: its status word is written
+// (posted behind the data, it lands with the data's last byte) and, if
+// asked, an MSI is sent.
+func (ch *Chan) land(s *slot, bytes uint32, failed bool) {
+	s.done = true
+	s.landed = ch.eng().Now()
+	s.result = Status{Done: true, Bytes: bytes, Error: failed || s.failed}
+	for ch.retired < ch.started {
+		r := ch.slot(ch.retired)
+		if !r.done {
+			break
+		}
+		r.done = false
+		if ch.kind == MemToDev && ch.onData != nil {
+			// The device takes the data in ring order, whatever order
+			// concurrent reads finished in.
+			data := r.data
+			r.data = nil
+			ch.onData(ch.completed(r), data)
+		}
+		st := r.result
+		addr := ch.entryDMA(ch.retired) + StatusOffset
+		var b [StatusSize]byte
+		st.encode(b[:])
+		if ch.write(addr, StatusSize, b[:]) != nil {
+			ch.stats.Errors++
+		}
+		r.status = st
+		ch.retired++
+		ch.inflight--
+		ch.stats.Completed++
+		ch.stats.Bytes += uint64(st.Bytes)
+		if st.Error {
+			ch.stats.Errors++
+		}
+		if r.hw.Flags&FlagIRQ != 0 {
+			ch.raise()
+		}
+	}
+	ch.kick()
+}
+
+// completed is s as the device sees it at the end of its data phase.
+func (ch *Chan) completed(s *slot) Completed {
+	return Completed{
+		Cookie: s.cookie, Desc: s.hw, Status: s.result,
+		Origin: s.origin, Submitted: s.submitted, Fetched: s.fetched, Started: s.started, Landed: s.landed,
+	}
+}
+
+// raise sends an MSI unless the vector is masked, in which case it is
+// left pending until the handler unmasks it. Delivery to the handler
+// takes Timing.MSI.
+func (ch *Chan) raise() {
+	if ch.masked {
+		ch.pending = true
+		return
+	}
+	ch.masked = true
+	ch.stats.MSIs++
+	ch.eng().After(ch.t.MSI, func() {
+		ch.delivered++
+		ch.irqCond.Broadcast()
+	})
+}
+
+// Deliver hands the engine of a DevToMem channel size bytes the device
+// produced (a received packet): origin is when the device got them,
+// payload their bytes in payload mode (nil otherwise). The engine moves
+// them into the next descriptor's buffer as soon as it has one fetched;
+// data longer than that buffer is cut to it, and the descriptor
+// completes with StatusError. Deliver reports false, taking nothing, when the device's buffer
+// (Config.FIFO) has no room; OnSpace says when it has.
+func (ch *Chan) Deliver(size uint64, origin sim.Time, payload []byte) bool {
+	if ch.kind != DevToMem {
+		panic("dmaengine: Deliver on " + ch.kind.String() + " channel " + ch.name)
+	}
+	if ch.stopped || ch.fifoUsed > 0 && ch.fifoUsed+size > ch.fifoCap {
+		return false
+	}
+	ch.fifoUsed += size
+	ch.rx = append(ch.rx, chunk{size: size, origin: origin, payload: payload})
+	ch.kick()
+	return true
+}
+
+// Drain tells the engine of a MemToDev channel that the device has
+// disposed of n bytes it read (sent them on the wire), freeing buffer.
+func (ch *Chan) Drain(n uint64) {
+	ch.fifoUsed -= min(n, ch.fifoUsed)
+	ch.kick()
+}
+
+// Room is the device-side buffer left.
+func (ch *Chan) Room() uint64 { return ch.fifoCap - min(ch.fifoUsed, ch.fifoCap) }
