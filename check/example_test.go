@@ -6,7 +6,6 @@ import (
 	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
-	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -21,7 +20,7 @@ func Example() {
 	spec, _ := platform.Preset("zynq-7000")
 	m, _ := machine.New(spec, 1)
 	defer m.Close()
-	memory, _ := mem.New(spec, m.Engine, mem.Options{})
+	memory := m.Mem
 	x, _ := dma.New(m, memory)
 	chk := check.New(check.Options{})
 	x.Observe(chk)

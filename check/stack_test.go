@@ -31,10 +31,7 @@ func newStack(t *testing.T, preset string) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	memory, err := mem.New(spec, m.Engine, mem.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	memory := m.Mem
 	x, err := dma.New(m, memory)
 	if err != nil {
 		t.Fatal(err)

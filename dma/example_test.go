@@ -5,7 +5,6 @@ import (
 
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
-	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -15,9 +14,9 @@ import (
 // are what the checker sees.
 func Example() {
 	spec, _ := platform.Preset("zynq-7000")
-	m, _ := machine.New(spec, 1)
+	m, _ := machine.NewWithOptions(spec, 1, machine.Options{Payload: true})
 	defer m.Close()
-	memory, _ := mem.New(spec, m.Engine, mem.Options{Payload: true})
+	memory := m.Mem
 	x, _ := dma.New(m, memory)
 	x.Observe(dma.ObserverFunc(func(e dma.Event) { fmt.Printf("%v %s\n", e.Time, e.Call) }))
 	gem, _ := x.Device("gem0")

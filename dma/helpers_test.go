@@ -21,15 +21,12 @@ type rig struct {
 
 func newRig(t testing.TB, spec *platform.Spec, payload bool) *rig {
 	t.Helper()
-	m, err := machine.New(spec, 1)
+	m, err := machine.NewWithOptions(spec, 1, machine.Options{Payload: payload})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	mm, err := mem.New(spec, m.Engine, mem.Options{Payload: payload})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mm := m.Mem
 	x, err := New(m, mm)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmaengine"
 	"github.com/dmalab/dmalab/machine"
-	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -20,7 +19,7 @@ func ExampleChan_Copy() {
 	spec, _ := platform.Preset("zynq-7000")
 	m, _ := machine.New(spec, 1)
 	defer m.Close()
-	memory, _ := mem.New(spec, m.Engine, mem.Options{})
+	memory := m.Mem
 	d, _ := dma.New(m, memory)
 	ctl, _ := dmaengine.New(m, memory, d, "axidma0")
 	dev, node := ctl.Device(), ctl.Node()

@@ -30,15 +30,12 @@ func newRig(t testing.TB, preset, device string, payload bool) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := machine.New(spec, 1)
+	m, err := machine.NewWithOptions(spec, 1, machine.Options{Payload: payload})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	memory, err := mem.New(spec, m.Engine, mem.Options{Payload: payload})
-	if err != nil {
-		t.Fatal(err)
-	}
+	memory := m.Mem
 	d, err := dma.New(m, memory)
 	if err != nil {
 		t.Fatal(err)

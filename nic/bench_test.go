@@ -6,7 +6,6 @@ import (
 
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
-	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -30,10 +29,7 @@ func BenchmarkRxStream64GiB(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		memory, err := mem.New(spec, m.Engine, mem.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		memory := m.Mem
 		d, err := dma.New(m, memory)
 		if err != nil {
 			b.Fatal(err)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
-	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/nic"
 	"github.com/dmalab/dmalab/platform"
 )
@@ -20,7 +19,7 @@ func ExampleRun() {
 	for _, touch := range []uint64{0, 128} {
 		spec, _ := platform.Preset("2s-4gpu-pcie")
 		m, _ := machine.New(spec, 1)
-		memory, _ := mem.New(spec, m.Engine, mem.Options{})
+		memory := m.Mem
 		d, _ := dma.New(m, memory)
 		r, err := nic.Run(m, memory, d, nic.Options{Device: "nic0", Dir: nic.Rx, PacketSize: 9000, Packets: 10000, Touch: touch})
 		m.Close()

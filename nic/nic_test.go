@@ -10,7 +10,6 @@ import (
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmaengine"
 	"github.com/dmalab/dmalab/machine"
-	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -57,15 +56,12 @@ type outcome struct {
 func run(t testing.TB, platformName string, payload bool, opt Options, setup ...func(*dma.DMA)) outcome {
 	t.Helper()
 	spec := platformFor(t, platformName)
-	m, err := machine.New(spec, 1)
+	m, err := machine.NewWithOptions(spec, 1, machine.Options{Payload: payload})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	memory, err := mem.New(spec, m.Engine, mem.Options{Payload: payload})
-	if err != nil {
-		t.Fatal(err)
-	}
+	memory := m.Mem
 	d, err := dma.New(m, memory)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +290,7 @@ func TestBadOptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		memory, _ := mem.New(spec, m.Engine, mem.Options{})
+		memory := m.Mem
 		d, _ := dma.New(m, memory)
 		if _, err := Start(m, memory, d, opt); err == nil {
 			t.Errorf("%+v: no error", opt)
