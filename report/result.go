@@ -35,6 +35,20 @@ type Row struct {
 	// GBps is Bytes / Seconds in GB/s (1e9 B/s); for bidir, per
 	// direction, as nvbandwidth reports it.
 	GBps float64 `json:"gbps"`
+
+	// Optional fields, set by scenarios that measure more than copies.
+
+	// Mode is how completion is learnt ("interrupt", "polling") or what
+	// does the work ("cpu").
+	Mode string `json:"mode,omitempty"`
+	// Ops is how many operations (packets, copies) the row sums up; then
+	// Bytes is per operation and Seconds the whole run's.
+	Ops int64 `json:"ops,omitempty"`
+	// CPUSeconds is the CPU time spent per operation.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	// P50Seconds and P99Seconds are latency percentiles per operation.
+	P50Seconds float64 `json:"p50_seconds,omitempty"`
+	P99Seconds float64 `json:"p99_seconds,omitempty"`
 }
 
 // Factor is one efficiency factor and where its value comes from.
@@ -60,11 +74,48 @@ func WriteTable(w io.Writer, r *Result) error {
 		ps = append(ps, k+"="+r.Params[k])
 	}
 	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\tdirection\tsize\ttime\tGB/s\t")
+	// Columns beyond the five of a copy appear when some row has them.
+	var mode, ops, cpu, lat bool
 	for _, row := range r.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", row.Path, row.Direction, FormatBytes(row.Bytes),
-			FormatSeconds(row.Seconds), FormatGBps(row.GBps))
+		mode = mode || row.Mode != ""
+		ops = ops || row.Ops != 0
+		cpu = cpu || row.CPUSeconds != 0
+		lat = lat || row.P50Seconds != 0 || row.P99Seconds != 0
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "path\tdirection\t"
+	if mode {
+		head += "mode\t"
+	}
+	head += "size\t"
+	if ops {
+		head += "ops\t"
+	}
+	head += "time\tGB/s\t"
+	if cpu {
+		head += "CPU/op\t"
+	}
+	if lat {
+		head += "p50\tp99\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, row := range r.Results {
+		line := row.Path + "\t" + row.Direction + "\t"
+		if mode {
+			line += row.Mode + "\t"
+		}
+		line += FormatBytes(row.Bytes) + "\t"
+		if ops {
+			line += fmt.Sprint(row.Ops) + "\t"
+		}
+		line += FormatSeconds(row.Seconds) + "\t" + FormatGBps(row.GBps) + "\t"
+		if cpu {
+			line += FormatSeconds(row.CPUSeconds) + "\t"
+		}
+		if lat {
+			line += FormatSeconds(row.P50Seconds) + "\t" + FormatSeconds(row.P99Seconds) + "\t"
+		}
+		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -236,6 +236,9 @@ func factors(spec *platform.Spec) map[string]report.Factor {
 		"fabric.cross_traffic":    {Value: spec.Fabric.Cross(), Source: spec.Fabric.CrossTraffic.Source},
 	}
 	link := func(name string, l platform.PCIeLink) {
+		if l.Bandwidth.V > 0 {
+			return // a link given by its bandwidth has no efficiency factor
+		}
 		f[name+".link.efficiency"] = report.Factor{Value: l.Efficiency.V, Source: l.Efficiency.Source}
 	}
 	for _, s := range spec.Switches {

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestCheckCommand(t *testing.T) {
+	code, out, errs := dmalab(t, "check", "dma-bugs", "--set", "bug=unmap-size", "--json")
+	if code != exitFindings {
+		t.Fatalf("check of a buggy run: exit %d, want %d (stderr %q)", code, exitFindings, errs)
+	}
+	var doc struct {
+		Diagnostics []map[string]any `json:"diagnostics"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("check --json: %v\n%s", err, out)
+	}
+	if len(doc.Diagnostics) != 1 {
+		t.Fatalf("diagnostics: %v", doc.Diagnostics)
+	}
+	d := doc.Diagnostics[0]
+	for _, k := range []string{"class", "severity", "time_ps", "device", "message", "origin"} {
+		if _, ok := d[k]; !ok {
+			t.Errorf("diagnostic lacks %q: %v", k, d)
+		}
+	}
+	if d["class"] != "unmap-size" || d["device"] != "gem0" || !strings.Contains(d["origin"].(string), "dma_map_single") {
+		t.Errorf("diagnostic %v", d)
+	}
+
+	// A clean run exits 0: the transfers scenario makes no DMA API call.
+	if code, out, _ := dmalab(t, "check", "transfers", "--set", "sizes=4KiB"); code != exitOK || !strings.Contains(out, "no diagnostics") {
+		t.Errorf("check of a clean run: exit %d, %q", code, out)
+	}
+	// The readable form names the class, the time and the origin.
+	_, out, _ = dmalab(t, "check", "dma-bugs", "--set", "bug=stale-read")
+	for _, want := range []string{"stale-read", "gem0", "mapped by dma_map_single", "by class:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCheckClassesAndUsage(t *testing.T) {
+	code, out, _ := dmalab(t, "check", "--classes")
+	if code != exitOK || !strings.Contains(out, "unmap-unknown") || !strings.Contains(out, "stale-read") {
+		t.Fatalf("check --classes: exit %d\n%s", code, out)
+	}
+	if n := strings.Count(out, "\n"); n != 23 { // header + 22 classes
+		t.Errorf("check --classes printed %d lines, want 23", n)
+	}
+	for _, args := range [][]string{{"check"}, {"check", "nosuch"}, {"check", "dma-bugs", "--set", "bug=nosuch"}, {"check", "--classes", "dma-bugs"}} {
+		if code, _, errs := dmalab(t, args...); code != exitUsage || errs == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
