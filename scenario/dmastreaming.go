@@ -249,4 +249,3 @@ func copySweep(c *Context, p *sim.Proc, ctl *dmaengine.Controller, dev *dma.Devi
 	}
 	return nil
 }
-
