@@ -40,7 +40,7 @@
 //     rate changes, so a flow whose rate never changes ends exactly at
 //     start + latency + ceil(bytes/rate).
 //   - Determinism: flows are visited in activation order (the active set is
-//     a slice; an ending flow is replaced by the last one), resources in the
+//     a slice, compacted in order when flows end), resources in the
 //     order flows first load them, links and nodes in creation order; no Go
 //     map is ever iterated. The same inputs give the same rates, end times
 //     and observer events.

@@ -571,3 +571,25 @@ func TestAccessors(t *testing.T) {
 		t.Errorf("names: %v", fmt.Sprint(AtoB, BtoA, FullDuplex, Shared, FlowStart, FlowActive, FlowRate, FlowEnd))
 	}
 }
+
+// TestSimultaneousEndsInActivationOrder: flows that end at one instant
+// end in the order they became active, also after an earlier flow left
+// the middle of the active set.
+func TestSimultaneousEndsInActivationOrder(t *testing.T) {
+	p := newPair(Factors{})
+	mk := func(name string) *Link { return p.fab.Connect(name, p.a, p.b, 1e9, 0, FullDuplex) }
+	la, lx, lb := mk("la"), mk("lx"), mk("lb")
+	var ends []string
+	p.fab.Observe(func(ev Event) {
+		if ev.Kind == FlowEnd {
+			ends = append(ends, ev.Flow.Name())
+		}
+	})
+	p.fab.Start("A", route(la, AtoB), 1e6) // ends first: the front of the active set leaves
+	p.fab.Start("X", route(lx, AtoB), 3e6)
+	p.fab.Start("B", route(lb, AtoB), 3e6) // X and B end together
+	p.eng.Run()
+	if !slices.Equal(ends, []string{"A", "X", "B"}) {
+		t.Fatalf("end order %v, want A X B", ends)
+	}
+}

@@ -138,17 +138,19 @@ func (fl *Flow) activate() {
 // onTimer ends every active flow whose end is now, in activation order.
 func (f *Fabric) onTimer() {
 	now := f.eng.Now()
-	ending := f.ending[:0]
+	// Compact the active set in place, keeping activation order, and
+	// collect the ending flows in that order too.
+	ending, kept := f.ending[:0], f.active[:0]
 	for _, fl := range f.active {
 		if fl.endAt <= now {
 			ending = append(ending, fl)
+			continue
 		}
+		fl.slot = len(kept)
+		kept = append(kept, fl)
 	}
-	for _, fl := range ending {
-		last := f.active[len(f.active)-1]
-		f.active[fl.slot], last.slot = last, fl.slot
-		f.active = f.active[:len(f.active)-1]
-	}
+	clear(f.active[len(kept):])
+	f.active = kept
 	f.markDirty()
 	for i, fl := range ending {
 		ending[i] = nil
