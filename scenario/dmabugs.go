@@ -50,6 +50,16 @@ func (b *bugRun) mapChecked(va mem.VirtAddr, size uint64, dir dma.Direction) (me
 	return h, nil
 }
 
+// mapped is a buffer the CPU wrote, mapped correctly for dir.
+func (b *bugRun) mapped(size uint64, dir dma.Direction) (mem.VirtAddr, mem.DMAAddr, error) {
+	va, err := b.buf(size)
+	if err != nil {
+		return 0, 0, err
+	}
+	h, err := b.mapChecked(va, size, dir)
+	return va, h, err
+}
+
 // sg builds an n-entry scatterlist over one kmalloc'd buffer, each entry
 // part bytes long.
 func (b *bugRun) sg(n int, part uint64) ([]dma.Scatterlist, error) {
@@ -70,11 +80,7 @@ const pkt = 1500
 
 var bugs = []bug{
 	{"unmap-unknown", "dma_unmap_single twice: the second unmaps nothing", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.ToDevice)
+		_, h, err := b.mapped(pkt, dma.ToDevice)
 		if err != nil {
 			return err
 		}
@@ -83,11 +89,7 @@ var bugs = []bug{
 		return nil
 	}},
 	{"unmap-size", "unmap with a size other than the mapped one", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.ToDevice)
+		_, h, err := b.mapped(pkt, dma.ToDevice)
 		if err != nil {
 			return err
 		}
@@ -95,11 +97,7 @@ var bugs = []bug{
 		return nil
 	}},
 	{"unmap-type", "dma_map_single undone with dma_unmap_resource", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.ToDevice)
+		_, h, err := b.mapped(pkt, dma.ToDevice)
 		if err != nil {
 			return err
 		}
@@ -126,11 +124,7 @@ var bugs = []bug{
 		return nil
 	}},
 	{"unmap-direction", "mapped DMA_TO_DEVICE, unmapped DMA_FROM_DEVICE", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.ToDevice)
+		_, h, err := b.mapped(pkt, dma.ToDevice)
 		if err != nil {
 			return err
 		}
@@ -147,11 +141,7 @@ var bugs = []bug{
 		return nil
 	}},
 	{"sync-unknown", "dma_sync_single_for_cpu of a handle already unmapped", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.FromDevice)
+		_, h, err := b.mapped(pkt, dma.FromDevice)
 		if err != nil {
 			return err
 		}
@@ -173,11 +163,7 @@ var bugs = []bug{
 		return nil
 	}},
 	{"sync-direction", "mapped DMA_FROM_DEVICE, synced for the CPU as DMA_TO_DEVICE", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.FromDevice)
+		_, h, err := b.mapped(pkt, dma.FromDevice)
 		if err != nil {
 			return err
 		}
@@ -186,11 +172,7 @@ var bugs = []bug{
 		return nil
 	}},
 	{"sync-cpu-to-device-buffer", "a DMA_TO_DEVICE buffer synced for the CPU as DMA_FROM_DEVICE", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.ToDevice)
+		_, h, err := b.mapped(pkt, dma.ToDevice)
 		if err != nil {
 			return err
 		}
@@ -199,11 +181,7 @@ var bugs = []bug{
 		return nil
 	}},
 	{"sync-device-from-device-buffer", "a DMA_FROM_DEVICE buffer synced for the device as DMA_TO_DEVICE", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.FromDevice)
+		_, h, err := b.mapped(pkt, dma.FromDevice)
 		if err != nil {
 			return err
 		}
@@ -295,11 +273,7 @@ var bugs = []bug{
 		return nil
 	}},
 	{"cpu-access-device-owned", "the CPU reads a receive buffer while the device owns it", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.FromDevice)
+		va, h, err := b.mapped(pkt, dma.FromDevice)
 		if err != nil {
 			return err
 		}
@@ -311,11 +285,7 @@ var bugs = []bug{
 		return nil
 	}},
 	{"stale-read", "a transmit buffer mapped DMA_FROM_DEVICE: the invalidate discards the CPU's packet and the device sends old bytes (non-coherent platforms)", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.FromDevice)
+		_, h, err := b.mapped(pkt, dma.FromDevice)
 		if err != nil {
 			return err
 		}
@@ -326,11 +296,7 @@ var bugs = []bug{
 		return nil
 	}},
 	{"device-access-unmapped", "the device writes a receive buffer after the driver unmapped it", func(b *bugRun) error {
-		va, err := b.buf(pkt)
-		if err != nil {
-			return err
-		}
-		h, err := b.mapChecked(va, pkt, dma.FromDevice)
+		_, h, err := b.mapped(pkt, dma.FromDevice)
 		if err != nil {
 			return err
 		}
