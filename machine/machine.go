@@ -56,7 +56,8 @@ type GPU struct {
 	// Port is the fabric vertex of the GPU's host interface, where PCIe,
 	// NVLink and the VRAM bus meet (the GPU's internal crossbar).
 	Port *fabric.Node
-	// VRAM is the HBM/GDDR bus, shared by reads and writes.
+	// VRAM is the HBM/GDDR bus, shared by reads and writes; for an
+	// integrated GPU it is its node's DRAM bus, shared with the CPUs.
 	VRAM *fabric.Link
 	// NVLinks are the GPU's NVLink bundles, by the name of the far end.
 	NVLinks     map[string]*fabric.Link
@@ -171,11 +172,29 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 		}
 	}
 	for i, g := range spec.GPUs {
-		port := m.attach(g.Name, g.Parent, g.Link, 0)
-		vram := f.Node(g.Name + ".vram")
+		var port *pciePort
+		var vram *fabric.Link
+		if g.Integrated {
+			// An integrated GPU (Tegra) is no PCIe endpoint: its port
+			// into the SoC's memory controller hangs off its node's
+			// socket as a root complex does, and its memory is that
+			// node's DRAM, shared with the CPUs.
+			bw, err := spec.GPUMemoryBandwidth(g.Name)
+			if err != nil {
+				return nil, fmt.Errorf("machine %s: %w", spec.Name, err)
+			}
+			v := f.Node(g.Name)
+			port = &pciePort{name: g.Name, node: g.Node, vertex: v,
+				up: f.Connect(g.Name+".mc", m.sockets[g.Node], v, float64(bw), 0, fabric.Shared)}
+			m.pcie[g.Name] = port
+			vram = m.Nodes[g.Node].DRAM
+		} else {
+			port = m.attach(g.Name, g.Parent, g.Link, 0)
+			vram = f.Connect(g.Name+".hbm", port.vertex, f.Node(g.Name+".vram"), float64(g.VRAMBandwidth.V), 0, fabric.Shared)
+		}
 		gpu := &GPU{
 			Index: i, Name: g.Name, Spec: g, Node: port.node, Port: port.vertex,
-			VRAM:    f.Connect(g.Name+".hbm", port.vertex, vram, float64(g.VRAMBandwidth.V), 0, fabric.Shared),
+			VRAM:    vram,
 			NVLinks: map[string]*fabric.Link{},
 		}
 		for j := range g.CopyEngines.V {

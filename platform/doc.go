@@ -1,10 +1,11 @@
 // Package platform describes machines as data: NUMA nodes, their CPU
 // caches and distances, inter-socket links, the PCIe tree (root complexes,
 // switches, GPUs, NICs, NVMe drives, DMA engines) or an SoC's interconnect
-// in its place, which DMA snoops the CPU caches and which does not, what
-// each device's driver tells the DMA API (address mask, segment limits),
-// the swiotlb pool, NVLink and NVSwitches, and the flow model's global
-// factors. A Spec is what the hardware is, never what it is doing;
+// in its place, GPUs integrated into an SoC that share its DRAM, which DMA
+// snoops the CPU caches and which does not, what each device's driver
+// tells the DMA API (address mask, segment limits), the swiotlb pool, the
+// CUDA driver's per-call costs and the unified-memory driver's parameters
+// of each GPU, NVLink and NVSwitches, and the flow model's global factors. A Spec is what the hardware is, never what it is doing;
 // package machine builds the running state from one. Like Akita's specs,
 // a Spec is immutable once validated: Set and Clone return new ones.
 //
@@ -53,21 +54,39 @@
 // second; durations take ps, ns, us, ms, s (sim.ParseTime). Anchors and
 // aliases may share values; merge keys (<<) are not supported. Latencies,
 // a root complex's bandwidth cap, a device's line rate, dma_mask_bits,
-// max_segment and segment_boundary, a GPU's model, a node's cache, swiotlb
+// max_segment and segment_boundary, a GPU's model, kernel_launch,
+// alloc_cost, pin_cost, unpin_cost, pageable_chunk and uvm (the nvidia_uvm
+// module parameters and the cost of one fault), a node's cache, swiotlb
 // and the fabric factors are optional (zero, or the documented default:
-// DefaultDMAMaskBits and the other Default constants); every other
-// parameter is required. A link is gen, width and efficiency, or, for a
-// port that is not PCIe (an AXI port of an SoC), a bandwidth instead.
+// DefaultDMAMaskBits, DefaultKernelLaunch, DefaultPrefetchThreshold and
+// the other Default constants; where zero means a default, writing 0 is
+// an error rather than a silent default); every other parameter is
+// required. A link is
+// gen, width and efficiency, or, for a port that is not PCIe (an AXI port
+// of an SoC), a bandwidth instead.
+//
+// # Integrated GPUs
+//
+// A GPU with integrated: true is part of an SoC (Tegra: Jetson TX2,
+// Xavier, Orin). It names the node whose DRAM it shares and has no parent,
+// link, vram or bar1, which are errors if written; its vram_bandwidth is
+// optional, a cap on its share of that node's DRAM bandwidth
+// (GPUMemoryBandwidth). Its unified memory is one allocation in that DRAM,
+// made coherent by cache maintenance at kernel launch, never migrated by
+// faults and never touched by the CPU while a kernel runs.
 //
 // # Coherency
 //
 // x86 PCIe DMA snoops the CPU caches. Where it does not (the AXI ports of
-// many Arm SoCs, or a device using PCIe No Snoop), the root complex or the
-// device says noncoherent_dma: true, and DeviceCoherent reports false for
-// every device and GPU below it. The node of such a device must then give
-// its cache's size, writeback_cost, invalidate_cost and uncached_rate:
-// streaming DMA costs cache maintenance per line, and coherent buffers are
-// uncached.
+// many Arm SoCs, or a device using PCIe No Snoop), the root complex, the
+// device or the GPU says noncoherent_dma: true, and DeviceCoherent reports
+// false for it and every device and GPU below it. An integrated GPU is
+// coherent from Tegra Xavier on (I/O coherence: the GPU snoops the CPU
+// caches, so pinned memory is cacheable on the CPU) and non-coherent
+// before (pinned memory uncached on the CPU as on the GPU). The node of
+// such a device must then give its cache's size, writeback_cost,
+// invalidate_cost and uncached_rate: streaming DMA costs cache maintenance
+// per line, and coherent buffers are uncached.
 //
 // Names of root complexes, switches, GPUs, devices, NVSwitches and socket
 // links share one namespace, since routes and --set paths refer to them.
@@ -75,6 +94,7 @@
 // # Presets
 //
 // Presets lists the built-in machines (h200-pcie, the measured machine;
-// 2s-4gpu-pcie; dgx-h100; zynq-7000, a non-coherent SoC). Resolve takes
+// 2s-4gpu-pcie; dgx-h100; zynq-7000, a non-coherent SoC; jetson-orin and
+// jetson-tx2, integrated GPUs after and before Tegra's I/O coherence). Resolve takes
 // what a user typed: a preset name or a file path.
 package platform

@@ -55,3 +55,19 @@ gpus:
 	// Output:
 	// mine.yaml:9: gpus[0].parent: unknown parent "rc1" (root complexes and switches: rc0)
 }
+
+// Tegra's I/O coherence decides whether pinned memory is cached on the
+// CPU: from Xavier on the integrated GPU snoops the CPU caches, before it
+// does not.
+func ExampleSpec_DeviceCoherent() {
+	for _, name := range []string{"jetson-tx2", "jetson-orin"} {
+		s, _ := platform.Preset(name)
+		g := s.GPUs[0]
+		coherent, _ := s.DeviceCoherent(g.Name)
+		bw, _ := s.GPUMemoryBandwidth(g.Name)
+		fmt.Printf("%s: %s GPU, integrated %v, coherent %v, memory %v shared with the CPUs\n", name, g.Arch, g.Integrated, coherent, bw)
+	}
+	// Output:
+	// jetson-tx2: pascal GPU, integrated true, coherent false, memory 59.7 GB/s shared with the CPUs
+	// jetson-orin: ampere GPU, integrated true, coherent true, memory 204.8 GB/s shared with the CPUs
+}

@@ -22,7 +22,17 @@ func seedDocs(f *testing.F) [][]byte {
 	coherency = strings.Replace(coherency, "    node: 0\n", "    node: 0\n    noncoherent_dma: true\n", 1) +
 		"devices:\n  - {name: dma0, kind: dma, parent: rc0, link: {bandwidth: 1.2 GB/s}, dma_engines: 2, noncoherent_dma: false, dma_mask_bits: 32, max_segment: 16 KiB, segment_boundary: 64 KiB}\n" +
 		"swiotlb: 128 MiB\n"
+	integrated := strings.Replace(soc, "    memcpy_rate: 10 GB/s\n", "    memcpy_rate: 10 GB/s\n"+
+		"    cache: {size: 4 MiB, writeback_cost: 20ns, invalidate_cost: 8ns, uncached_rate: 300 MB/s}\n", 1) +
+		"    noncoherent_dma: true\n    vram_bandwidth: 100 GB/s\n"
+	costs := base + "    kernel_launch: 3.2us\n    alloc_cost: {value: 57us, source: x}\n    pin_cost: 83.4ns\n" +
+		"    unpin_cost: 42.6ns\n    pageable_chunk: 2 MiB\n" +
+		"    uvm: {fault_batch: 256, max_batches: 20, prefetch_threshold: 51, thrashing_threshold: 3, thrashing_lapse: 500us,\n" +
+		"      thrashing_pin_lapses: 300, thrashing_epoch_lapses: 2000, fault_latency: 21.92us}\n"
 	return append(docs,
+		[]byte(soc),
+		[]byte(integrated),
+		[]byte(costs),
 		[]byte(base),
 		[]byte(coherency),
 		[]byte(base+"distances: [[10]]\nfabric: {cross_traffic: 0.05}\n"),
@@ -77,15 +87,26 @@ func FuzzSet(f *testing.F) {
 		{2, "root_complexes.rc0.bandwidth", "1 TB/s"},
 		{0, "devices.nic1.name", "a.b"},
 		{2, "description", "null"},
-		{3, "root_complexes.axi.noncoherent_dma", "false"},
+		{5, "root_complexes.axi.noncoherent_dma", "false"},
 		{2, "root_complexes.rc0.noncoherent_dma", "true"},
 		{2, "nodes.0.cache.line_size", "128 B"},
-		{3, "nodes.0.cache.uncached_rate", "0"},
+		{5, "nodes.0.cache.uncached_rate", "0"},
 		{0, "devices.nic2.dma_mask_bits", "24"},
 		{1, "devices.nic0.max_segment", "1 MiB"},
 		{1, "devices.nic0.segment_boundary", "64 KiB"},
-		{3, "devices.axidma0.link.bandwidth", "2 GB/s"},
+		{5, "devices.axidma0.link.bandwidth", "2 GB/s"},
 		{2, "swiotlb", "4 KiB"},
+		{2, "gpus.gpu0.uvm.prefetch_threshold", "75"},
+		{1, "gpus.gpu3.uvm", "{thrashing_lapse: 1ms, fault_latency: 45us}"},
+		{0, "gpus.gpu1.kernel_launch", "5us"},
+		{2, "gpus.gpu0.pin_cost.source", "REFERENCE.md"},
+		{2, "gpus.gpu0.pageable_chunk", "64 KiB"},
+		{2, "gpus.gpu0.integrated", "true"},
+		{3, "gpus.gpu0.noncoherent_dma", "true"},
+		{4, "gpus.gpu0.noncoherent_dma", "false"},
+		{3, "gpus.gpu0.vram_bandwidth", "100 GB/s"},
+		{4, "gpus.gpu0.node", "0"},
+		{3, "gpus.gpu0.uvm.thrashing_threshold", "7"},
 	} {
 		f.Add(seed.preset, seed.path, seed.value)
 	}

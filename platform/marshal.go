@@ -58,6 +58,22 @@ func sourceNode(value string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: value}
 }
 
+// written reports whether Marshal writes field f of the struct v. Plain
+// integers (ids, node numbers, gen, width) are always written, except a
+// link's gen and width, which are zero only where its bandwidth replaces
+// them, and a GPU's node, which only an integrated GPU has; everything
+// else (false included) is left out when zero.
+func written(v reflect.Value, f field) bool {
+	t, fv := v.Type(), v.Field(f.index)
+	switch {
+	case t == gpuType && f.name == "node":
+		return v.Interface().(GPU).Integrated
+	case !fv.IsZero():
+		return true
+	}
+	return fv.Kind() == reflect.Int && t != linkType
+}
+
 func encode(v reflect.Value) *yaml.Node {
 	t := v.Type()
 	switch {
@@ -73,15 +89,10 @@ func encode(v reflect.Value) *yaml.Node {
 	case t.Kind() == reflect.Struct:
 		n := &yaml.Node{Kind: yaml.MappingNode}
 		for _, f := range schema[t] {
-			fv := v.Field(f.index)
-			// Plain integers (ids, node numbers, gen, width) are always
-			// written, except a link's gen and width, which are zero
-			// only where its bandwidth replaces them; everything else
-			// (false included) is left out when zero.
-			if fv.IsZero() && (fv.Kind() != reflect.Int || t == linkType) {
+			if !written(v, f) {
 				continue
 			}
-			n.Content = append(n.Content, stringNode(f.name), encode(fv))
+			n.Content = append(n.Content, stringNode(f.name), encode(v.Field(f.index)))
 		}
 		return n
 	case t.Kind() == reflect.Slice:

@@ -15,7 +15,7 @@ import (
 
 func TestPresets(t *testing.T) {
 	names := Presets()
-	if want := []string{"2s-4gpu-pcie", "dgx-h100", "h200-pcie", "zynq-7000"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"2s-4gpu-pcie", "dgx-h100", "h200-pcie", "jetson-orin", "jetson-tx2", "zynq-7000"}; !reflect.DeepEqual(names, want) {
 		t.Fatalf("Presets() = %v, want %v", names, want)
 	}
 	for _, name := range names {
@@ -260,7 +260,7 @@ func TestResolve(t *testing.T) {
 		{"preset", "h200-pcie", ""},
 		{"file path", file, ""},
 		{"existing file without extension", bare, ""},
-		{"unknown name", "h300", `unknown platform preset "h300": not a preset (2s-4gpu-pcie, dgx-h100, h200-pcie, zynq-7000) and no such file`},
+		{"unknown name", "h300", `unknown platform preset "h300": not a preset (2s-4gpu-pcie, dgx-h100, h200-pcie, jetson-orin, jetson-tx2, zynq-7000) and no such file`},
 		{"missing file", filepath.Join(dir, "nope.yaml"), "load platform: open " + filepath.Join(dir, "nope.yaml") + ": no such file or directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -280,7 +280,7 @@ func TestResolve(t *testing.T) {
 		})
 	}
 	if _, err := Preset("nope"); !errors.Is(err, ErrUnknownPreset) ||
-		err.Error() != `unknown platform preset "nope" (presets: 2s-4gpu-pcie, dgx-h100, h200-pcie, zynq-7000)` {
+		err.Error() != `unknown platform preset "nope" (presets: 2s-4gpu-pcie, dgx-h100, h200-pcie, jetson-orin, jetson-tx2, zynq-7000)` {
 		t.Errorf("Preset(nope) error = %v", err)
 	}
 }

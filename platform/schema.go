@@ -33,6 +33,13 @@ var yamlNames = map[string]string{
 	"Parent": "parent", "Link": "link", "Model": "model", "Arch": "arch",
 	"VRAM": "vram", "VRAMBandwidth": "vram_bandwidth", "BAR1": "bar1",
 	"CopyEngines": "copy_engines", "CopyOverhead": "copy_overhead",
+	"Integrated": "integrated", "KernelLaunch": "kernel_launch", "AllocCost": "alloc_cost",
+	"PinCost": "pin_cost", "UnpinCost": "unpin_cost", "PageableChunk": "pageable_chunk", "UVM": "uvm",
+
+	"FaultBatch": "fault_batch", "MaxBatches": "max_batches", "PrefetchThreshold": "prefetch_threshold",
+	"ThrashingThreshold": "thrashing_threshold", "ThrashingLapse": "thrashing_lapse",
+	"ThrashingPinLapses": "thrashing_pin_lapses", "ThrashingEpochLapses": "thrashing_epoch_lapses",
+	"FaultLatency": "fault_latency",
 
 	"Kind": "kind", "LineRate": "line_rate", "DMAEngines": "dma_engines",
 	"NonCoherentDMA": "noncoherent_dma", "DMAMaskBits": "dma_mask_bits",
@@ -62,6 +69,7 @@ var (
 	rateType  = reflect.TypeFor[Rate]()
 	specType  = reflect.TypeFor[Spec]()
 	linkType  = reflect.TypeFor[PCIeLink]()
+	gpuType   = reflect.TypeFor[GPU]()
 )
 
 // schema maps each struct type of a Spec to its fields, in Go order.

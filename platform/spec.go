@@ -153,27 +153,111 @@ type Switch struct {
 	Latency Param[sim.Time]
 }
 
-// GPU is a discrete GPU on PCIe (and possibly NVLink).
+// GPU is a GPU: a discrete one on PCIe (and possibly NVLink), or an
+// integrated one that shares its SoC's DRAM (Tegra: Jetson TX2, Xavier,
+// Orin), which has no PCIe link, no VRAM and no BAR1 of its own.
 type GPU struct {
 	Name string
 	// Model is the marketing name, e.g. "H200".
 	Model string
 	// Arch is the GPU generation: kepler, maxwell, pascal, volta, turing,
 	// ampere, ada, hopper, blackwell. Unified-memory rules depend on it.
-	Arch   string
+	Arch string
+	// Integrated says the GPU is part of an SoC and allocates from the
+	// DRAM of NUMA node Node (cudaDeviceProp::integrated). Its unified
+	// memory is one allocation in that DRAM, kept coherent by cache
+	// maintenance at kernel launch rather than migrated by faults, and
+	// neither processor may touch it while the other does (seed 004).
+	Integrated bool
+	// Node is the NUMA node whose DRAM an integrated GPU shares; only an
+	// integrated GPU has one of its own (a discrete GPU's is its root
+	// complex's).
+	Node int
+	// Parent and Link place a discrete GPU in the PCIe tree; an
+	// integrated GPU has neither.
 	Parent string
 	Link   PCIeLink
+	// NonCoherentDMA says the GPU's accesses to host memory do not snoop
+	// the CPU caches: Tegra before Xavier, which has no I/O coherence,
+	// so that pinned memory is mapped uncached on the CPU as well as on
+	// the GPU. From Xavier on the GPU snoops the CPU caches (one-way I/O
+	// coherence: the CPU does not snoop the GPU's) and pinned memory is
+	// cacheable on the CPU. A discrete GPU is also non-coherent below a
+	// non-coherent root complex.
+	NonCoherentDMA bool
 
-	VRAM          Param[Bytes]
+	// VRAM is the GPU's own memory; an integrated GPU has none.
+	VRAM Param[Bytes]
+	// VRAMBandwidth is what the GPU reaches in its own memory. For an
+	// integrated GPU it is optional: the most the GPU's port into the
+	// memory controller carries, at most its node's DRAM bandwidth, which
+	// it shares with the CPUs and every other DMA agent; left out, the
+	// GPU may take all of it (Spec.GPUMemoryBandwidth).
 	VRAMBandwidth Param[Rate]
 	// BAR1 is the size of the BAR1 aperture through which GPU memory is
-	// exposed on PCIe (GPUDirect RDMA, CPU mappings).
+	// exposed on PCIe (GPUDirect RDMA, CPU mappings); an integrated GPU
+	// has none.
 	BAR1 Param[Bytes]
 	// CopyEngines is the number of asynchronous copy engines.
 	CopyEngines Param[int]
 	// CopyOverhead is the fixed cost of one memcpy call (driver, push
 	// buffer, doorbell, completion), not counting link latency and data.
 	CopyOverhead Param[sim.Time]
+	// KernelLaunch is the host-side cost of launching an empty kernel
+	// and seeing it complete (DefaultKernelLaunch when unset).
+	KernelLaunch Param[sim.Time]
+	// AllocCost is the cost of one cudaMalloc and cudaFree pair of a
+	// 2 MiB buffer (DefaultAllocCost when unset).
+	AllocCost Param[sim.Time]
+	// PinCost and UnpinCost are what cuMemHostRegister and
+	// cuMemHostUnregister cost per 4 KiB page of resident pageable
+	// memory (DefaultPinCost, DefaultUnpinCost when unset).
+	PinCost   Param[sim.Time]
+	UnpinCost Param[sim.Time]
+	// PageableChunk is the size of the pinned staging buffers the driver
+	// copies pageable memory through: a pageable copy is a CPU memcpy
+	// into one chunk, then DMA from it, chunk after chunk
+	// (DefaultPageableChunk when unset).
+	PageableChunk Param[Bytes]
+	// UVM holds the unified-memory driver's parameters.
+	UVM UVM
+}
+
+// UVM holds the parameters of NVIDIA's unified-memory driver (the
+// nvidia_uvm module of open-gpu-kernel-modules, kernel-open/nvidia-uvm)
+// for one GPU, and the cost of one fault. Zero fields take the driver's
+// defaults (the Default constants), which are also what the H200 machine
+// measured here runs with.
+type UVM struct {
+	// FaultBatch is how many fault-buffer entries the driver fetches and
+	// services as one batch (uvm_perf_fault_batch_count).
+	FaultBatch Param[int]
+	// MaxBatches is how many batches one run of the fault handler's
+	// bottom half services before it yields
+	// (uvm_perf_fault_max_batches_per_service).
+	MaxBatches Param[int]
+	// PrefetchThreshold is the percentage of a region of a 2 MiB VA
+	// block that must be resident or faulted for the tree prefetcher to
+	// migrate the whole region (uvm_perf_prefetch_threshold).
+	PrefetchThreshold Param[int]
+	// ThrashingThreshold is how many consecutive migrations of a page,
+	// each within ThrashingLapse of the last, count as thrashing
+	// (uvm_perf_thrashing_threshold).
+	ThrashingThreshold Param[int]
+	// ThrashingLapse is that window (uvm_perf_thrashing_lapse_usec).
+	ThrashingLapse Param[sim.Time]
+	// ThrashingPinLapses is how long a thrashing page stays pinned to
+	// one processor, mapped remotely by the others, in lapses
+	// (uvm_perf_thrashing_pin).
+	ThrashingPinLapses Param[int]
+	// ThrashingEpochLapses is how long without thrashing events, in
+	// lapses, before a block is no longer considered thrashing
+	// (uvm_perf_thrashing_epoch).
+	ThrashingEpochLapses Param[int]
+	// FaultLatency is the round trip of one isolated GPU fault on
+	// managed memory: the fault is raised, serviced by the driver
+	// (migration of one small region included) and replayed.
+	FaultLatency Param[sim.Time]
 }
 
 // Device is a DMA-capable device other than a GPU: on PCIe, or on an
@@ -264,6 +348,124 @@ const (
 	// the pool is a whole number of slots.
 	IOTLBSlot Bytes = 2 << 10
 )
+
+// Defaults of the optional GPU parameters. The unified-memory ones are the
+// nvidia_uvm module's own defaults (open-gpu-kernel-modules,
+// kernel-open/nvidia-uvm), which the H200 machine measured here also
+// runs with; the costs are what was measured on that machine.
+const (
+	// DefaultKernelLaunch: an empty kernel launch, measured on the H200
+	// machine (REFERENCE.md).
+	DefaultKernelLaunch = 3200 * sim.Nanosecond
+	// DefaultAllocCost: cudaMalloc and cudaFree of 2 MiB, measured on the
+	// H200 machine (REFERENCE.md).
+	DefaultAllocCost = 57 * sim.Microsecond
+	// DefaultPinCost and DefaultUnpinCost: cuMemHostRegister and
+	// cuMemHostUnregister of 1 GiB of resident pageable memory, 21.863 ms
+	// and 11.164 ms measured by dmalab probe on the H200 machine
+	// (docs/measurements/2026-11-21-h200-cli-probe.txt), per 4 KiB page.
+	DefaultPinCost   = 83400 * sim.Picosecond
+	DefaultUnpinCost = 42600 * sim.Picosecond
+	// DefaultPageableChunk is assumed: NVIDIA does not document the size
+	// of the driver's pinned staging buffers.
+	DefaultPageableChunk Bytes = 2 << 20
+	// DefaultFaultBatch is UVM_PERF_FAULT_BATCH_COUNT_DEFAULT
+	// (uvm_gpu_replayable_faults.c).
+	DefaultFaultBatch = 256
+	// DefaultMaxBatches is UVM_PERF_FAULT_MAX_BATCHES_PER_SERVICE_DEFAULT
+	// (uvm_gpu_replayable_faults.c).
+	DefaultMaxBatches = 20
+	// DefaultPrefetchThreshold is UVM_PREFETCH_THRESHOLD_DEFAULT, in
+	// percent (uvm_perf_prefetch.c).
+	DefaultPrefetchThreshold = 51
+	// DefaultThrashingThreshold, DefaultThrashingLapse,
+	// DefaultThrashingPinLapses and DefaultThrashingEpochLapses are
+	// UVM_PERF_THRASHING_THRESHOLD_DEFAULT, _LAPSE_USEC_DEFAULT,
+	// _PIN_DEFAULT and _EPOCH_DEFAULT (uvm_perf_thrashing.c).
+	DefaultThrashingThreshold   = 3
+	DefaultThrashingLapse       = 500 * sim.Microsecond
+	DefaultThrashingPinLapses   = 300
+	DefaultThrashingEpochLapses = 2000
+	// DefaultFaultLatency: the isolated-fault round trip measured by
+	// dmalab probe on the H200 machine, one GPU thread at 2 MiB stride
+	// (docs/measurements/2026-11-21-h200-cli-probe.txt).
+	DefaultFaultLatency = 21920 * sim.Nanosecond
+	// HostPage is the page size PinCost and UnpinCost are counted in.
+	HostPage Bytes = 4 << 10
+)
+
+// Limits of the unified-memory parameters, as the driver checks them: the
+// thrashing threshold is a 3-bit counter (UVM_PERF_THRASHING_THRESHOLD_MAX)
+// and the module parameters are unsigned ints.
+const (
+	MaxThrashingThreshold = 7
+	maxUint               = 1<<32 - 1
+)
+
+// Launch returns the kernel launch cost, DefaultKernelLaunch when unset.
+func (g GPU) Launch() sim.Time { return orDefault(g.KernelLaunch.V, DefaultKernelLaunch) }
+
+// Alloc returns the cost of an allocation and free, DefaultAllocCost when
+// unset.
+func (g GPU) Alloc() sim.Time { return orDefault(g.AllocCost.V, DefaultAllocCost) }
+
+// Pin returns the cost of registering one 4 KiB page, DefaultPinCost when
+// unset.
+func (g GPU) Pin() sim.Time { return orDefault(g.PinCost.V, DefaultPinCost) }
+
+// Unpin returns the cost of unregistering one 4 KiB page,
+// DefaultUnpinCost when unset.
+func (g GPU) Unpin() sim.Time { return orDefault(g.UnpinCost.V, DefaultUnpinCost) }
+
+// Chunk returns the pageable staging chunk, DefaultPageableChunk when
+// unset.
+func (g GPU) Chunk() Bytes { return orDefault(g.PageableChunk.V, DefaultPageableChunk) }
+
+// Batch returns the fault batch size, DefaultFaultBatch when unset.
+func (u UVM) Batch() int { return orDefault(u.FaultBatch.V, DefaultFaultBatch) }
+
+// Batches returns the batches per service, DefaultMaxBatches when unset.
+func (u UVM) Batches() int { return orDefault(u.MaxBatches.V, DefaultMaxBatches) }
+
+// Prefetch returns the prefetch threshold in percent,
+// DefaultPrefetchThreshold when unset.
+func (u UVM) Prefetch() int { return orDefault(u.PrefetchThreshold.V, DefaultPrefetchThreshold) }
+
+// Thrashing returns the thrashing threshold, DefaultThrashingThreshold
+// when unset.
+func (u UVM) Thrashing() int { return orDefault(u.ThrashingThreshold.V, DefaultThrashingThreshold) }
+
+// Lapse returns the thrashing lapse, DefaultThrashingLapse when unset.
+func (u UVM) Lapse() sim.Time { return orDefault(u.ThrashingLapse.V, DefaultThrashingLapse) }
+
+// PinLapses returns how many lapses a thrashing page stays pinned,
+// DefaultThrashingPinLapses when unset.
+func (u UVM) PinLapses() int { return orDefault(u.ThrashingPinLapses.V, DefaultThrashingPinLapses) }
+
+// EpochLapses returns the thrashing epoch in lapses,
+// DefaultThrashingEpochLapses when unset.
+func (u UVM) EpochLapses() int {
+	return orDefault(u.ThrashingEpochLapses.V, DefaultThrashingEpochLapses)
+}
+
+// PinTime is how long a thrashing page stays pinned: PinLapses × Lapse,
+// as the driver computes pin_ns (sim.Forever rather than overflowing).
+func (u UVM) PinTime() sim.Time { return lapses(u.Lapse(), u.PinLapses()) }
+
+// EpochTime is the thrashing epoch: EpochLapses × Lapse (sim.Forever
+// rather than overflowing).
+func (u UVM) EpochTime() sim.Time { return lapses(u.Lapse(), u.EpochLapses()) }
+
+// Fault returns the isolated-fault round trip, DefaultFaultLatency when
+// unset.
+func (u UVM) Fault() sim.Time { return orDefault(u.FaultLatency.V, DefaultFaultLatency) }
+
+func lapses(lapse sim.Time, n int) sim.Time {
+	if lapse > 0 && sim.Time(n) > sim.Forever/lapse {
+		return sim.Forever
+	}
+	return lapse * sim.Time(n)
+}
 
 // Line returns the cache line size, DefaultLineSize when unset.
 func (c CPUCache) Line() Bytes { return orDefault(c.LineSize.V, DefaultLineSize) }

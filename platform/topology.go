@@ -176,6 +176,9 @@ func (s *Spec) Uplink(name string) (parent string, link PCIeLink, err error) {
 		return x.Parent, x.Link, nil
 	case KindGPU:
 		x, _ := s.GPU(name)
+		if x.Integrated {
+			return "", PCIeLink{}, fmt.Errorf("platform %s: GPU %q is integrated: it has no upstream PCIe link (it shares node %d's DRAM)", s.Name, name, x.Node)
+		}
 		return x.Parent, x.Link, nil
 	case KindDevice:
 		x, _ := s.Device(name)
@@ -199,7 +202,10 @@ func (s *Spec) PathToRoot(name string) ([]string, error) {
 			if len(path) > len(s.Switches)+2 {
 				return nil, fmt.Errorf("platform %s: %q: cycle among switches", s.Name, name)
 			}
-			parent, _, _ := s.Uplink(at)
+			parent, _, err := s.Uplink(at)
+			if err != nil {
+				return nil, err
+			}
 			if parent == "" {
 				return nil, fmt.Errorf("platform %s: %s %q has no parent", s.Name, k, at)
 			}
@@ -217,8 +223,12 @@ func (s *Spec) PathToRoot(name string) ([]string, error) {
 }
 
 // NodeOf returns the NUMA node of a root complex, switch, GPU or device:
-// the node of the root complex at the top of its PCIe path.
+// the node of the root complex at the top of its PCIe path, or the node
+// whose DRAM an integrated GPU shares.
 func (s *Spec) NodeOf(name string) (int, error) {
+	if g, err := s.GPU(name); err == nil && g.Integrated {
+		return g.Node, nil
+	}
 	path, err := s.PathToRoot(name)
 	if err != nil {
 		return 0, err
@@ -231,10 +241,13 @@ func (s *Spec) NodeOf(name string) (int, error) {
 }
 
 // DeviceCoherent reports whether DMA by the device or GPU called name
-// snoops the CPU caches, as x86 PCIe does: false when the device has
-// noncoherent_dma or its root complex has (a GPU has only its root
-// complex's). Streaming DMA to a non-coherent device needs cache
-// maintenance; its coherent buffers are uncached.
+// snoops the CPU caches, as x86 PCIe does: false when the device or GPU
+// has noncoherent_dma or its root complex has (an integrated GPU has no
+// root complex). Streaming DMA to a non-coherent device needs cache
+// maintenance; its coherent buffers are uncached. For an integrated GPU
+// it is Tegra's I/O coherence: true from Xavier on, where pinned memory
+// is cacheable on the CPU; false before, where pinned memory is uncached
+// on the CPU as on the GPU.
 func (s *Spec) DeviceCoherent(name string) (bool, error) {
 	own := false
 	switch k := s.KindOf(name); k {
@@ -242,6 +255,11 @@ func (s *Spec) DeviceCoherent(name string) (bool, error) {
 		d, _ := s.Device(name)
 		own = d.NonCoherentDMA
 	case KindGPU:
+		g, _ := s.GPU(name)
+		if g.Integrated {
+			return !g.NonCoherentDMA, nil
+		}
+		own = g.NonCoherentDMA
 	case KindNone:
 		return false, fmt.Errorf("platform %s has no component %q: %w", s.Name, name, ErrNotFound)
 	default:
@@ -256,6 +274,25 @@ func (s *Spec) DeviceCoherent(name string) (bool, error) {
 		return false, err
 	}
 	return !own && !rc.NonCoherentDMA, nil
+}
+
+// GPUMemoryBandwidth returns the rate at which the GPU called name reaches
+// the memory it allocates from: a discrete GPU's VRAM bandwidth; for an
+// integrated GPU its vram_bandwidth when given, else its node's DRAM
+// bandwidth, which it shares with the node's CPUs and DMA either way.
+func (s *Spec) GPUMemoryBandwidth(name string) (Rate, error) {
+	g, err := s.GPU(name)
+	if err != nil {
+		return 0, err
+	}
+	if !g.Integrated || g.VRAMBandwidth.V != 0 {
+		return g.VRAMBandwidth.V, nil
+	}
+	n, err := s.Node(g.Node)
+	if err != nil {
+		return 0, err
+	}
+	return n.DRAMBandwidth.V, nil
 }
 
 // Clone returns a deep copy of s.

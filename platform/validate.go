@@ -9,12 +9,14 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/dmalab/dmalab/sim"
 )
 
 // archs are the GPU generations the model knows. Unified-memory rules
-// (pre-Pascal migration at launch, Pascal+ demand paging) key on them.
-// Integrated Tegra GPUs (Xavier, Orin) share DRAM and have no PCIe link,
-// which this Spec does not describe yet; they will join the list with it.
+// (pre-Pascal migration at launch, Pascal+ demand paging) key on them;
+// an integrated Tegra GPU (TX2: pascal, Xavier: volta, Orin: ampere)
+// names its generation too and says integrated.
 var archs = []string{"kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"}
 
 // Archs returns the GPU architectures a GPU's Arch may name, oldest first.
@@ -98,17 +100,7 @@ func validate(s *Spec, errs *errorList, lines map[string]int) {
 	}
 	v.cycles()
 	for i, g := range s.GPUs {
-		p := fmt.Sprintf("gpus[%d]", i)
-		if !slices.Contains(archs, g.Arch) {
-			v.missingOr(p+".arch", g.Arch == "", "unknown arch %q (known: %s)", g.Arch, strings.Join(archs, ", "))
-		}
-		v.parent(p+".parent", g.Parent)
-		v.link(p+".link", g.Link)
-		positive(v, p+".vram", g.VRAM)
-		positive(v, p+".vram_bandwidth", g.VRAMBandwidth)
-		positive(v, p+".bar1", g.BAR1)
-		positive(v, p+".copy_engines", g.CopyEngines)
-		nonNegative(v, p+".copy_overhead", g.CopyOverhead)
+		v.gpu(fmt.Sprintf("gpus[%d]", i), g)
 	}
 	for i, d := range s.Devices {
 		p := fmt.Sprintf("devices[%d]", i)
@@ -330,6 +322,113 @@ func (v *validator) cache(p string, c CPUCache) {
 	}
 }
 
+// gpu checks a GPU: a discrete one is placed in the PCIe tree and has
+// VRAM and a BAR1; an integrated one has none of them, only the node
+// whose DRAM it shares.
+func (v *validator) gpu(p string, g GPU) {
+	if !slices.Contains(archs, g.Arch) {
+		v.missingOr(p+".arch", g.Arch == "", "unknown arch %q (known: %s)", g.Arch, strings.Join(archs, ", "))
+	}
+	if g.Integrated {
+		if v.lines != nil && !v.present(p+".node") {
+			v.add(p+".node", "missing: want the NUMA node whose DRAM the integrated GPU shares")
+		} else {
+			v.node(p+".node", g.Node)
+		}
+		shares := fmt.Sprintf("an integrated GPU is not on PCIe: it shares node %d's DRAM", g.Node)
+		if g.Parent != "" || v.lines != nil && v.present(p+".parent") {
+			v.add(p+".parent", "want it left out: %s", shares)
+		}
+		if g.Link != (PCIeLink{}) || v.lines != nil && v.present(p+".link") {
+			v.add(p+".link", "want it left out: %s", shares)
+		}
+		if given(v, p+".vram", g.VRAM) {
+			v.add(p+".vram", "want it left out: an integrated GPU has no memory of its own; it allocates from node %d's DRAM", g.Node)
+		}
+		if given(v, p+".bar1", g.BAR1) {
+			v.add(p+".bar1", "want it left out: %s, so it has no BAR", shares)
+		}
+		if given(v, p+".vram_bandwidth", g.VRAMBandwidth) {
+			positive(v, p+".vram_bandwidth", g.VRAMBandwidth)
+			if g.Node >= 0 && g.Node < len(v.s.Nodes) {
+				if dram := v.s.Nodes[g.Node].DRAMBandwidth.V; dram > 0 && g.VRAMBandwidth.V > dram {
+					v.add(p+".vram_bandwidth", "want at most node %d's dram_bandwidth (%v), which an integrated GPU shares, got %v",
+						g.Node, dram, g.VRAMBandwidth.V)
+				}
+			}
+		}
+	} else {
+		if g.Node != 0 || v.lines != nil && v.present(p+".node") {
+			v.add(p+".node", "want it left out: a discrete GPU is on the node of its root complex (node is for an integrated GPU)")
+		}
+		v.parent(p+".parent", g.Parent)
+		v.link(p+".link", g.Link)
+		positive(v, p+".vram", g.VRAM)
+		positive(v, p+".vram_bandwidth", g.VRAMBandwidth)
+		positive(v, p+".bar1", g.BAR1)
+	}
+	positive(v, p+".copy_engines", g.CopyEngines)
+	nonNegative(v, p+".copy_overhead", g.CopyOverhead)
+	for _, c := range []struct {
+		name string
+		p    Param[sim.Time]
+		def  sim.Time
+	}{
+		{"kernel_launch", g.KernelLaunch, DefaultKernelLaunch},
+		{"alloc_cost", g.AllocCost, DefaultAllocCost},
+		{"pin_cost", g.PinCost, DefaultPinCost},
+		{"unpin_cost", g.UnpinCost, DefaultUnpinCost},
+	} {
+		v.optionalTime(p+"."+c.name, c.p, c.def)
+	}
+	if c := g.PageableChunk.V; given(v, p+".pageable_chunk", g.PageableChunk) && (c <= 0 || c%HostPage != 0) {
+		v.add(p+".pageable_chunk", "want a positive multiple of %s, a host page (leave it out for the default %s), got %s",
+			bytesText(HostPage), bytesText(DefaultPageableChunk), bytesText(c))
+	}
+	v.uvm(p+".uvm", g.UVM)
+}
+
+// optionalTime checks an optional cost: left out (zero) for its default,
+// else positive, since a given zero would silently mean the default.
+func (v *validator) optionalTime(path string, p Param[sim.Time], def sim.Time) {
+	if given(v, path, p) && !(p.V > 0) {
+		v.add(path, "must be positive (leave it out for the default %v), got %v", def, p.V)
+	}
+}
+
+// uvm checks the unified-memory driver's parameters against the ranges
+// nvidia_uvm itself accepts: a value it would refuse (and replace by its
+// default, with a warning in the kernel log) is an error here. The
+// prefetch threshold takes 1..100 as uvm_perf_prefetch.c documents it
+// ("Valid values 1-100"), though its check lets 0 through.
+func (v *validator) uvm(p string, u UVM) {
+	for _, c := range []struct {
+		name, param, unit string
+		x                 Param[int]
+		lo, hi, def       int
+	}{
+		{"fault_batch", "uvm_perf_fault_batch_count", "faults", u.FaultBatch, 1, maxUint, DefaultFaultBatch},
+		{"max_batches", "uvm_perf_fault_max_batches_per_service", "batches", u.MaxBatches, 1, maxUint, DefaultMaxBatches},
+		{"prefetch_threshold", "uvm_perf_prefetch_threshold", "percent", u.PrefetchThreshold, 1, 100, DefaultPrefetchThreshold},
+		{"thrashing_threshold", "uvm_perf_thrashing_threshold, a 3-bit count", "migrations", u.ThrashingThreshold, 1, MaxThrashingThreshold, DefaultThrashingThreshold},
+		// The driver's 0, pinned for ever, is not modelled: zero is the
+		// default here.
+		{"thrashing_pin_lapses", "uvm_perf_thrashing_pin", "lapses", u.ThrashingPinLapses, 1, maxUint, DefaultThrashingPinLapses},
+		{"thrashing_epoch_lapses", "uvm_perf_thrashing_epoch", "lapses", u.ThrashingEpochLapses, 1, maxUint, DefaultThrashingEpochLapses},
+	} {
+		path := p + "." + c.name
+		if given(v, path, c.x) && (c.x.V < c.lo || c.x.V > c.hi) {
+			v.add(path, "want %d..%d %s (%s; leave it out for the driver's default %d), got %d", c.lo, c.hi, c.unit, c.param, c.def, c.x.V)
+		}
+	}
+	if l := u.ThrashingLapse.V; given(v, p+".thrashing_lapse", u.ThrashingLapse) &&
+		(l < sim.Microsecond || l > maxUint*sim.Microsecond || l%sim.Microsecond != 0) {
+		v.add(p+".thrashing_lapse", "want a whole number of microseconds, 1us..%dus (uvm_perf_thrashing_lapse_usec; leave it out for the driver's default %v), got %v",
+			maxUint, DefaultThrashingLapse, l)
+	}
+	v.optionalTime(p+".fault_latency", u.FaultLatency, DefaultFaultLatency)
+}
+
 // dmaLimits checks what a device's driver would tell the DMA API about
 // it. The narrowest mask in use is ISA DMA's 24 bits; a segment shorter
 // than a 512-byte sector, or a boundary below a 4 KiB page, is no
@@ -357,39 +456,53 @@ func (v *validator) coherency() {
 	done := map[int]bool{}
 	check := func(kind Kind, name, parent string, own bool) {
 		rc, ok := root(parent)
-		if !ok || !own && !rc.NonCoherentDMA || rc.Node < 0 || rc.Node >= len(v.s.Nodes) || done[rc.Node] {
+		if !ok || !own && !rc.NonCoherentDMA {
 			return
 		}
-		c := v.s.Nodes[rc.Node].Cache
-		var missing []string
-		for _, f := range []struct {
-			name string
-			zero bool
-		}{
-			{"size", c.Size.V == 0}, {"writeback_cost", c.WritebackCost.V == 0},
-			{"invalidate_cost", c.InvalidateCost.V == 0}, {"uncached_rate", c.UncachedRate.V == 0},
-		} {
-			if f.zero {
-				missing = append(missing, f.name)
-			}
-		}
-		if len(missing) == 0 {
-			return
-		}
-		done[rc.Node] = true
 		why := "it has noncoherent_dma"
 		if !own {
 			why = fmt.Sprintf("root complex %q has noncoherent_dma", rc.Name)
 		}
-		v.add(fmt.Sprintf("nodes[%d].cache", rc.Node), "missing %s: %s %q on node %d does non-coherent DMA (%s), so the cost of cache maintenance and uncached access must be given",
-			strings.Join(missing, ", "), kind, name, rc.Node, why)
+		v.needCache(kind, name, rc.Node, why, done)
 	}
 	for _, d := range v.s.Devices {
 		check(KindDevice, d.Name, d.Parent, d.NonCoherentDMA)
 	}
 	for _, g := range v.s.GPUs {
-		check(KindGPU, g.Name, g.Parent, false)
+		if g.Integrated {
+			if g.NonCoherentDMA {
+				v.needCache(KindGPU, g.Name, g.Node, "it has noncoherent_dma", done)
+			}
+			continue
+		}
+		check(KindGPU, g.Name, g.Parent, g.NonCoherentDMA)
 	}
+}
+
+// needCache reports the cache parameters node lacks, once per node.
+func (v *validator) needCache(kind Kind, name string, node int, why string, done map[int]bool) {
+	if node < 0 || node >= len(v.s.Nodes) || done[node] {
+		return
+	}
+	c := v.s.Nodes[node].Cache
+	var missing []string
+	for _, f := range []struct {
+		name string
+		zero bool
+	}{
+		{"size", c.Size.V == 0}, {"writeback_cost", c.WritebackCost.V == 0},
+		{"invalidate_cost", c.InvalidateCost.V == 0}, {"uncached_rate", c.UncachedRate.V == 0},
+	} {
+		if f.zero {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	done[node] = true
+	v.add(fmt.Sprintf("nodes[%d].cache", node), "missing %s: %s %q on node %d does non-coherent DMA (%s), so the cost of cache maintenance and uncached access must be given",
+		strings.Join(missing, ", "), kind, name, node, why)
 }
 
 // rootComplexes returns a function that finds the root complex above an

@@ -245,7 +245,9 @@ func factors(spec *platform.Spec) map[string]report.Factor {
 		link(s.Name, s.Link)
 	}
 	for _, g := range spec.GPUs {
-		link(g.Name, g.Link)
+		if !g.Integrated {
+			link(g.Name, g.Link)
+		}
 	}
 	for _, d := range spec.Devices {
 		link(d.Name, d.Link)
