@@ -66,3 +66,26 @@ func (m *Machine) Copy(p *sim.Proc, op CopyOp) (Transfer, error) {
 	}
 	return t, nil
 }
+
+// CPUCopy is one CPU thread copying bytes within node's memory (a
+// memcpy): a flow that reads and writes the node's DRAM, capped at the
+// node's MemcpyRate. It blocks p until the copy is done and counts as p's
+// CPU time.
+func (m *Machine) CPUCopy(p *sim.Proc, name string, node int, bytes int64) error {
+	src, err := m.HostMemory(node)
+	if err != nil {
+		return fmt.Errorf("memcpy %s: %w", name, err)
+	}
+	if bytes < 0 {
+		return fmt.Errorf("memcpy %s: negative size %d", name, bytes)
+	}
+	route, err := m.Route(src, src)
+	if err != nil {
+		return fmt.Errorf("memcpy %s: %w", name, err)
+	}
+	start := p.Now()
+	fl := m.Fabric.Start(name, route, bytes, fabric.MaxRate(float64(m.Nodes[node].Spec.MemcpyRate.V)))
+	p.Wait(fl.Done())
+	p.Charge(p.Now() - start)
+	return nil
+}

@@ -224,3 +224,34 @@ func TestInvalidSpecRejected(t *testing.T) {
 		t.Errorf("New with a missing parent: %v", err)
 	}
 }
+
+// TestCPUCopy: a memcpy is capped at the node's one-thread rate, crosses
+// the DRAM bus twice (read and write), and is CPU time of its process.
+func TestCPUCopy(t *testing.T) {
+	m := build(t, "h200-pcie")
+	var took, cpu sim.Time
+	m.Engine.Spawn("memcpy", func(p *sim.Proc) {
+		if err := m.CPUCopy(p, "c", 0, 1<<30); err != nil {
+			t.Error(err)
+		}
+		took, cpu = p.Now(), p.CPUTime()
+	})
+	m.Engine.Run()
+	rate := float64(m.Nodes[0].Spec.MemcpyRate.V)
+	want := m.Nodes[0].Spec.DRAMLatency.V + sim.TransferTime(1<<30, rate)
+	if took < want-sim.Nanosecond || took > want+sim.Nanosecond {
+		t.Errorf("1 GiB memcpy took %v, want %v (latency + bytes at %.4g B/s)", took, want, rate)
+	}
+	if cpu != took {
+		t.Errorf("CPU time %v, want the whole copy %v", cpu, took)
+	}
+	if st := m.Fabric.Stats(m.Nodes[0].DRAM); st.Bytes[0]+st.Bytes[1] < 2*(1<<30)-1 {
+		t.Errorf("DRAM carried %v bytes, want twice the copy", st.Bytes)
+	}
+	m.Engine.Spawn("bad", func(p *sim.Proc) {
+		if m.CPUCopy(p, "x", 3, 1) == nil || m.CPUCopy(p, "y", 0, -1) == nil {
+			t.Error("bad node or size accepted")
+		}
+	})
+	m.Engine.Run()
+}

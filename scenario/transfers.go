@@ -22,9 +22,12 @@ var allPaths = []string{"pinned", "pageable", "writecombined", "registered", "ma
 // modelledPaths are the paths the transfers scenario runs today, and the
 // directions each supports, in output order.
 var modelledPaths = map[string][]string{
-	"pinned": {"h2d", "d2h", "bidir"},
-	"device": {"d2d"},
-	"peer":   {"d2d", "bidir"},
+	"pinned":        {"h2d", "d2h", "bidir"},
+	"pageable":      {"h2d", "d2h", "bidir"},
+	"writecombined": {"h2d", "d2h", "bidir"},
+	"registered":    {"h2d", "d2h", "bidir"},
+	"device":        {"d2d"},
+	"peer":          {"d2d", "bidir"},
 }
 
 var allDirections = []string{"h2d", "d2h", "bidir", "d2d"}
@@ -44,13 +47,19 @@ func init() {
 GPU's per-call overhead, waits for its copy engine, then moves as a flow over
 its route (host DRAM, socket links, root complex, PCIe switches and link, VRAM;
 NVLink for peers where there is one). Paths: pinned (page-locked host memory,
-h2d, d2h and bidir: both directions at once on two copy engines), device (a
-copy within one GPU's memory, d2d), peer (GPU to GPU, d2d, and bidir) where
-the platform has two GPUs or more. For bidir, GB/s is per direction, as
+h2d, d2h and bidir: both directions at once on two copy engines);
+writecombined and registered (host memory allocated write-combined, or
+pinned after the fact with cuMemHostRegister, whose one-time cost is not in
+the row: to a copy engine both are pinned memory); pageable (ordinary host
+memory: the driver stages it through two pinned buffers of the GPU's
+pageable_chunk, one CPU thread copying a chunk at the node's memcpy rate
+while the copy engine moves the previous one); device (a copy within one
+GPU's memory, d2d); peer (GPU to GPU, d2d, and bidir) where the platform has
+two GPUs or more. For bidir, GB/s is per direction, as
 nvbandwidth reports it. seconds is the time of one copy, overhead included.`,
 		Params: []Param{
 			{Name: "sizes", Default: defaultSizes, Help: "copy sizes, comma-separated, with units (B, KiB, MiB, GiB, TiB, or KB, MB, GB)", Check: checkSizes},
-			{Name: "paths", Default: "pinned,device,peer", Help: "paths to run: " + strings.Join(allPaths, ", "), Check: checkPaths},
+			{Name: "paths", Default: "pinned,pageable,writecombined,registered,device,peer", Help: "paths to run: " + strings.Join(allPaths, ", "), Check: checkPaths},
 			{Name: "directions", Default: strings.Join(allDirections, ","), Help: "directions to run: h2d, d2h, bidir, d2d", Check: checkDirections},
 			{Name: "gpu", Default: "0", Help: "index of the GPU to measure", Check: checkIndex},
 			{Name: "peer", Default: "1", Help: "index of the peer GPU for the peer path", Check: checkIndex},
@@ -111,7 +120,7 @@ func checkPaths(s string) error {
 	}
 	for _, p := range paths {
 		if _, ok := modelledPaths[p]; !ok {
-			return fmt.Errorf("path %q is not modelled yet (modelled: pinned, device, peer; the other host-memory types come with the GPU memory model)", p)
+			return fmt.Errorf("path %q is not modelled yet (modelled: pinned, pageable, writecombined, registered, device, peer; mapped and managed paths come with the GPU memory model)", p)
 		}
 	}
 	return nil
@@ -235,7 +244,9 @@ func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, 
 	}
 	var legs []leg
 	switch {
-	case t.path == "pinned":
+	case t.path == "pageable":
+		return measurePageable(p, m, t, g, host)
+	case t.path == "pinned", t.path == "writecombined", t.path == "registered":
 		h2d := leg{"h2d", engineFor(g, "h2d"), host, g.Memory(), g.Spec.CopyOverhead.V}
 		d2h := leg{"d2h", engineFor(g, "d2h"), g.Memory(), host, g.Spec.CopyOverhead.V}
 		switch t.dir {
@@ -276,4 +287,114 @@ func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, 
 		Name: name, Path: t.path, Direction: t.dir, Bytes: t.bytes,
 		Seconds: secs, GBps: float64(t.bytes) / secs / 1e9,
 	}, nil
+}
+
+// measurePageable is a synchronous cuMemcpy from or to pageable memory in
+// one or both directions: each direction is its own staged pipeline.
+func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU, host machine.Endpoint) (report.Row, error) {
+	name := fmt.Sprintf("%s %s %s", t.path, t.dir, report.FormatBytes(t.bytes))
+	dirs := []string{t.dir}
+	if t.dir == "bidir" {
+		dirs = []string{"h2d", "d2h"}
+	}
+	start := p.Now()
+	errs := make([]error, len(dirs))
+	var kids []*sim.Proc
+	for i, d := range dirs {
+		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
+			errs[i] = stagedCopy(q, m, name, g, host, d, t.bytes)
+		}))
+	}
+	for _, k := range kids {
+		p.Join(k)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return report.Row{}, err
+	}
+	secs := (p.Now() - start).Seconds()
+	return report.Row{Name: name, Path: t.path, Direction: t.dir, Bytes: t.bytes,
+		Seconds: secs, GBps: float64(t.bytes) / secs / 1e9}, nil
+}
+
+// stagingBuffers is how many pinned staging buffers a pageable copy
+// cycles through: two, so that the CPU fills one while the copy engine
+// drains the other (double buffering).
+const stagingBuffers = 2
+
+// stagedCopy is one direction of a pageable copy, as the CUDA driver
+// does it: the call's overhead once, then chunks of the GPU's
+// pageable_chunk through pinned staging buffers. For h2d the calling
+// thread copies a chunk from pageable memory into a free staging buffer
+// (a CPU memcpy) and hands it to the copy engine; for d2h the copy engine
+// fills a staging buffer and the thread copies it out. The two stages
+// overlap, so the slower one (usually the one-thread memcpy) sets the
+// rate.
+func stagedCopy(p *sim.Proc, m *machine.Machine, name string, g *machine.GPU, host machine.Endpoint, dir string, bytes int64) error {
+	chunk := int64(g.Spec.Chunk())
+	node := g.Node
+	en := engineFor(g, dir)
+	p.Sleep(g.Spec.CopyOverhead.V)
+	free := stagingBuffers
+	ready := []int64{} // chunks filled and waiting for the next stage
+	cond := sim.NewCond(name + " staging")
+	var dmaErr error
+	dma := func(q *sim.Proc, n int64) error {
+		src, dst := host, g.Memory()
+		if dir == "d2h" {
+			src, dst = g.Memory(), host
+		}
+		_, err := m.Copy(q, machine.CopyOp{Name: name, Engine: en, Src: src, Dst: dst, Bytes: n})
+		return err
+	}
+	nchunks := (bytes + chunk - 1) / chunk
+	size := func(i int64) int64 { return min(chunk, bytes-i*chunk) }
+	if dir == "h2d" {
+		// The copy engine drains filled buffers in order.
+		worker := p.Spawn(name+" dma", func(q *sim.Proc) {
+			for i := int64(0); i < nchunks; i++ {
+				q.WaitUntil(cond, func() bool { return len(ready) > 0 })
+				n := ready[0]
+				ready = ready[1:]
+				if err := dma(q, n); err != nil && dmaErr == nil {
+					dmaErr = err
+				}
+				free++
+				cond.Broadcast()
+			}
+		})
+		for i := int64(0); i < nchunks; i++ {
+			p.WaitUntil(cond, func() bool { return free > 0 })
+			free--
+			if err := m.CPUCopy(p, name+" stage", node, size(i)); err != nil {
+				return err
+			}
+			ready = append(ready, size(i))
+			cond.Broadcast()
+		}
+		p.Join(worker)
+		return dmaErr
+	}
+	worker := p.Spawn(name+" dma", func(q *sim.Proc) {
+		for i := int64(0); i < nchunks; i++ {
+			q.WaitUntil(cond, func() bool { return free > 0 })
+			free--
+			if err := dma(q, size(i)); err != nil && dmaErr == nil {
+				dmaErr = err
+			}
+			ready = append(ready, size(i))
+			cond.Broadcast()
+		}
+	})
+	for i := int64(0); i < nchunks; i++ {
+		p.WaitUntil(cond, func() bool { return len(ready) > 0 })
+		n := ready[0]
+		ready = ready[1:]
+		if err := m.CPUCopy(p, name+" unstage", node, n); err != nil {
+			return err
+		}
+		free++
+		cond.Broadcast()
+	}
+	p.Join(worker)
+	return dmaErr
 }

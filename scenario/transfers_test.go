@@ -101,3 +101,43 @@ func TestUnknownInputsAreUsageErrors(t *testing.T) {
 		t.Errorf("unknown platform: %v", err)
 	}
 }
+
+// TestPageableIsStaged: a pageable copy is as fast as the slower of its
+// two overlapped stages: one thread's memcpy into the staging buffers, or
+// the copy engine over the link.
+func TestPageableIsStaged(t *testing.T) {
+	r := run(t, "h200-pcie", "paths=pageable", "sizes=1GiB")
+	for _, dir := range []string{"h2d", "d2h", "bidir"} {
+		got := row(t, r, "pageable", dir, 1<<30).GBps
+		if math.Abs(got-7.405)/7.405 > 0.01 {
+			t.Errorf("pageable %s 1 GiB at %.3f GB/s, want the node's 7.405 GB/s memcpy rate", dir, got)
+		}
+	}
+	fast := run(t, "h200-pcie", "paths=pageable", "sizes=1GiB", "directions=h2d", "platform.nodes.0.memcpy_rate=100 GB/s")
+	if got := row(t, fast, "pageable", "h2d", 1<<30).GBps; got < 54 || got > 55.5 {
+		t.Errorf("with a 100 GB/s memcpy the link should bind: %.2f GB/s", got)
+	}
+	// One staging chunk: no overlap, the stages add up.
+	one := row(t, run(t, "h200-pcie", "paths=pageable", "sizes=2MiB", "directions=h2d"), "pageable", "h2d", 2<<20)
+	pinned := row(t, run(t, "h200-pcie", "paths=pinned", "sizes=2MiB", "directions=h2d"), "pinned", "h2d", 2<<20)
+	memcpy := float64(2<<20) / 7.405e9
+	if d := one.Seconds - pinned.Seconds - memcpy; d < 0 || d > 1e-6 {
+		t.Errorf("2 MiB pageable = pinned %.3g s + memcpy %.3g s + %.3g s, want under 1 µs of extra latency", pinned.Seconds, memcpy, d)
+	}
+}
+
+// TestHostMemoryTypesOnACopyEngine: to a copy engine, write-combined and
+// registered memory are pinned memory.
+func TestHostMemoryTypesOnACopyEngine(t *testing.T) {
+	r := run(t, "h200-pcie", "paths=pinned,writecombined,registered", "sizes=4KiB,256MiB")
+	for _, dir := range []string{"h2d", "d2h", "bidir"} {
+		for _, n := range []int64{4 << 10, 256 << 20} {
+			p := row(t, r, "pinned", dir, n)
+			for _, path := range []string{"writecombined", "registered"} {
+				if x := row(t, r, path, dir, n); x.Seconds != p.Seconds {
+					t.Errorf("%s %s %d: %g s, pinned %g s", path, dir, n, x.Seconds, p.Seconds)
+				}
+			}
+		}
+	}
+}

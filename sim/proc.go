@@ -132,7 +132,18 @@ func (p *Proc) Spawn(name string, body func(*Proc)) *Proc { return p.e.Spawn(nam
 // Join blocks p until child has returned.
 func (p *Proc) Join(child *Proc) { p.Wait(child.exit) }
 
-// CPUTime is the virtual time p has spent computing (in Sleep) so far.
+// Charge counts d as CPU time of p without blocking it: for work that
+// takes its time elsewhere (a memcpy that is a flow on the memory bus)
+// while p computes.
+func (p *Proc) Charge(d Time) {
+	if d < 0 {
+		panic(fmt.Sprintf("sim: %q charged a negative duration %v", p.name, d))
+	}
+	p.cpu += d
+}
+
+// CPUTime is the virtual time p has spent computing (in Sleep and Charge)
+// so far.
 func (p *Proc) CPUTime() Time { return p.cpu }
 
 // Exited completes when the process returns.
