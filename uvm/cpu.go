@@ -1,0 +1,104 @@
+package uvm
+
+import (
+	"fmt"
+
+	"github.com/dmalab/dmalab/sim"
+)
+
+// CPUAccess is a CPU thread's access to [addr, addr+size), a read or a
+// write, page by page in address order as a loop over the range would
+// touch them. On Pascal-plus every page the CPU may not access raises a
+// CPU fault (uvm_vm_fault), serviced in the thread: it migrates the page
+// to system memory, with what the prefetcher adds (the same tree, with
+// 64 KiB big pages; Linux's fault-around does not apply, as UVM's
+// vm_operations have no map_pages), unless the CPU can map where the
+// page is (AccessedBy, a preferred location, a pin on an NVLink-C2C
+// system). On pre-Pascal and Tegra, touching managed memory while a
+// kernel runs is ErrConcurrentAccess.
+func (d *Driver) CPUAccess(p *sim.Proc, addr Addr, size int64, write bool) (Access, error) {
+	a, err := d.find(addr, size)
+	if err != nil {
+		return Access{}, d.fail(p, CPU, addr, err)
+	}
+	if !d.gen.ConcurrentAccess() {
+		for _, g := range d.gpus {
+			if g.kernels > 0 {
+				return Access{}, d.fail(p, CPU, addr,
+					fmt.Errorf("%v +%#x while a kernel runs on %s (%v): %w", addr, size, g.cfg.Name, d.gen, ErrConcurrentAccess))
+			}
+		}
+	}
+	end := addr + Addr(size)
+	switch d.gen {
+	case PrePascal:
+		return d.legacyCPUAccess(p, a, addr, end, write)
+	case Tegra:
+		return d.tegraCPUAccess(a, addr, end, write), nil
+	}
+	start := p.Now()
+	var acc Access
+	for num := uint64(addr) / BlockSize; num <= (uint64(end)-1)/BlockSize; num++ {
+		lo, hi := spanPages(Addr(num*BlockSize), addr, end)
+		want := rangeMask(lo, hi)
+		for {
+			missing := want
+			if b := d.blocks[num]; b != nil {
+				ok := b.accessible(CPU, write)
+				missing.AndNot(&ok)
+			}
+			pg := missing.First()
+			if pg < 0 {
+				break
+			}
+			acc.Faults++
+			if !d.cpuFault(p, a, num, pg, write) {
+				return acc, d.fail(p, CPU, addr, ErrInvalidAddress)
+			}
+		}
+	}
+	acc.Stall = p.Now() - start
+	d.stats.FaultStall += acc.Stall
+	d.describe(&acc, CPU, addr, end)
+	return acc, nil
+}
+
+// cpuFault services one CPU fault on page pg of block num
+// (uvm_va_block_cpu_fault); false if the memory was freed meanwhile.
+func (d *Driver) cpuFault(p *sim.Proc, a *Allocation, num uint64, pg int, write bool) bool {
+	d.stats.CPUFaults++
+	if d.observed() {
+		d.emit(Event{Kind: KindFault, Time: d.eng.Now(), Proc: procName(p), Processor: CPU,
+			Addr: Addr(num*BlockSize) + Addr(pg)*PageSize, Write: write})
+	}
+	p.Sleep(d.p.CPUFaultCost)
+	if a.freed {
+		return false
+	}
+	b := d.block(a, num)
+	d.lock(p, b)
+	if ok := b.accessible(CPU, write); ok.Test(pg) {
+		d.unlock(b)
+		return true
+	}
+	h := d.thrashingHint(p, b, pg, CPU, p.Now())
+	if h.kind == hintThrottle {
+		// Throttling a CPU is sleeping in the fault handler.
+		d.unlock(b)
+		sleepUntil(p, h.until)
+		return true
+	}
+	d.serviceFaults(p, b, CPU, []faultReq{{page: pg, write: write, hint: h}})
+	d.unlock(b)
+	return true
+}
+
+// sleepUntil blocks p, idle, until t.
+func sleepUntil(p *sim.Proc, t sim.Time) {
+	if t <= p.Now() {
+		return
+	}
+	c := p.Engine().NewNamedCompletion("uvm throttle")
+	p.Engine().At(t, c.Complete)
+	p.Wait(c)
+}

@@ -1,0 +1,425 @@
+package uvm
+
+import (
+	"github.com/dmalab/dmalab/sim"
+)
+
+// selectResidency is where page pg of b should live after requester's
+// fault, and whether it is a read-duplicating copy
+// (uvm_va_block_select_residency, Pascal-plus):
+//
+//   - ReadMostly: a read (or prefetch) duplicates on the requester; a
+//     write takes the requester a copy of its own, the others invalidated.
+//   - The requester is the preferred location: it gets the page.
+//   - A pinned thrashing page goes where it is pinned.
+//   - Untouched: the preferred location if the requester can map it,
+//     else the requester (first touch).
+//   - AccessedBy the requester, and it can map the page where it is:
+//     stay there, mapped remotely.
+//   - Resident elsewhere and a preferred location the requester can map:
+//     the preferred location (mapped remotely from the requester).
+//   - Otherwise the requester: migrate.
+//
+// A choice without memory (a GPU with no managed memory) falls back to
+// the CPU (fallback), and the requester maps system memory.
+func (d *Driver) selectResidency(b *vaBlock, pg int, requester Processor, write bool, hint thrashHint) (dest Processor, dup, fallback bool) {
+	pol := b.alloc.policyAt(b.addr(pg))
+	dest, dup = d.chooseResidency(b, pg, pol, requester, write, hint)
+	if !d.hasMemory(dest) {
+		return CPU, false, true
+	}
+	return dest, dup, false
+}
+
+func (d *Driver) chooseResidency(b *vaBlock, pg int, pol *policy, requester Processor, write bool, hint thrashHint) (Processor, bool) {
+	if pol.readMostly {
+		return requester, !write
+	}
+	pl := pol.preferred
+	if requester == pl {
+		return requester, false
+	}
+	if hint.kind == hintPin {
+		return hint.residency, false
+	}
+	closest := d.closest(b.holders(pg), requester)
+	if closest == NoProcessor {
+		if pl != NoProcessor && d.canAccess(requester, pl) {
+			return pl, false
+		}
+		return requester, false
+	}
+	if pol.accessedBy.Has(requester) && d.canAccess(requester, closest) {
+		return closest, false
+	}
+	if closest != requester && pl != NoProcessor && d.canAccess(requester, pl) {
+		return pl, false
+	}
+	return requester, false
+}
+
+// faultReq is one faulted page of a block and its thrashing hint.
+type faultReq struct {
+	page  int
+	write bool
+	hint  thrashHint
+}
+
+// causeMask is a set of pages with one reason to move.
+type causeMask struct {
+	mask  PageMask
+	cause Cause
+}
+
+// serviceFaults makes the faulted pages of b accessible to requester
+// (uvm_va_block_service_locked): residency per page, the prefetcher when
+// all go to one processor, migration and mapping. b is locked by p.
+func (d *Driver) serviceFaults(p *sim.Proc, b *vaBlock, requester Processor, reqs []faultReq) {
+	n := len(b.resident)
+	dest := make([]PageMask, n)
+	var dup, pinned, advice PageMask
+	var pinProcs ProcSet
+	var firstFault = -1
+	for _, r := range reqs {
+		to, rd, fallback := d.selectResidency(b, r.page, requester, r.write, r.hint)
+		dest[to].Set(r.page)
+		if rd {
+			dup.Set(r.page)
+		}
+		switch {
+		case r.hint.kind == hintPin:
+			pinned.Set(r.page)
+			pinProcs |= r.hint.processors
+		case to != requester && !fallback:
+			advice.Set(r.page)
+		}
+		if firstFault < 0 {
+			firstFault = r.page
+		}
+	}
+	var dests []Processor
+	for q := range dest {
+		if !dest[q].Empty() {
+			dests = append(dests, Processor(q))
+		}
+	}
+	var prefetched PageMask
+	if len(dests) == 1 && !d.p.DisablePrefetch {
+		to := dests[0]
+		all := b.anyResident()
+		prefetched = PrefetchPages(PrefetchInput{
+			Pages:               b.pages,
+			Resident:            b.residentOn(to),
+			Faulted:             dest[to],
+			Thrashing:           d.thrashingPages(b),
+			Threshold:           d.p.PrefetchThreshold,
+			FirstTouchPreferred: all.Empty() && b.alloc.policyAt(b.addr(firstFault)).preferred == to,
+		})
+		for pg := prefetched.First(); pg >= 0; pg = prefetched.Next(pg + 1) {
+			if b.alloc.policyAt(b.addr(pg)).readMostly && b.holders(pg) != 0 {
+				dup.Set(pg)
+			}
+		}
+	}
+	for _, to := range dests {
+		faulted := dest[to]
+		groups := []causeMask{
+			{andNot(andNot(faulted, pinned), advice), CauseFault},
+			{and(faulted, advice), CauseAdvice},
+			{and(faulted, pinned), CauseThrashing},
+		}
+		if len(dests) == 1 {
+			groups = append(groups, causeMask{prefetched, CausePrefetcher})
+		}
+		d.makeResident(p, b, to, groups, and(dup, or(faulted, prefetched)))
+		if to != requester {
+			cause := CauseFault
+			switch {
+			case !and(faulted, pinned).Empty():
+				cause = CauseThrashing
+			case !and(faulted, advice).Empty():
+				cause = CauseAdvice
+			}
+			m := faulted
+			if len(dests) == 1 {
+				m.Or(&prefetched)
+			}
+			d.mapRemote(p, b, requester, to, m, cause)
+		}
+		if pm := and(faulted, pinned); !pm.Empty() {
+			for x := range Processor(n) {
+				if pinProcs.Has(x) && x != to && x != requester && d.canAccess(x, to) {
+					d.mapRemote(p, b, x, to, pm, CauseThrashing)
+				}
+			}
+		}
+	}
+}
+
+// makeResident makes the pages of groups resident on dest
+// (uvm_va_block_make_resident): copied from their closest holder, or
+// populated when nobody holds them. Pages in dup are read-duplicated (the
+// other copies stay); the rest end up on dest alone. Remote mappings of
+// pages whose residency changed are dropped, and AccessedBy processors
+// are mapped to the new location. b is locked by p.
+func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []causeMask, dup PageMask) {
+	var all PageMask
+	for _, g := range groups {
+		all.Or(&g.mask)
+	}
+	if all.Empty() {
+		return
+	}
+	if dest.IsGPU() {
+		d.ensureChunk(p, d.gpus[dest.GPUIndex()], b)
+	}
+	have := b.residentOn(dest)
+	need := andNot(all, have)
+	exclusive := andNot(all, dup)
+	// Exclusive pages that had several copies lose the others: a write
+	// to read-duplicated memory.
+	revoked := and(exclusive, b.shared())
+
+	// Sources: each page from its closest holder.
+	src := make([]PageMask, len(b.resident))
+	var populate PageMask
+	for pg := need.First(); pg >= 0; pg = need.Next(pg + 1) {
+		if h := b.holders(pg); h == 0 {
+			populate.Set(pg)
+		} else {
+			src[d.closest(h, dest)].Set(pg)
+		}
+	}
+	if !populate.Empty() {
+		bytes := int64(populate.Count()) * PageSize
+		if dest == CPU {
+			p.Sleep(sim.Time(populate.Count()) * d.p.CPUZeroPageCost)
+		}
+		d.stats.PopulatedBytes += bytes
+		d.migrated(p, b, groups, populate, NoProcessor, dest, false)
+	}
+	var copied PageMask
+	for q := range src {
+		if src[q].Empty() {
+			continue
+		}
+		bytes := int64(src[q].Count()) * PageSize
+		d.env.Move(p, Processor(q), dest, bytes)
+		d.migrated(p, b, groups, src[q], Processor(q), dest, !and(src[q], dup).Empty())
+		copied.Or(&src[q])
+	}
+
+	// The pages' residency changes: new copies on dest, and the other
+	// copies of exclusive pages go.
+	var changed = need
+	for q, r := range b.resident {
+		if r == nil || Processor(q) == dest {
+			continue
+		}
+		lost := and(*r, exclusive)
+		if lost.Empty() {
+			continue
+		}
+		changed.Or(&lost)
+		r.AndNot(&lost)
+		if Processor(q).IsGPU() && r.Empty() {
+			if c := b.chunk[Processor(q).GPUIndex()]; c != nil {
+				d.freeChunk(c)
+			}
+		}
+	}
+	b.residentMask(dest).Or(&all)
+	if dest.IsGPU() && !need.Empty() {
+		g := d.gpus[dest.GPUIndex()]
+		c := b.chunk[dest.GPUIndex()]
+		g.lru.remove(c)
+		g.lru.pushBack(c)
+	}
+	b.dropRemote(&changed)
+	if !revoked.Empty() {
+		d.stats.Revocations += int64(revoked.Count())
+		if d.observed() {
+			d.emit(Event{Kind: KindRevoke, Time: d.eng.Now(), Proc: procName(p), Processor: dest,
+				Addr: b.addr(revoked.First()), Bytes: int64(revoked.Count()) * PageSize})
+		}
+	}
+	d.mapAccessedBy(p, b, changed)
+
+	// Thrashing detection sees the copies made for faults and the
+	// prefetcher; user migrations and duplication reset it.
+	var detect, reset PageMask
+	for _, g := range groups {
+		m := and(g.mask, copied)
+		switch g.cause {
+		case CauseFault, CausePrefetcher, CauseAdvice:
+			em := andNot(m, dup)
+			detect.Or(&em)
+			dm := and(m, dup)
+			reset.Or(&dm)
+		case CausePrefetch:
+			reset.Or(&g.mask)
+		}
+	}
+	if !reset.Empty() {
+		d.thrashingReset(b, reset)
+	}
+	if !detect.Empty() {
+		d.thrashingMigration(p, b, detect, dest, d.eng.Now())
+	}
+}
+
+// migrated accounts pages of b that moved from src to dest (src
+// NoProcessor: populated), one event per cause.
+func (d *Driver) migrated(p *sim.Proc, b *vaBlock, groups []causeMask, pages PageMask, src, dest Processor, dup bool) {
+	for _, g := range groups {
+		m := and(g.mask, pages)
+		if m.Empty() {
+			continue
+		}
+		bytes := int64(m.Count()) * PageSize
+		if src != NoProcessor {
+			d.stats.Migrations[g.cause]++
+			d.stats.MigratedBytes[g.cause] += bytes
+			if dup {
+				d.stats.DuplicatedBytes += bytes
+			}
+		}
+		if d.observed() {
+			d.emit(Event{Kind: KindMigration, Time: d.eng.Now(), Proc: procName(p), From: src, To: dest,
+				Addr: b.addr(m.First()), Bytes: bytes, Cause: g.cause, Duplicate: dup && src != NoProcessor})
+		}
+	}
+}
+
+// mapRemote maps pages m of b, resident on to alone, in processor x's
+// page tables.
+func (d *Driver) mapRemote(p *sim.Proc, b *vaBlock, x, to Processor, m PageMask, cause Cause) {
+	on := b.residentOn(to)
+	m.And(&on)
+	s := b.shared()
+	m.AndNot(&s)
+	if m.Empty() || x == to {
+		return
+	}
+	r := b.remoteMask(x)
+	fresh := andNot(m, *r)
+	r.Or(&m)
+	if fresh.Empty() {
+		return
+	}
+	d.stats.RemoteMaps += int64(fresh.Count())
+	if d.observed() {
+		d.emit(Event{Kind: KindRemoteMap, Time: d.eng.Now(), Proc: procName(p), Processor: x, To: to,
+			Addr: b.addr(fresh.First()), Bytes: int64(fresh.Count()) * PageSize, Cause: cause})
+	}
+}
+
+// mapAccessedBy maps the AccessedBy processors of pages m of b wherever
+// each page now lives alone, when they can.
+func (d *Driver) mapAccessedBy(p *sim.Proc, b *vaBlock, m PageMask) {
+	if m.Empty() {
+		return
+	}
+	a := b.alloc
+	lo, hi := b.addr(m.First()), b.addr(b.pages)
+	for i := range a.policies {
+		s := &a.policies[i]
+		if s.accessedBy == 0 || s.end <= lo || s.start >= hi {
+			continue
+		}
+		first, end := b.pageSpan(s.start, s.end)
+		span := and(m, rangeMask(first, end))
+		if span.Empty() {
+			continue
+		}
+		for to := range Processor(len(b.resident)) {
+			on := and(span, b.residentOn(to))
+			if on.Empty() {
+				continue
+			}
+			for x := range Processor(len(b.resident)) {
+				if s.accessedBy.Has(x) && x != to && d.canAccess(x, to) {
+					d.mapRemote(p, b, x, to, on, CauseAdvice)
+				}
+			}
+		}
+	}
+}
+
+// ensureChunk gives b a root chunk of g, evicting the least recently
+// used chunk nobody holds locked when g's managed memory is full
+// (uvm_pmm_gpu_alloc_user with UVM_PMM_ALLOC_FLAGS_EVICT,
+// pick_root_chunk_to_evict).
+func (d *Driver) ensureChunk(p *sim.Proc, g *gpuState, b *vaBlock) {
+	gi := g.id.GPUIndex()
+	if b.chunk[gi] != nil {
+		return
+	}
+	for g.free == 0 {
+		victim := d.victim(g, b)
+		if victim == nil {
+			p.WaitUntil(d.unlocked, func() bool { return g.free > 0 || d.victim(g, b) != nil })
+			continue
+		}
+		d.evict(p, victim, g)
+	}
+	g.free--
+	c := &chunk{block: b, gpu: g}
+	g.lru.pushBack(c)
+	b.chunk[gi] = c
+}
+
+// victim is the least recently used chunk of g whose block nobody holds
+// (a chunk in use by a migration is pinned and off the list in PMM).
+func (d *Driver) victim(g *gpuState, except *vaBlock) *vaBlock {
+	for c := g.lru.head; c != nil; c = c.next {
+		if c.block != except && !c.block.locked {
+			return c.block
+		}
+	}
+	return nil
+}
+
+// evict moves everything vb holds on g, and only there, to system memory
+// and frees vb's chunk (evict_root_chunk: the root chunk's pages go to
+// the CPU one VA block at a time).
+func (d *Driver) evict(p *sim.Proc, vb *vaBlock, g *gpuState) {
+	d.lock(p, vb)
+	on := vb.residentOn(g.id)
+	var others PageMask
+	for q, r := range vb.resident {
+		if r != nil && Processor(q) != g.id {
+			others.Or(r)
+		}
+	}
+	only := andNot(on, others)
+	bytes := int64(only.Count()) * PageSize
+	if bytes > 0 {
+		d.env.Move(p, g.id, CPU, bytes)
+		d.stats.Migrations[CauseEviction]++
+		d.stats.MigratedBytes[CauseEviction] += bytes
+		if d.observed() {
+			d.emit(Event{Kind: KindMigration, Time: d.eng.Now(), Proc: procName(p), From: g.id, To: CPU,
+				Addr: vb.addr(only.First()), Bytes: bytes, Cause: CauseEviction})
+		}
+	}
+	vb.residentMask(CPU).Or(&only)
+	vb.resident[g.id] = nil
+	vb.dropRemote(&on)
+	d.mapAccessedBy(p, vb, on)
+	d.freeChunk(vb.chunk[g.id.GPUIndex()])
+	d.stats.Evictions++
+	d.stats.EvictedBytes += bytes
+	if d.observed() {
+		d.emit(Event{Kind: KindEviction, Time: d.eng.Now(), Proc: procName(p), From: g.id, To: CPU,
+			Addr: vb.start, Bytes: bytes})
+	}
+	d.unlock(vb)
+}
+
+func (d *Driver) freeChunk(c *chunk) {
+	g := c.gpu
+	g.lru.remove(c)
+	g.free++
+	c.block.chunk[g.id.GPUIndex()] = nil
+}
