@@ -37,6 +37,16 @@ const (
 	DeviceAccessUnmapped       = "device-access-unmapped"
 )
 
+// GPU-memory class codes: misuse of the CUDA driver API's memory, decided
+// from the cuda façade's observations (gpu.go). They are dmalab's too.
+const (
+	CPUDerefDevicePointer    = "cpu-deref-device-pointer"
+	ManagedAccessRule        = "managed-access-rule"
+	UseAfterFree             = "use-after-free"
+	KernelUnpinnedHostMemory = "kernel-unpinned-host-memory"
+	ForeignContextPointer    = "foreign-context-pointer"
+)
+
 // ClassInfo describes one diagnostic class.
 type ClassInfo struct {
 	Code     string `json:"code"`
@@ -74,6 +84,17 @@ const (
 	cCPUAccessDeviceOwned
 	cStaleRead
 	cDeviceAccessUnmapped
+	// nDMAClasses ends the DMA API's classes, which Classes lists.
+	nDMAClasses
+)
+
+// The GPU-memory classes, which GPUClasses lists.
+const (
+	cCPUDerefDevicePointer cls = nDMAClasses + iota
+	cManagedAccessRule
+	cUseAfterFree
+	cKernelUnpinnedHostMemory
+	cForeignContextPointer
 	nClasses
 )
 
@@ -147,6 +168,21 @@ var classes = [nClasses]ClassInfo{
 	cDeviceAccessUnmapped: {DeviceAccessUnmapped, Error,
 		"a device read or wrote bus addresses that no active mapping of that device covers",
 		"dmalab"},
+	cCPUDerefDevicePointer: {CPUDerefDevicePointer, Error,
+		"CPU load or store through a device pointer: VRAM of a PCIe GPU is not mapped on the CPU (SIGSEGV)",
+		"dmalab"},
+	cManagedAccessRule: {ManagedAccessRule, Error,
+		"CPU access to managed memory while a GPU without concurrent managed access (pre-Pascal, Tegra) is active: launched and not synchronised (SIGSEGV)",
+		"dmalab"},
+	cUseAfterFree: {UseAfterFree, Error,
+		"a copy, kernel, CPU access, prefetch, advice, export or free of GPU or pinned host memory after cuMemFree or cuMemFreeHost",
+		"dmalab"},
+	cKernelUnpinnedHostMemory: {KernelUnpinnedHostMemory, Error,
+		"a kernel given host memory that is not pinned and mapped: pageable, or registered without CU_MEMHOSTREGISTER_DEVICEMAP (CUDA_ERROR_ILLEGAL_ADDRESS)",
+		"dmalab"},
+	cForeignContextPointer: {ForeignContextPointer, Error,
+		"a pointer of another process, or given to a kernel from another context: its device memory on the same GPU, its non-portable registered memory",
+		"dmalab"},
 }
 
 var codeIndex = func() map[string]cls {
@@ -157,15 +193,24 @@ var codeIndex = func() map[string]cls {
 	return m
 }()
 
-// Classes lists every class, the 19 of debug.c first in REFERENCE.md's
-// order, then dmalab's own.
+// Classes lists the classes of the DMA API: the 19 of debug.c first in
+// REFERENCE.md's order, then dmalab's own three. The GPU-memory classes
+// are GPUClasses.
 func Classes() []ClassInfo {
-	out := make([]ClassInfo, nClasses)
-	copy(out, classes[:])
+	out := make([]ClassInfo, nDMAClasses)
+	copy(out, classes[:nDMAClasses])
 	return out
 }
 
-// Lookup returns the class with code.
+// GPUClasses lists the GPU-memory classes, decided from the cuda
+// façade's observations (Checker.CUDA).
+func GPUClasses() []ClassInfo {
+	out := make([]ClassInfo, nClasses-nDMAClasses)
+	copy(out, classes[nDMAClasses:])
+	return out
+}
+
+// Lookup returns the class with code, of either list.
 func Lookup(code string) (ClassInfo, bool) {
 	i, ok := codeIndex[code]
 	if !ok {

@@ -1,0 +1,121 @@
+// Package cuda is a façade shaped like the CUDA driver API (cuda.h,
+// libcuda.so) for programs that run on the model: its calls take the
+// calling thread (a sim.Proc), cost what the real calls cost, move bytes
+// over the machine's links, and fail with the CUresult values the real
+// driver returns. It sits on package gpu (the GPUs' memory, unified
+// address map, copy engines, streams and kernels) and package uvm (the
+// unified-memory driver, nvidia-uvm.ko), which it wires to the machine;
+// it reports every use of memory to observers, among them the checker
+// (package check: Checker.CUDA).
+//
+// # Real counterparts
+//
+//   - Driver is the driver after cuInit: libcuda with nvidia.ko and
+//     nvidia-uvm.ko under it. Process is a host process: its contexts
+//     and its file descriptor table (dma-buf fds). Context is a CUcontext
+//     (cuDevicePrimaryCtxRetain, cuCtxCreate, cuCtxDestroy,
+//     cuCtxSynchronize, cuCtxEnablePeerAccess); its methods are the
+//     calls made with it current.
+//   - Memory: MemAlloc / MemFree (cuMemAlloc, cuMemFree), MemAllocHost,
+//     MemHostAlloc with CU_MEMHOSTALLOC_PORTABLE, _DEVICEMAP and
+//     _WRITECOMBINED, MemFreeHost, MemHostRegister / MemHostUnregister
+//     (pinning cost per 4 KiB page, the platform's Pin and Unpin),
+//     MemHostGetDevicePointer, MemAllocManaged, MemGetInfo.
+//   - Copies: Memcpy and MemcpyAsync with unified addressing (the
+//     direction inferred from the addresses, as cuMemcpy with
+//     CU_MEMORYTYPE_UNIFIED does). A pageable copy is staged through two
+//     pinned buffers in chunks, the CPU memcpy and the DMA pipelined
+//     (StagedCopy, the pipeline the transfers scenario used).
+//   - Unified memory: MemPrefetchAsync, MemAdvise (the CUmem_advise
+//     values), CPU accesses through CPUAccess, kernels' accesses through
+//     the gpu.ManagedLaunchHandler this package installs; uvm's
+//     migrations, evictions and remote accesses move bytes as fabric
+//     flows over the machine's routes (PCIe to host, NVLink or PCIe
+//     between GPUs), sharing links with everything else.
+//   - PointerGetAttribute / PointerSetAttribute (CONTEXT, MEMORY_TYPE,
+//     DEVICE_POINTER, HOST_POINTER, SYNC_MEMOPS, BUFFER_ID, IS_MANAGED,
+//     DEVICE_ORDINAL, RANGE_START_ADDR, RANGE_SIZE, MAPPED).
+//   - MemGetHandleForAddressRange with CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD:
+//     a dma-buf object (DMABuf: size, the VRAM it covers, references,
+//     release on the last close) behind a file descriptor of the
+//     process; Dup, SendFD (SCM_RIGHTS) and Close act on it.
+//   - LaunchKernel (cuLaunchKernel of a gpu.Kernel), streams
+//     (cuStreamCreate, Synchronize, Query, WaitEvent, LaunchHostFunc,
+//     Destroy) and events (cuEventCreate, Record, Synchronize, Query,
+//     EventElapsedTime).
+//   - Result is CUresult, with cuda.h's numbers and names.
+//
+// # Time
+//
+// Each call costs what package gpu gives it (cuMemAlloc and cuMemFree
+// 28.5 µs each, an enqueue 1 µs) or what the platform says: a
+// synchronous copy the GPU's CopyOverhead (calibrated so that a pinned
+// 8 B cuMemcpyHtoD takes the 6.6 µs measured on the H200) plus the
+// route's latency and the bytes at their max-min share (machine.Copy),
+// so 256 MiB of pinned memory move at ~55.4 GB/s; a pageable copy about
+// the one-thread memcpy rate (7.4 GB/s there), paid as CPU time;
+// cuMemHostRegister the platform's Pin per 4 KiB page (21.9 ms per GiB
+// measured by the probe; REFERENCE.md's earlier 35 ms); cuMemHostAlloc
+// the same per page (assumed: the driver locks and maps each page as
+// registration does). CPU reads of write-combined memory run at the
+// node's uncached rate, CPU writes at the memcpy rate. Managed memory
+// costs what uvm's faults, batches and migrations cost, with its fault
+// batch overhead recalibrated so that an isolated fault on this machine
+// takes the platform's measured FaultLatency.
+//
+// # Errors and checking
+//
+// Misuse returns what CUDA returns (CUDA_ERROR_INVALID_VALUE,
+// CUDA_ERROR_ILLEGAL_ADDRESS, ...; ErrSegmentationFault where a real
+// program would die of SIGSEGV), and the use is reported as an
+// Observation: the call, the thread, process and context, the range,
+// what it resolved to (device, pinned, pageable, managed, freed; the
+// allocating context and process; the allocation call as provenance;
+// the call that freed it) and the error. The checker turns them into
+// diagnostics: cpu-deref-device-pointer, managed-access-rule,
+// use-after-free, kernel-unpinned-host-memory, foreign-context-pointer.
+// CUDA reports a kernel's bad access asynchronously; the model refuses
+// the launch instead, deterministically.
+//
+// # What is modelled and what is not
+//
+// Modelled: one unified address space for all processes (which lets the
+// model recognise another process's pointer), per-context ownership of
+// memory, the legacy default stream's implicit synchronisation for
+// synchronous copies, UVA host pointers as device pointers, portable and
+// mapped host allocations, write-combined CPU costs, the
+// no-concurrent-access rule of pre-Pascal and Tegra GPUs (the GPU is
+// active from a launch until a synchronisation after which nothing is
+// in flight), dma-buf export keeping freed memory alive until released.
+//
+// Not modelled: the runtime API, modules and PTX (a kernel is a
+// gpu.Kernel), memset, 2D/3D and array copies, cuMemcpyPeer's explicit
+// contexts (UVA copies cover them), IPC handles, the virtual memory
+// management API (cuMemCreate, cuMemMap), memory pools, graphs, stream
+// priorities and stream-attached managed memory (CU_MEM_ATTACH_SINGLE;
+// MemAttachHost is accepted and ignored), CU_MEMHOSTREGISTER_IOMEMORY,
+// read-only registration being enforced, sticky context errors,
+// contexts of one GPU having separate streams (they share the GPU's),
+// copies of managed memory on GPUs without concurrent managed access,
+// content versions of managed memory (its pages move by uvm's
+// bookkeeping; mem does not follow them), the VRAM managed memory uses
+// being taken from cuMemAlloc's (uvm has the whole VRAM to itself),
+// integrated GPUs (package gpu has no device memory for them yet), and
+// the dma-buf importer side (attach, map, fences).
+//
+// # Invariants
+//
+//   - Every live allocation made through the façade has one record,
+//     keyed by its buffer ID (never reused); a freed one is in the ring
+//     of the last FreedRemembered frees, or in its record until the last
+//     dma-buf of it is released.
+//   - A Process's descriptors 0-2 are never handed out; open(2)'s lowest
+//     free rule gives the rest.
+//   - No Go map is iterated: the same program gives the same
+//     observations, diagnostics and times.
+//
+// # Concurrency
+//
+// A Driver belongs to one simulation and is used from its goroutine;
+// sim runs one process at a time, so the package takes no locks.
+package cuda

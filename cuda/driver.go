@@ -1,0 +1,495 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/dmalab/dmalab/gpu"
+	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/sim"
+	"github.com/dmalab/dmalab/uvm"
+)
+
+// FreedRemembered is how many freed allocations the driver remembers, to
+// name the allocation behind a use after free (package check keeps as
+// many unmapped DMA mappings for the same reason).
+const FreedRemembered = 256
+
+// Driver is the CUDA driver of one machine (libcuda with nvidia.ko and
+// nvidia-uvm.ko under it), after cuInit: the GPUs' unified address map
+// (package gpu), the unified-memory driver (package uvm), the processes
+// that use them and their contexts. Build it with New.
+//
+// The model has one unified address space for all processes, which is
+// what lets it recognise a pointer of another process instead of
+// reading whatever lies there; and one unified-memory driver, so that
+// managed memory of all processes competes for VRAM as it does in the
+// real driver's PMM.
+type Driver struct {
+	m   *machine.Machine
+	sys *gpu.System
+	// um drives managed memory; nil when the GPUs' architecture has no
+	// unified-memory model (umErr says why).
+	um    *uvm.Driver
+	umErr error
+	gen   uvm.Generation
+
+	procs  []*Process
+	ctxs   []*Context // by ID - 1
+	allocs map[uint64]*alloc
+	// freed is a ring of the last FreedRemembered frees.
+	freed  [FreedRemembered]freedAlloc
+	nFreed int
+	// active[i]: GPU i has had a kernel launched and not synchronised
+	// since (what the no-concurrent-access rule looks at).
+	active    []bool
+	streams   [][]*Stream // per GPU: every stream made through the façade
+	coherent  []bool      // per GPU: its DMA snoops the CPU caches
+	observers []func(Observation)
+}
+
+// alloc is one allocation made through the façade.
+type alloc struct {
+	a    gpu.Allocation
+	kind MemKind
+	ctx  *Context
+	// origin is the allocating call, with its time and thread.
+	origin string
+	// flags are the CU_MEMHOSTALLOC_* or CU_MEMHOSTREGISTER_* flags of
+	// host memory, CU_MEM_ATTACH_* of managed memory.
+	flags uint32
+	// Host memory the driver allocated: its pages, and its uncached
+	// remap for write-combined (or uncached Tegra) memory.
+	pa    mem.PhysAddr
+	bytes uint64
+	remap mem.VirtAddr
+	um    *uvm.Allocation
+	// syncMemops is CU_POINTER_ATTRIBUTE_SYNC_MEMOPS.
+	syncMemops bool
+	// exports counts live dma-bufs of the range; freedBy is set when the
+	// program freed it while one was live: the memory goes with the last.
+	exports int
+	freedBy string
+}
+
+// freedAlloc is a freed allocation, remembered for provenance.
+type freedAlloc struct{ t Target }
+
+// New is cuInit on the GPUs of sys: it builds the unified-memory driver
+// for the machine's GPUs (their generation from the platform's arch, its
+// parameters from the platform's UVM section, data movement over the
+// machine's links) and installs it as sys's ManagedHandler.
+func New(sys *gpu.System) (*Driver, error) {
+	m := sys.Machine()
+	d := &Driver{
+		m: m, sys: sys, allocs: map[uint64]*alloc{},
+		active: make([]bool, len(sys.Devices)), streams: make([][]*Stream, len(sys.Devices)),
+	}
+	for _, dev := range sys.Devices {
+		c, err := m.Spec.DeviceCoherent(dev.Name)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: %w", err)
+		}
+		d.coherent = append(d.coherent, c)
+	}
+	if len(sys.Devices) == 0 {
+		return d, nil
+	}
+	um, gen, err := newUVM(d)
+	if err != nil {
+		d.umErr = err
+		return d, nil
+	}
+	d.um, d.gen = um, gen
+	sys.SetManagedHandler(&managedHandler{d: d})
+	return d, nil
+}
+
+// System is the GPU model under the driver.
+func (d *Driver) System() *gpu.System { return d.sys }
+
+// Machine is the machine.
+func (d *Driver) Machine() *machine.Machine { return d.m }
+
+// UVM is the unified-memory driver (nil when the GPUs have none).
+func (d *Driver) UVM() *uvm.Driver { return d.um }
+
+// DeviceCount is cuDeviceGetCount.
+func (d *Driver) DeviceCount() int { return len(d.sys.Devices) }
+
+// ConcurrentManagedAccess is
+// CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: the CPU may touch
+// managed memory while kernels run (Pascal and later discrete GPUs).
+func (d *Driver) ConcurrentManagedAccess() bool {
+	return d.um != nil && d.gen.ConcurrentAccess()
+}
+
+// Observe registers fn for every Observation, in order (the checker:
+// check.Checker.CUDA).
+func (d *Driver) Observe(fn func(Observation)) { d.observers = append(d.observers, fn) }
+
+// Process is a host process using the driver: the part of libcuda's
+// state that is per process (its contexts) and the part of the kernel's
+// (its file descriptors, for dma-buf handles). Its threads are the
+// sim.Procs that call its contexts' methods; it runs on NUMA node Node.
+type Process struct {
+	d       *Driver
+	name    string
+	node    int
+	primary []*Context
+	// fds is the file descriptor table: fds[i] is fd i, nil when closed;
+	// 0, 1 and 2 are taken, as stdin, stdout and stderr are.
+	fds []*DMABuf
+}
+
+// NewProcess starts a process called name whose threads run on NUMA
+// node (their CPU accesses and memcpys use that node's caches and
+// memory).
+func (d *Driver) NewProcess(name string, node int) (*Process, error) {
+	if node < 0 || node >= d.m.Mem.Nodes() {
+		return nil, fmt.Errorf("cuda: process %s on node %d: the machine has %d node(s)", name, node, d.m.Mem.Nodes())
+	}
+	for _, p := range d.procs {
+		if p.name == name {
+			return nil, fmt.Errorf("cuda: a process called %s exists", name)
+		}
+	}
+	pr := &Process{d: d, name: name, node: node, primary: make([]*Context, len(d.sys.Devices)), fds: make([]*DMABuf, 3)}
+	d.procs = append(d.procs, pr)
+	return pr, nil
+}
+
+// Name is the process's name.
+func (pr *Process) Name() string { return pr.name }
+
+// Node is the NUMA node its threads run on.
+func (pr *Process) Node() int { return pr.node }
+
+// Driver is the driver the process uses.
+func (pr *Process) Driver() *Driver { return pr.d }
+
+// PrimaryContext is cuDevicePrimaryCtxRetain: the device's primary
+// context in this process, made on first use (what the runtime API
+// uses).
+func (pr *Process) PrimaryContext(dev int) (*Context, error) {
+	if dev < 0 || dev >= len(pr.primary) {
+		return nil, failf("cuDevicePrimaryCtxRetain", ErrorInvalidDevice, "device %d of %d", dev, len(pr.primary))
+	}
+	if c := pr.primary[dev]; c != nil {
+		return c, nil
+	}
+	c := pr.d.newContext(pr, dev)
+	pr.primary[dev] = c
+	return c, nil
+}
+
+// CtxCreate is cuCtxCreate: a new context on dev, apart from the
+// primary one. Memory allocated in one context is not usable by kernels
+// of another (foreign-context-pointer).
+func (pr *Process) CtxCreate(dev int) (*Context, error) {
+	if dev < 0 || dev >= len(pr.primary) {
+		return nil, failf("cuCtxCreate", ErrorInvalidDevice, "device %d of %d", dev, len(pr.primary))
+	}
+	return pr.d.newContext(pr, dev), nil
+}
+
+// Malloc is malloc(3): size bytes of pageable memory of the process, on
+// its node, page-scattered as user memory is (mem.Vmalloc: the model's
+// host addresses are kernel addresses). The driver does not know it: a
+// copy from it is staged, a kernel may not touch it.
+func (pr *Process) Malloc(size uint64) (mem.VirtAddr, error) {
+	va, err := pr.d.m.Mem.Vmalloc(pr.node, size)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: malloc(%#x) in %s: %w", size, pr.name, err)
+	}
+	return va, nil
+}
+
+// FreePageable is free(3) of what Malloc returned.
+func (pr *Process) FreePageable(va mem.VirtAddr) error {
+	if err := pr.d.m.Mem.Vfree(va); err != nil {
+		return fmt.Errorf("cuda: free(%v) in %s: %w", va, pr.name, err)
+	}
+	return nil
+}
+
+// Context is a CUDA context: one process's use of one GPU (CUcontext).
+// Its methods are the driver API calls made with it current; p is the
+// calling thread, which pays each call's host time.
+type Context struct {
+	d       *Driver
+	proc    *Process
+	dev     *gpu.Device
+	id      int
+	primary bool
+	legacy  *Stream
+	gone    bool
+}
+
+func (d *Driver) newContext(pr *Process, dev int) *Context {
+	c := &Context{d: d, proc: pr, dev: d.sys.Devices[dev], id: len(d.ctxs) + 1}
+	c.legacy = &Stream{ctx: c, s: c.dev.DefaultStream()}
+	d.ctxs = append(d.ctxs, c)
+	if !d.hasStream(dev, c.legacy.s) {
+		d.streams[dev] = append(d.streams[dev], c.legacy)
+	}
+	return c
+}
+
+func (d *Driver) hasStream(dev int, s *gpu.Stream) bool {
+	for _, x := range d.streams[dev] {
+		if x.s == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ID is the context's number in the driver (CU_POINTER_ATTRIBUTE_CONTEXT
+// answers it), from 1.
+func (c *Context) ID() int { return c.id }
+
+// Device is the context's GPU ordinal.
+func (c *Context) Device() int { return c.dev.Index }
+
+// GPU is the context's GPU in the model.
+func (c *Context) GPU() *gpu.Device { return c.dev }
+
+// Process is the process the context belongs to.
+func (c *Context) Process() *Process { return c.proc }
+
+// Driver is the driver.
+func (c *Context) Driver() *Driver { return c.d }
+
+// check refuses calls on a destroyed context.
+func (c *Context) check(call string) error {
+	if c == nil || c.gone {
+		return failf(call, ErrorInvalidContext, "context destroyed")
+	}
+	return nil
+}
+
+// Synchronize is cuCtxSynchronize: p blocks until the GPU's work
+// enqueued so far is done (every stream of the GPU: the model's contexts
+// on one GPU share its streams' engines, and the wait covers them all).
+func (c *Context) Synchronize(p *sim.Proc) error {
+	if err := c.check("cuCtxSynchronize"); err != nil {
+		return err
+	}
+	c.dev.Synchronize(p)
+	c.d.active[c.dev.Index] = false
+	return nil
+}
+
+// synced clears the GPU's active flag when nothing is left in flight
+// after a stream or event synchronisation.
+func (d *Driver) synced(dev int) {
+	for _, s := range d.streams[dev] {
+		if !s.s.Query() {
+			return
+		}
+	}
+	d.active[dev] = false
+}
+
+// EnablePeerAccess is cuCtxEnablePeerAccess: kernels of c may then
+// access peer's device memory.
+func (c *Context) EnablePeerAccess(peer *Context) error {
+	const call = "cuCtxEnablePeerAccess"
+	if err := c.check(call); err != nil {
+		return err
+	}
+	if peer == nil || peer.gone || peer.d != c.d {
+		return failf(call, ErrorInvalidContext, "peer context")
+	}
+	return wrap(call, c.dev.EnablePeerAccess(peer.dev))
+}
+
+// MemGetInfo is cuMemGetInfo: free and total memory of the GPU.
+func (c *Context) MemGetInfo() (free, total uint64) { return c.dev.MemGetInfo() }
+
+// Destroy is cuCtxDestroy: the context's work is waited for, its memory
+// freed (device and managed memory, host memory it allocated or
+// registered), and the context can no longer be used. A primary context
+// is released (cuDevicePrimaryCtxRelease to zero) the same way.
+func (c *Context) Destroy(p *sim.Proc) error {
+	if err := c.check("cuCtxDestroy"); err != nil {
+		return err
+	}
+	c.dev.Synchronize(p)
+	for _, a := range c.d.sys.Allocations() {
+		r := c.d.allocs[a.BufferID]
+		if r == nil || r.ctx != c || r.freedBy != "" {
+			continue
+		}
+		var err error
+		switch r.kind {
+		case MemPinned:
+			if r.bytes > 0 {
+				err = c.MemFreeHost(p, r.a.HostVA)
+			} else {
+				err = c.MemHostUnregister(p, r.a.HostVA)
+			}
+		default:
+			err = c.MemFree(p, r.a.Addr)
+		}
+		if err != nil {
+			return fail("cuCtxDestroy", ResultOf(err), err)
+		}
+	}
+	c.gone = true
+	if c.proc.primary[c.dev.Index] == c {
+		c.proc.primary[c.dev.Index] = nil
+	}
+	return nil
+}
+
+// ---- resolving pointers ----
+
+// place is what a range resolved to.
+type place struct {
+	t    Target
+	a    *alloc // live allocation
+	node int    // host memory's node
+	// inside: the whole range lies in the allocation (or is mapped, for
+	// pageable memory).
+	inside bool
+}
+
+// resolve is the driver's view of [addr, addr+size): an allocation of
+// the unified address map, a recently freed one, pageable host memory,
+// or nothing.
+func (d *Driver) resolve(addr mem.GPUAddr, size uint64) place {
+	if attr, err := d.sys.PointerAttributes(addr); err == nil {
+		a := d.allocs[attr.BufferID]
+		if a == nil {
+			// Made under the façade (gpu directly): no provenance.
+			a = &alloc{a: gpu.Allocation{Addr: attr.RangeStart, Size: attr.RangeSize, Type: attr.Type,
+				Device: attr.Device, BufferID: attr.BufferID, HostVA: attr.HostPointer, Mapped: attr.Mapped}}
+			a.kind = kindOf(attr.Type)
+		}
+		pl := place{t: d.target(a), a: a, node: -1}
+		if a.freedBy != "" {
+			pl.t.Kind, pl.t.Freed, pl.a = MemFreed, a.freedBy, nil
+		}
+		end, ok := addr.Add(size)
+		pl.inside = ok && size > 0 && end <= a.a.End()
+		if a.kind == MemPinned {
+			pl.node = d.hostNode(a.a.HostVA)
+		}
+		return pl
+	}
+	for i := range min(d.nFreed, FreedRemembered) {
+		f := &d.freed[(d.nFreed-1-i)%FreedRemembered]
+		if f.t.Base <= addr && addr < f.t.Base+mem.GPUAddr(f.t.Size) {
+			end, ok := addr.Add(size)
+			return place{t: f.t, node: -1, inside: ok && end <= f.t.Base+mem.GPUAddr(f.t.Size)}
+		}
+	}
+	if size > 0 {
+		if phys, _, _, err := d.m.Mem.Translate(mem.VirtAddr(addr), size); err == nil {
+			n, ok := d.m.Mem.NodeOf(phys[0].Start)
+			if ok {
+				return place{t: Target{Kind: MemPageable, Base: addr, Size: size, Device: -1}, node: n, inside: true}
+			}
+		}
+	}
+	return place{t: Target{Kind: MemInvalid, Device: -1}, node: -1}
+}
+
+func kindOf(t gpu.MemoryType) MemKind {
+	switch t {
+	case gpu.MemoryHost:
+		return MemPinned
+	case gpu.MemoryDevice:
+		return MemDevice
+	case gpu.MemoryManaged:
+		return MemManaged
+	}
+	return MemInvalid
+}
+
+// hostNode is the NUMA node of host memory at va.
+func (d *Driver) hostNode(va mem.VirtAddr) int {
+	if pa, err := d.m.Mem.VirtToPhys(va); err == nil {
+		if n, ok := d.m.Mem.NodeOf(pa); ok {
+			return n
+		}
+	}
+	return 0
+}
+
+// target describes a live allocation.
+func (d *Driver) target(a *alloc) Target {
+	t := Target{
+		Kind: a.kind, Base: a.a.Addr, Size: a.a.Size, Device: a.a.Device, Mapped: a.a.Mapped,
+		Origin: a.origin, ConcurrentManaged: d.ConcurrentManagedAccess(),
+	}
+	if a.kind == MemPinned {
+		t.Portable = a.flags&HostAllocPortable != 0
+	}
+	if a.ctx != nil {
+		t.Context, t.Process = a.ctx.id, a.ctx.proc.name
+	}
+	for _, on := range d.active {
+		t.GPUActive = t.GPUActive || on
+	}
+	return t
+}
+
+// record enters a new allocation.
+func (d *Driver) record(c *Context, p *sim.Proc, call string, ga gpu.Allocation, kind MemKind, flags uint32) *alloc {
+	a := &alloc{a: ga, kind: kind, ctx: c, origin: origin(call, p.Now(), p), flags: flags}
+	d.allocs[ga.BufferID] = a
+	return a
+}
+
+// forget removes a freed allocation and remembers it for use after
+// free.
+func (d *Driver) forget(a *alloc, freedBy string) {
+	t := d.target(a)
+	t.Kind, t.Freed = MemFreed, freedBy
+	d.freed[d.nFreed%FreedRemembered] = freedAlloc{t: t}
+	d.nFreed++
+	delete(d.allocs, a.a.BufferID)
+}
+
+// observe reports one use of memory to the observers.
+func (c *Context) observe(p *sim.Proc, op Op, call string, addr mem.GPUAddr, size uint64, write bool, pl place, err error) {
+	if len(c.d.observers) == 0 {
+		return
+	}
+	o := Observation{
+		Op: op, Call: call, Time: p.Now(), Proc: p.Name(), Process: c.proc.name, Context: c.id,
+		Device: c.dev.Index, DeviceName: c.dev.Name, Addr: addr, Size: size, Write: write, Target: pl.t, Err: err,
+	}
+	for _, fn := range c.d.observers {
+		fn(o)
+	}
+}
+
+// foreign reports whether memory of pl may not be used by c's process
+// at all: it belongs to another process (whose pointers mean nothing
+// here; the model's one address space is what recognises them).
+func (c *Context) foreign(pl place) bool {
+	return pl.t.Process != "" && pl.t.Process != c.proc.name
+}
+
+// foreignToKernel reports whether a kernel of c may not use pl although
+// its process may: device memory of another context on the same GPU,
+// non-portable pinned memory of another context.
+func (c *Context) foreignToKernel(pl place) bool {
+	if c.foreign(pl) {
+		return true
+	}
+	if pl.t.Context == 0 || pl.t.Context == c.id {
+		return false
+	}
+	switch pl.t.Kind {
+	case MemDevice:
+		return pl.t.Device == c.dev.Index
+	case MemPinned:
+		return !pl.t.Portable
+	}
+	return false
+}

@@ -1,0 +1,144 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// StagingBuffers is how many pinned staging buffers a pageable copy
+// cycles through: two, so that the CPU fills one while the copy engine
+// drains the other (double buffering).
+const StagingBuffers = 2
+
+// Staging describes one direction of a pageable copy.
+type Staging struct {
+	// Name names the flows and processes.
+	Name string
+	GPU  *machine.GPU
+	// Engine is the copy engine; nil means StagingEngine's choice.
+	Engine *machine.Engine
+	// Host is the memory of the staging buffers (the DMA's end).
+	Host machine.Endpoint
+	// Node is the NUMA node whose memory the CPU memcpy between the
+	// pageable buffer and the staging buffers runs in (machine.CPUCopy).
+	Node int
+	// ToDevice: host to device; otherwise device to host.
+	ToDevice bool
+	Bytes    int64
+	// Overhead is the call's fixed cost, paid once before the first
+	// chunk (the GPU's CopyOverhead for a cuMemcpy).
+	Overhead sim.Time
+	// Chunk is the staging buffers' size; 0 means the GPU's
+	// PageableChunk (platform.GPU.Chunk).
+	Chunk int64
+}
+
+// StagingEngine is the copy engine a staged copy uses: host-to-device on
+// the first, device-to-host on the second when there are two or more,
+// so that the two directions run at once (gpu.Device.CopyEngine's
+// rule).
+func StagingEngine(g *machine.GPU, toDevice bool) *machine.Engine {
+	if !toDevice && len(g.CopyEngines) > 1 {
+		return g.CopyEngines[1]
+	}
+	return g.CopyEngines[0]
+}
+
+// StagedCopy is one direction of a pageable copy, as the CUDA driver
+// does it (the CUDA C++ Best Practices Guide: pageable transfers go
+// through pinned staging buffers): the call's overhead once, then chunks
+// of s.Chunk through StagingBuffers pinned buffers. To the device, the
+// calling thread copies a chunk from pageable memory into a free
+// staging buffer (a CPU memcpy, machine.CPUCopy: CPU time at the node's
+// memcpy rate) and hands it to the copy engine, which moves it (a
+// machine.Copy without overhead of its own); from the device, the
+// engine fills a staging buffer and the thread copies it out. The two
+// stages overlap, so the slower one (usually the one-thread memcpy)
+// sets the rate. It blocks p until the last byte has landed.
+//
+// It moves bytes, not content: Context.Memcpy does the memory effects.
+func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
+	if s.Bytes < 0 || s.GPU == nil {
+		return fmt.Errorf("staged copy %s: %d bytes, GPU %v", s.Name, s.Bytes, s.GPU)
+	}
+	// Checked first, so that no DMA worker is left waiting for a chunk
+	// the memcpy cannot make.
+	if _, err := m.HostMemory(s.Node); err != nil {
+		return fmt.Errorf("staged copy %s: %w", s.Name, err)
+	}
+	chunk := s.Chunk
+	if chunk <= 0 {
+		chunk = int64(s.GPU.Spec.Chunk())
+	}
+	en := s.Engine
+	if en == nil {
+		en = StagingEngine(s.GPU, s.ToDevice)
+	}
+	name := s.Name
+	p.Sleep(s.Overhead)
+	free := StagingBuffers
+	var ready []int64 // chunks filled and waiting for the next stage
+	cond := sim.NewCond(name + " staging")
+	var dmaErr error
+	dma := func(q *sim.Proc, n int64) error {
+		src, dst := s.Host, s.GPU.Memory()
+		if !s.ToDevice {
+			src, dst = dst, src
+		}
+		_, err := m.Copy(q, machine.CopyOp{Name: name, Engine: en, Src: src, Dst: dst, Bytes: n})
+		return err
+	}
+	nchunks := (s.Bytes + chunk - 1) / chunk
+	size := func(i int64) int64 { return min(chunk, s.Bytes-i*chunk) }
+	if s.ToDevice {
+		// The copy engine drains filled buffers in order.
+		worker := p.Spawn(name+" dma", func(q *sim.Proc) {
+			for range nchunks {
+				q.WaitUntil(cond, func() bool { return len(ready) > 0 })
+				n := ready[0]
+				ready = ready[1:]
+				if err := dma(q, n); err != nil && dmaErr == nil {
+					dmaErr = err
+				}
+				free++
+				cond.Broadcast()
+			}
+		})
+		for i := range nchunks {
+			p.WaitUntil(cond, func() bool { return free > 0 })
+			free--
+			if err := m.CPUCopy(p, name+" stage", s.Node, size(i)); err != nil {
+				return err
+			}
+			ready = append(ready, size(i))
+			cond.Broadcast()
+		}
+		p.Join(worker)
+		return dmaErr
+	}
+	worker := p.Spawn(name+" dma", func(q *sim.Proc) {
+		for i := range nchunks {
+			q.WaitUntil(cond, func() bool { return free > 0 })
+			free--
+			if err := dma(q, size(i)); err != nil && dmaErr == nil {
+				dmaErr = err
+			}
+			ready = append(ready, size(i))
+			cond.Broadcast()
+		}
+	})
+	for range nchunks {
+		p.WaitUntil(cond, func() bool { return len(ready) > 0 })
+		n := ready[0]
+		ready = ready[1:]
+		if err := m.CPUCopy(p, name+" unstage", s.Node, n); err != nil {
+			return err
+		}
+		free++
+		cond.Broadcast()
+	}
+	p.Join(worker)
+	return dmaErr
+}
