@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
@@ -302,7 +303,10 @@ func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU
 	var kids []*sim.Proc
 	for i, d := range dirs {
 		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
-			errs[i] = stagedCopy(q, m, name, g, host, d, t.bytes)
+			errs[i] = cuda.StagedCopy(q, m, cuda.Staging{
+				Name: name, GPU: g, Host: host, Node: g.Node,
+				ToDevice: d == "h2d", Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V,
+			})
 		}))
 	}
 	for _, k := range kids {
@@ -314,87 +318,4 @@ func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU
 	secs := (p.Now() - start).Seconds()
 	return report.Row{Name: name, Path: t.path, Direction: t.dir, Bytes: t.bytes,
 		Seconds: secs, GBps: float64(t.bytes) / secs / 1e9}, nil
-}
-
-// stagingBuffers is how many pinned staging buffers a pageable copy
-// cycles through: two, so that the CPU fills one while the copy engine
-// drains the other (double buffering).
-const stagingBuffers = 2
-
-// stagedCopy is one direction of a pageable copy, as the CUDA driver
-// does it: the call's overhead once, then chunks of the GPU's
-// pageable_chunk through pinned staging buffers. For h2d the calling
-// thread copies a chunk from pageable memory into a free staging buffer
-// (a CPU memcpy) and hands it to the copy engine; for d2h the copy engine
-// fills a staging buffer and the thread copies it out. The two stages
-// overlap, so the slower one (usually the one-thread memcpy) sets the
-// rate.
-func stagedCopy(p *sim.Proc, m *machine.Machine, name string, g *machine.GPU, host machine.Endpoint, dir string, bytes int64) error {
-	chunk := int64(g.Spec.Chunk())
-	node := g.Node
-	en := engineFor(g, dir)
-	p.Sleep(g.Spec.CopyOverhead.V)
-	free := stagingBuffers
-	ready := []int64{} // chunks filled and waiting for the next stage
-	cond := sim.NewCond(name + " staging")
-	var dmaErr error
-	dma := func(q *sim.Proc, n int64) error {
-		src, dst := host, g.Memory()
-		if dir == "d2h" {
-			src, dst = g.Memory(), host
-		}
-		_, err := m.Copy(q, machine.CopyOp{Name: name, Engine: en, Src: src, Dst: dst, Bytes: n})
-		return err
-	}
-	nchunks := (bytes + chunk - 1) / chunk
-	size := func(i int64) int64 { return min(chunk, bytes-i*chunk) }
-	if dir == "h2d" {
-		// The copy engine drains filled buffers in order.
-		worker := p.Spawn(name+" dma", func(q *sim.Proc) {
-			for i := int64(0); i < nchunks; i++ {
-				q.WaitUntil(cond, func() bool { return len(ready) > 0 })
-				n := ready[0]
-				ready = ready[1:]
-				if err := dma(q, n); err != nil && dmaErr == nil {
-					dmaErr = err
-				}
-				free++
-				cond.Broadcast()
-			}
-		})
-		for i := int64(0); i < nchunks; i++ {
-			p.WaitUntil(cond, func() bool { return free > 0 })
-			free--
-			if err := m.CPUCopy(p, name+" stage", node, size(i)); err != nil {
-				return err
-			}
-			ready = append(ready, size(i))
-			cond.Broadcast()
-		}
-		p.Join(worker)
-		return dmaErr
-	}
-	worker := p.Spawn(name+" dma", func(q *sim.Proc) {
-		for i := int64(0); i < nchunks; i++ {
-			q.WaitUntil(cond, func() bool { return free > 0 })
-			free--
-			if err := dma(q, size(i)); err != nil && dmaErr == nil {
-				dmaErr = err
-			}
-			ready = append(ready, size(i))
-			cond.Broadcast()
-		}
-	})
-	for i := int64(0); i < nchunks; i++ {
-		p.WaitUntil(cond, func() bool { return len(ready) > 0 })
-		n := ready[0]
-		ready = ready[1:]
-		if err := m.CPUCopy(p, name+" unstage", node, n); err != nil {
-			return err
-		}
-		free++
-		cond.Broadcast()
-	}
-	p.Join(worker)
-	return dmaErr
 }

@@ -25,7 +25,8 @@ diagnostics, each with its class, severity, virtual time, device, and the
 call that made the mapping concerned.
 
 Exit status: 0 when there is no diagnostic, 1 when there is any, 2 for bad
-usage or input. --classes lists every class with a one-line explanation.`)
+usage or input. --classes lists every class with a one-line explanation: the
+DMA-API classes, then those of GPU memory (the CUDA driver API façade).`)
 	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
@@ -110,7 +111,7 @@ func writeDiagnostics(e *env, name, platform string, rep *check.Report) {
 }
 
 func listClasses(e *env, asJSON bool) int {
-	cs := check.Classes()
+	cs := append(check.Classes(), check.GPUClasses()...)
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/dmalab/dmalab/check"
 )
 
 func TestCheckCommand(t *testing.T) {
@@ -48,8 +50,9 @@ func TestCheckClassesAndUsage(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "unmap-unknown") || !strings.Contains(out, "stale-read") {
 		t.Fatalf("check --classes: exit %d\n%s", code, out)
 	}
-	if n := strings.Count(out, "\n"); n != 23 { // header + 22 classes
-		t.Errorf("check --classes printed %d lines, want 23", n)
+	want := 1 + len(check.Classes()) + len(check.GPUClasses()) // header + classes
+	if n := strings.Count(out, "\n"); n != want || !strings.Contains(out, "use-after-free") {
+		t.Errorf("check --classes printed %d lines, want %d with the GPU classes", n, want)
 	}
 	for _, args := range [][]string{{"check"}, {"check", "nosuch"}, {"check", "dma-bugs", "--set", "bug=nosuch"}, {"check", "--classes", "dma-bugs"}} {
 		if code, _, errs := dmalab(t, args...); code != exitUsage || errs == "" {
