@@ -593,3 +593,15 @@ func TestSimultaneousEndsInActivationOrder(t *testing.T) {
 		t.Fatalf("end order %v, want A X B", ends)
 	}
 }
+
+// TestUnending: a flow that would end past sim.Time's range never ends,
+// and Unending says so.
+func TestUnending(t *testing.T) {
+	p := newPair(Factors{})
+	l := p.fab.Connect("slow", p.a, p.b, 1, 0, FullDuplex) // 1 B/s
+	fl := p.fab.Start("long", route(l, AtoB), 1<<62)
+	p.eng.Run()
+	if fl.Done().Done() || p.fab.Unending() != 1 {
+		t.Fatalf("done %v, unending %d", fl.Done().Done(), p.fab.Unending())
+	}
+}

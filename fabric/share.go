@@ -223,3 +223,17 @@ func (f *Fabric) checkShare() error {
 	}
 	return nil
 }
+
+// Unending counts the active flows that cannot end within the range of
+// sim.Time at their current rate (about 106 days of virtual time): a run
+// that stops with such a flow asked for more virtual time than the model
+// has, which is bad input, not a deadlock.
+func (f *Fabric) Unending() int {
+	n := 0
+	for _, fl := range f.active {
+		if fl.endAt == sim.Forever {
+			n++
+		}
+	}
+	return n
+}

@@ -22,7 +22,13 @@ func FuzzSets(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		_, err := Run(s, Options{Sets: []string{a, b}})
+		// The mapped and managed paths work page by page, as the driver
+		// does, so their cost grows with the memory they may use: cap the
+		// default platform's memories (last, so the fuzzed assignments
+		// cannot lift the cap) to keep every input well inside the
+		// fuzzer's hang limit.
+		caps := []string{"platform.nodes.0.dram=4GiB", "platform.gpus.gpu0.vram=4GiB"}
+		_, err := Run(s, Options{Sets: append([]string{a, b}, caps...)})
 		if err != nil && !errors.Is(err, ErrUsage) {
 			t.Fatalf("--set %q --set %q: %v (want success or a usage error)", a, b, err)
 		}

@@ -8,8 +8,10 @@ import (
 	"strings"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/fabric"
+	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
@@ -52,6 +54,31 @@ type Context struct {
 	Explicit map[string]bool
 	Result   *report.Result
 	Trace    *report.Trace
+
+	cuda *cuda.Driver
+}
+
+// CUDA is the machine's CUDA driver (the façade over the GPU and
+// unified-memory models), built on first use, with the checker attached
+// when the run checks. A platform whose GPUs the façade cannot drive is
+// bad input for the scenario.
+func (c *Context) CUDA() (*cuda.Driver, error) {
+	if c.cuda != nil {
+		return c.cuda, nil
+	}
+	sys, err := gpu.New(c.Machine)
+	if err != nil {
+		return nil, usagef("platform %s: %v", c.Machine.Spec.Name, err)
+	}
+	d, err := cuda.New(sys)
+	if err != nil {
+		return nil, usagef("platform %s: %v", c.Machine.Spec.Name, err)
+	}
+	if c.Checker != nil {
+		d.Observe(c.Checker.CUDA)
+	}
+	c.cuda = d
+	return d, nil
 }
 
 // ErrUsage is wrapped by errors caused by bad input (unknown scenario,

@@ -8,27 +8,31 @@ import (
 	"strings"
 
 	"github.com/dmalab/dmalab/cuda"
+	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/sim"
 )
 
 // Path names, shared with "dmalab probe" so the model and the hardware
-// print side by side. The host-memory types other than pinned arrive with
-// the GPU memory model (issue 5).
+// print side by side.
 var allPaths = []string{"pinned", "pageable", "writecombined", "registered", "mapped",
 	"managed-prefetch", "managed-fault", "managed-cpu-fault", "device", "peer"}
 
-// modelledPaths are the paths the transfers scenario runs today, and the
-// directions each supports, in output order.
+// modelledPaths are the directions each path supports, in output order.
 var modelledPaths = map[string][]string{
-	"pinned":        {"h2d", "d2h", "bidir"},
-	"pageable":      {"h2d", "d2h", "bidir"},
-	"writecombined": {"h2d", "d2h", "bidir"},
-	"registered":    {"h2d", "d2h", "bidir"},
-	"device":        {"d2d"},
-	"peer":          {"d2d", "bidir"},
+	"pinned":            {"h2d", "d2h", "bidir"},
+	"pageable":          {"h2d", "d2h", "bidir"},
+	"mapped":            {"h2d", "d2h", "bidir"},
+	"managed-prefetch":  {"h2d", "d2h"},
+	"managed-fault":     {"h2d"},
+	"managed-cpu-fault": {"d2h"},
+	"writecombined":     {"h2d", "d2h", "bidir"},
+	"registered":        {"h2d", "d2h", "bidir"},
+	"device":            {"d2d"},
+	"peer":              {"d2d", "bidir"},
 }
 
 var allDirections = []string{"h2d", "d2h", "bidir", "d2d"}
@@ -56,11 +60,17 @@ memory: the driver stages it through two pinned buffers of the GPU's
 pageable_chunk, one CPU thread copying a chunk at the node's memcpy rate
 while the copy engine moves the previous one); device (a copy within one
 GPU's memory, d2d); peer (GPU to GPU, d2d, and bidir) where the platform has
-two GPUs or more. For bidir, GB/s is per direction, as
+two GPUs or more. Through the CUDA driver model: mapped (zero-copy: a copy
+kernel reading or writing pinned host memory mapped into the GPU, over
+PCIe, no copy engine); managed-prefetch (cuMemPrefetchAsync of managed
+memory to the GPU, h2d, and back, d2h); managed-fault (a kernel streaming
+over managed memory resident on the CPU: fault-driven migration, h2d);
+managed-cpu-fault (the CPU reading managed memory resident on the GPU,
+faulting it back, d2h). For bidir, GB/s is per direction, as
 nvbandwidth reports it. seconds is the time of one copy, overhead included.`,
 		Params: []Param{
 			{Name: "sizes", Default: defaultSizes, Help: "copy sizes, comma-separated, with units (B, KiB, MiB, GiB, TiB, or KB, MB, GB)", Check: checkSizes},
-			{Name: "paths", Default: "pinned,pageable,writecombined,registered,device,peer", Help: "paths to run: " + strings.Join(allPaths, ", "), Check: checkPaths},
+			{Name: "paths", Default: strings.Join(allPaths, ","), Help: "paths to run: " + strings.Join(allPaths, ", "), Check: checkPaths},
 			{Name: "directions", Default: strings.Join(allDirections, ","), Help: "directions to run: h2d, d2h, bidir, d2d", Check: checkDirections},
 			{Name: "gpu", Default: "0", Help: "index of the GPU to measure", Check: checkIndex},
 			{Name: "peer", Default: "1", Help: "index of the peer GPU for the peer path", Check: checkIndex},
@@ -114,18 +124,7 @@ func parseList(s string, known []string, what string) ([]string, error) {
 	return out, nil
 }
 
-func checkPaths(s string) error {
-	paths, err := parseList(s, allPaths, "path")
-	if err != nil {
-		return err
-	}
-	for _, p := range paths {
-		if _, ok := modelledPaths[p]; !ok {
-			return fmt.Errorf("path %q is not modelled yet (modelled: pinned, pageable, writecombined, registered, device, peer; mapped and managed paths come with the GPU memory model)", p)
-		}
-	}
-	return nil
-}
+func checkPaths(s string) error { _, err := parseList(s, allPaths, "path"); return err }
 
 func checkDirections(s string) error { _, err := parseList(s, allDirections, "direction"); return err }
 
@@ -182,6 +181,27 @@ func runTransfers(c *Context) error {
 		}
 	}
 
+	var ctx *cuda.Context
+	if slices.ContainsFunc(paths, isCUDAPath) {
+		drv, err := c.CUDA()
+		if err != nil {
+			return err
+		}
+		proc, err := drv.NewProcess("transfers", g.Node)
+		if err != nil {
+			return err
+		}
+		if ctx, err = proc.PrimaryContext(g.Index); err != nil {
+			return err
+		}
+	}
+
+	// The mapped and managed paths allocate real buffers (pinned host
+	// memory, VRAM, managed memory first touched on the CPU), so their
+	// sizes are bounded by the memories: too large is bad input when
+	// those paths were asked for, and skipped when they only came with
+	// the default list.
+	limit := min(int64(m.Spec.Nodes[node].DRAM.V), int64(g.Spec.VRAM.V))
 	var todo []transfer
 	for _, p := range paths {
 		for _, d := range modelledPaths[p] {
@@ -189,6 +209,13 @@ func runTransfers(c *Context) error {
 				continue
 			}
 			for _, n := range sizes {
+				if isCUDAPath(p) && n > limit {
+					if c.Explicit["paths"] {
+						return usagef("path %s: %s does not fit in the memory it needs (%s: the smaller of node%d's DRAM and %s's VRAM)",
+							p, report.FormatBytes(n), report.FormatBytes(limit), node, g.Name)
+					}
+					continue
+				}
 				todo = append(todo, transfer{p, d, n})
 			}
 		}
@@ -200,7 +227,13 @@ func runTransfers(c *Context) error {
 	var runErr error
 	m.Engine.Spawn("transfers", func(p *sim.Proc) {
 		for _, t := range todo {
-			row, err := measure(p, m, t, g, peer, host)
+			var row report.Row
+			var err error
+			if isCUDAPath(t.path) {
+				row, err = measureCUDA(p, ctx, t)
+			} else {
+				row, err = measure(p, m, t, g, peer, host)
+			}
 			if err != nil {
 				runErr = err
 				return
@@ -219,6 +252,9 @@ func runTransfers(c *Context) error {
 		return runErr
 	}
 	if b := m.Engine.Blocked(); len(b) > 0 {
+		if m.Fabric.Unending() > 0 {
+			return usagef("a copy needs more virtual time than the model has (about 106 days): use smaller sizes")
+		}
 		return fmt.Errorf("transfers: model deadlocked: %s", strings.Join(b, "; "))
 	}
 	return nil
@@ -318,4 +354,117 @@ func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU
 	secs := (p.Now() - start).Seconds()
 	return report.Row{Name: name, Path: t.path, Direction: t.dir, Bytes: t.bytes,
 		Seconds: secs, GBps: float64(t.bytes) / secs / 1e9}, nil
+}
+
+// isCUDAPath says whether a path runs through the CUDA driver model
+// (kernels, unified memory) rather than straight on the copy engines.
+func isCUDAPath(path string) bool {
+	return path == "mapped" || strings.HasPrefix(path, "managed-")
+}
+
+// measureCUDA runs one measurement of a zero-copy or managed path as a
+// program would, through the CUDA driver model, and frees what it
+// allocated.
+func measureCUDA(p *sim.Proc, c *cuda.Context, t transfer) (report.Row, error) {
+	name := fmt.Sprintf("%s %s %s", t.path, t.dir, report.FormatBytes(t.bytes))
+	n := uint64(t.bytes)
+	var took sim.Time
+	var err error
+	switch t.path {
+	case "mapped":
+		took, err = zeroCopy(p, c, name, t.dir, n)
+	default:
+		took, err = managed(p, c, name, t.path, t.dir, n)
+	}
+	if err != nil {
+		return report.Row{}, fmt.Errorf("%s: %w", name, err)
+	}
+	secs := took.Seconds()
+	return report.Row{Name: name, Path: t.path, Direction: t.dir, Bytes: t.bytes,
+		Seconds: secs, GBps: float64(t.bytes) / secs / 1e9}, nil
+}
+
+// zeroCopy times a copy kernel between device memory and pinned host
+// memory mapped into the GPU (cuMemHostAlloc with DEVICEMAP): the kernel's
+// loads or stores of host memory cross PCIe; launch included.
+func zeroCopy(p *sim.Proc, c *cuda.Context, name, dir string, n uint64) (sim.Time, error) {
+	host, err := c.MemHostAlloc(p, n, cuda.HostAllocPortable|cuda.HostAllocDeviceMap)
+	if err != nil {
+		return 0, err
+	}
+	defer c.MemFreeHost(p, host)
+	hptr, err := c.MemHostGetDevicePointer(host, 0)
+	if err != nil {
+		return 0, err
+	}
+	dev, err := c.MemAlloc(p, n)
+	if err != nil {
+		return 0, err
+	}
+	defer c.MemFree(p, dev)
+	copyOf := func(src, dst mem.GPUAddr) []gpu.Access {
+		return []gpu.Access{
+			{Addr: src, Size: n, Bytes: n, Pattern: gpu.Streaming{}},
+			{Addr: dst, Size: n, Bytes: n, Pattern: gpu.Streaming{}, Write: true},
+		}
+	}
+	k := gpu.Kernel{Name: name}
+	if dir != "d2h" {
+		k.Accesses = append(k.Accesses, copyOf(hptr, dev)...)
+	}
+	if dir != "h2d" {
+		k.Accesses = append(k.Accesses, copyOf(dev, hptr)...)
+	}
+	t0 := p.Now()
+	if err := c.LaunchKernel(p, k, nil); err != nil {
+		return 0, err
+	}
+	if err := c.Synchronize(p); err != nil {
+		return 0, err
+	}
+	return p.Now() - t0, nil
+}
+
+// managed times one unified-memory movement of n bytes of a fresh
+// managed allocation: a prefetch either way, a kernel's fault-driven
+// migration to the GPU, or the CPU faulting GPU-resident pages back.
+func managed(p *sim.Proc, c *cuda.Context, name, path, dir string, n uint64) (sim.Time, error) {
+	buf, err := c.MemAllocManaged(p, n, cuda.MemAttachGlobal)
+	if err != nil {
+		return 0, err
+	}
+	defer c.MemFree(p, buf)
+	gpuIdx := c.Device()
+	// First touch on the CPU: the pages start resident in host memory.
+	if err := c.CPUAccess(p, buf, n, true); err != nil {
+		return 0, err
+	}
+	toGPU := func() error {
+		if err := c.MemPrefetchAsync(p, buf, n, gpuIdx, nil); err != nil {
+			return err
+		}
+		return c.Synchronize(p)
+	}
+	if dir == "d2h" {
+		if err := toGPU(); err != nil {
+			return 0, err
+		}
+	}
+	t0 := p.Now()
+	switch {
+	case path == "managed-prefetch" && dir == "h2d":
+		err = toGPU()
+	case path == "managed-prefetch":
+		if err = c.MemPrefetchAsync(p, buf, n, cuda.DeviceCPU, nil); err == nil {
+			err = c.Synchronize(p)
+		}
+	case path == "managed-fault":
+		k := gpu.Kernel{Name: name, Accesses: []gpu.Access{{Addr: buf, Size: n, Bytes: n, Pattern: gpu.Streaming{}}}}
+		if err = c.LaunchKernel(p, k, nil); err == nil {
+			err = c.Synchronize(p)
+		}
+	case path == "managed-cpu-fault":
+		err = c.CPUAccess(p, buf, n, false)
+	}
+	return p.Now() - t0, err
 }

@@ -141,3 +141,18 @@ func TestHostMemoryTypesOnACopyEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestPageableBulkIsContinuous: past cuda.MaxStagedChunks a pageable copy
+// is modelled in bulk; the rate must not jump at the switch, and a copy of
+// a petabyte must cost what one of gigabytes does.
+func TestPageableBulkIsContinuous(t *testing.T) {
+	r := run(t, "h200-pcie", "paths=pageable", "directions=h2d,d2h", "sizes=2GiB,2050MiB,1PiB")
+	for _, dir := range []string{"h2d", "d2h"} {
+		exact := row(t, r, "pageable", dir, 2<<30).GBps
+		for _, n := range []int64{2050 << 20, 1 << 50} {
+			if bulk := row(t, r, "pageable", dir, n).GBps; math.Abs(bulk-exact)/exact > 0.005 {
+				t.Errorf("pageable %s: %.4f GB/s chunk by chunk at 2 GiB, %.4f in bulk at %d B", dir, exact, bulk, n)
+			}
+		}
+	}
+}
