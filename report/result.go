@@ -49,6 +49,16 @@ type Row struct {
 	// P50Seconds and P99Seconds are latency percentiles per operation.
 	P50Seconds float64 `json:"p50_seconds,omitempty"`
 	P99Seconds float64 `json:"p99_seconds,omitempty"`
+	// Step numbers the rows of a sequence (kernel 1, 2, ... or pass 1,
+	// 2, ...); 0 for a setup row or a row that is not in one.
+	Step int `json:"step,omitempty"`
+	// Faults, MigratedBytes and Evictions are the unified-memory
+	// driver's work during the row: GPU page faults, bytes migrated (by
+	// faults, the prefetcher and prefetches; not evictions) and 2 MiB
+	// chunks evicted.
+	Faults        int64 `json:"faults,omitempty"`
+	MigratedBytes int64 `json:"migrated_bytes,omitempty"`
+	Evictions     int64 `json:"evictions,omitempty"`
 }
 
 // Factor is one efficiency factor and where its value comes from.
@@ -75,17 +85,22 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
 	// Columns beyond the five of a copy appear when some row has them.
-	var mode, ops, cpu, lat bool
+	var mode, ops, cpu, lat, step, um bool
 	for _, row := range r.Results {
 		mode = mode || row.Mode != ""
 		ops = ops || row.Ops != 0
 		cpu = cpu || row.CPUSeconds != 0
 		lat = lat || row.P50Seconds != 0 || row.P99Seconds != 0
+		step = step || row.Step != 0
+		um = um || row.Faults != 0 || row.MigratedBytes != 0 || row.Evictions != 0
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "path\tdirection\t"
 	if mode {
 		head += "mode\t"
+	}
+	if step {
+		head += "step\t"
 	}
 	head += "size\t"
 	if ops {
@@ -98,11 +113,17 @@ func WriteTable(w io.Writer, r *Result) error {
 	if lat {
 		head += "p50\tp99\t"
 	}
+	if um {
+		head += "faults\tmigrated\tevictions\t"
+	}
 	fmt.Fprintln(tw, head)
 	for _, row := range r.Results {
 		line := row.Path + "\t" + row.Direction + "\t"
 		if mode {
 			line += row.Mode + "\t"
+		}
+		if step {
+			line += fmt.Sprint(row.Step) + "\t"
 		}
 		line += FormatBytes(row.Bytes) + "\t"
 		if ops {
@@ -114,6 +135,9 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 		if lat {
 			line += FormatSeconds(row.P50Seconds) + "\t" + FormatSeconds(row.P99Seconds) + "\t"
+		}
+		if um {
+			line += fmt.Sprint(row.Faults) + "\t" + FormatBytes(row.MigratedBytes) + "\t" + fmt.Sprint(row.Evictions) + "\t"
 		}
 		fmt.Fprintln(tw, line)
 	}

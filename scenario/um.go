@@ -95,12 +95,6 @@ func (s umStats) minus(t umStats) umStats {
 	return umStats{s.faults - t.faults, s.migrated - t.migrated, s.evictions - t.evictions, s.evicted - t.evicted}
 }
 
-// String is how a row's name reports the driver's work.
-func (s umStats) String() string {
-	return fmt.Sprintf("%d faults, %s migrated, %d evictions (%s written back)", s.faults,
-		report.FormatBytes(s.migrated), s.evictions, report.FormatBytes(s.evicted))
-}
-
 // umGPU is a process on the GPU's node with the GPU's primary context and
 // a stream: the program of the unified-memory scenarios.
 type umGPU struct {
@@ -206,8 +200,9 @@ func umPrefetchRow(s umSample) report.Row {
 		dir, what = "h2d", "setup"
 	}
 	return report.Row{
-		Name: fmt.Sprintf("%s %s of %s: %v", s.mode, what, report.FormatBytes(s.bytes), s.umStats),
-		Path: path, Direction: dir, Mode: s.mode, Bytes: s.bytes, Ops: int64(s.step),
+		Name: fmt.Sprintf("%s %s of %s", s.mode, what, report.FormatBytes(s.bytes)),
+		Path: path, Direction: dir, Mode: s.mode, Bytes: s.bytes, Step: s.step,
+		Faults: s.faults, MigratedBytes: s.migrated, Evictions: s.evictions,
 		Seconds: s.took.Seconds(), GBps: float64(s.bytes) / s.took.Seconds() / 1e9,
 	}
 }
@@ -443,8 +438,9 @@ func umOversubRow(s umPass) report.Row {
 		dir, what = "h2d", "prefetch"
 	}
 	return report.Row{
-		Name: fmt.Sprintf("%s %gx %s of %s: %v", s.mode, s.ratio, what, report.FormatBytes(s.bytes), s.umStats),
-		Path: path, Direction: dir, Mode: s.mode, Bytes: s.bytes, Ops: int64(s.step),
+		Name: fmt.Sprintf("%s %gx %s of %s", s.mode, s.ratio, what, report.FormatBytes(s.bytes)),
+		Path: path, Direction: dir, Mode: s.mode, Bytes: s.bytes, Step: s.step,
+		Faults: s.faults, MigratedBytes: s.migrated, Evictions: s.evictions,
 		Seconds: s.took.Seconds(), GBps: float64(s.bytes) / s.took.Seconds() / 1e9,
 	}
 }

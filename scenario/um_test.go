@@ -117,7 +117,7 @@ func TestUMPrefetchRows(t *testing.T) {
 	}
 	for i, w := range want {
 		r := rows[i]
-		if r.Path != w.path || r.Direction != w.dir || r.Mode != w.mode || r.Ops != w.ops || r.Bytes != 8<<20 || r.Seconds <= 0 || r.GBps <= 0 || r.Name == "" {
+		if r.Path != w.path || r.Direction != w.dir || r.Mode != w.mode || int64(r.Step) != w.ops || r.Bytes != 8<<20 || r.Seconds <= 0 || r.GBps <= 0 || r.Name == "" {
 			t.Errorf("row %d: %+v, want %+v", i, r, w)
 		}
 	}
