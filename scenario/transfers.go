@@ -63,9 +63,10 @@ GPU's memory, d2d); peer (GPU to GPU, d2d, and bidir) where the platform has
 two GPUs or more. Through the CUDA driver model: mapped (zero-copy: a copy
 kernel reading or writing pinned host memory mapped into the GPU, over
 PCIe, no copy engine); managed-prefetch (cuMemPrefetchAsync of managed
-memory to the GPU, h2d, and back, d2h); managed-fault (a kernel streaming
-over managed memory resident on the CPU: fault-driven migration, h2d);
-managed-cpu-fault (the CPU reading managed memory resident on the GPU,
+memory to the GPU, h2d, and back, d2h); managed-fault (a kernel touching every
+4 KiB page of managed memory resident on the CPU, as the probe's page-touch
+kernel does: fault-driven migration, h2d); managed-cpu-fault (the CPU
+reading a word of every page of managed memory resident on the GPU,
 faulting it back, d2h). For bidir, GB/s is per direction, as
 nvbandwidth reports it. seconds is the time of one copy, overhead included.`,
 		Params: []Param{
@@ -459,12 +460,19 @@ func managed(p *sim.Proc, c *cuda.Context, name, path, dir string, n uint64) (si
 			err = c.Synchronize(p)
 		}
 	case path == "managed-fault":
-		k := gpu.Kernel{Name: name, Accesses: []gpu.Access{{Addr: buf, Size: n, Bytes: n, Pattern: gpu.Streaming{}}}}
+		// The probe's page-touch kernel: many threads, one 4-byte read
+		// per 4 KiB page.
+		pages := (n + mem.PageSize - 1) / mem.PageSize
+		k := gpu.Kernel{Name: name, Accesses: []gpu.Access{{Addr: buf, Size: n, Bytes: pages * 4,
+			Pattern: gpu.Strided{Stride: mem.PageSize, Elem: 4}}}}
 		if err = c.LaunchKernel(p, k, nil); err == nil {
 			err = c.Synchronize(p)
 		}
 	case path == "managed-cpu-fault":
-		err = c.CPUAccess(p, buf, n, false)
+		// As the probe does: the CPU reads one word of every page.
+		for off := uint64(0); off < n && err == nil; off += mem.PageSize {
+			err = c.CPUAccess(p, buf+mem.GPUAddr(off), 8, false)
+		}
 	}
 	return p.Now() - t0, err
 }
