@@ -215,7 +215,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown key", []string{"run", "--set", "colour=blue"}, "unknown key"},
 		{"set without =", []string{"run", "--set", "sizes"}, "want key=value"},
 		{"bad size", []string{"run", "--set", "sizes=12 parsecs"}, "sizes"},
-		{"unmodelled path", []string{"run", "--set", "paths=managed-fault"}, "not modelled yet"},
+		{"unknown path", []string{"run", "--set", "paths=teleport"}, "unknown path"},
 		{"bad seed", []string{"run", "--set", "seed=-1"}, "seed"},
 		{"bad platform key", []string{"run", "--set", "platform.gpus.gpu0.nosuch=1"}, "nosuch"},
 		{"bad platform value", []string{"run", "--set", "platform.gpus.gpu0.vram=-3 GiB"}, "vram"},
