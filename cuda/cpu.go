@@ -16,14 +16,18 @@ import (
 //
 //   - pageable and pinned host memory: a CPU access through mem on the
 //     process's node (caches, content versions; the memcpy rate);
-//   - write-combined pinned memory: loads are uncached (the node's
-//     uncached rate: slow); stores stream through the write-combining
-//     buffers at the memcpy rate (mem has no write-combining attribute,
-//     so the store is made uncached at no cost and charged here);
+//   - write-combined pinned memory, and pinned memory of an integrated
+//     GPU without I/O coherence (uncached on the CPU, tegra.go): loads
+//     are uncached (the node's uncached rate: slow); stores stream
+//     through the write-combining buffers at the memcpy rate (mem has no
+//     write-combining attribute, so the store is made uncached at no
+//     cost and charged here);
 //   - managed memory: the unified-memory driver's CPU fault path
 //     (uvm.Driver.CPUAccess: pages not accessible fault and migrate to
 //     system memory), then the bytes at the memcpy rate. Its content is
-//     not followed by versions.
+//     not followed by versions, except on an integrated GPU, where it is
+//     one range of DRAM that the CPU reaches through its cached mapping
+//     (mem: caches, versions, cost).
 //
 // Where a real program would die of SIGSEGV it returns
 // ErrSegmentationFault and the checker is told: a device pointer (the
@@ -76,9 +80,25 @@ func (c *Context) CPUAccess(p *sim.Proc, addr mem.GPUAddr, size uint64, write bo
 			}
 			return fail(call, resultOf(err), err)
 		}
+		if phys := c.d.managedPhys(addr, size); phys != nil {
+			// Tegra: the one copy in DRAM, through the CPU's cached
+			// mapping (the linear map), at mem's cost.
+			for _, r := range phys {
+				va := m.PhysToVirt(r.Start)
+				if write {
+					m.Write(p, node, va, r.Size)
+				} else if a := m.Read(p, node, va, r.Size); a.Err != nil {
+					return segv(addr, size, write, a.Err.Error())
+				}
+			}
+			if write {
+				c.d.markDirty(phys, false)
+			}
+			return nil
+		}
 		p.Sleep(sim.TransferTime(float64(size), memcpyRate(c.d.m.Spec, node)))
 		return nil
-	case write && pl.a != nil && pl.a.flags&HostAllocWriteCombined != 0 && pl.a.bytes > 0:
+	case write && pl.a != nil && pl.a.remap != 0:
 		if m.Write(nil, node, va, size) == 0 {
 			return segv(addr, size, write, "mem refused the store")
 		}

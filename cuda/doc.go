@@ -100,8 +100,18 @@
 // content versions of managed memory (its pages move by uvm's
 // bookkeeping; mem does not follow them), the VRAM managed memory uses
 // being taken from cuMemAlloc's (uvm has the whole VRAM to itself),
-// integrated GPUs (package gpu has no device memory for them yet), and
-// the dma-buf importer side (attach, map, fences).
+// and the dma-buf importer side (attach, map, fences).
+//
+// # Integrated GPUs
+//
+// Tegra (jetson-orin, jetson-tx2) follows NVIDIA's CUDA for Tegra
+// application note (tegra.go): device, pinned and managed memory in the
+// same DRAM; pinned memory uncached on the CPU before Xavier;
+// cuMemHostRegister only with I/O coherence; managed memory never
+// migrated, made coherent by CPU cache maintenance at kernel launch and
+// completion where the GPU does not snoop, never touched by the CPU
+// while the GPU is active; no cuMemPrefetchAsync, dma-buf export or
+// peer access.
 //
 // # Invariants
 //

@@ -46,6 +46,9 @@ type Driver struct {
 	streams   [][]*Stream // per GPU: every stream made through the façade
 	coherent  []bool      // per GPU: its DMA snoops the CPU caches
 	observers []func(Observation)
+	// tegra is the managed memory awaiting cache maintenance on an
+	// integrated GPU (tegra.go).
+	tegra tegraState
 }
 
 // alloc is one allocation made through the façade.
@@ -102,6 +105,15 @@ func New(sys *gpu.System) (*Driver, error) {
 	}
 	d.um, d.gen = um, gen
 	sys.SetManagedHandler(&managedHandler{d: d})
+	if gen == uvm.Tegra {
+		// Managed memory going back to the node must not be cleaned or
+		// invalidated later on someone else's behalf.
+		sys.OnFree(func(_ *sim.Proc, a gpu.Allocation) {
+			if a.Type == gpu.MemoryManaged {
+				d.forgetDirty(d.managedPhys(a.Addr, a.Size))
+			}
+		})
+	}
 	return d, nil
 }
 

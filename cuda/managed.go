@@ -172,16 +172,11 @@ func (e umEnv) Move(p *sim.Proc, from, to uvm.Processor, bytes int64) {
 }
 
 // CacheMaintenance is the CPU cleaning or invalidating bytes of managed
-// memory line by line at the integrated GPU's node's per-line cost.
+// memory line by line at the integrated GPU's node's per-line cost, and
+// in mem over the pages written since; nothing on an I/O-coherent GPU
+// (tegraMaintain).
 func (e umEnv) CacheMaintenance(p *sim.Proc, op uvm.CacheOp, bytes int64) {
-	n := e.d.m.Spec.Nodes[e.d.m.GPUs[0].Node]
-	line := int64(n.Cache.Line())
-	lines := (bytes + line - 1) / line
-	cost := n.Cache.WritebackCost.V
-	if op == uvm.CacheInvalidate {
-		cost = n.Cache.InvalidateCost.V
-	}
-	p.Sleep(sim.Time(lines) * cost)
+	e.d.tegraMaintain(p, op, bytes)
 }
 
 // procMemory is where processor x keeps managed pages: a GPU's VRAM, or
@@ -230,6 +225,9 @@ func (h *managedHandler) GPUAccess(p *sim.Proc, g int, addr mem.GPUAddr, size ui
 	if err != nil {
 		return // reported by uvm as a KindError event
 	}
+	if write && d.integrated(g) {
+		d.markDirty(d.managedPhys(addr, size), true)
+	}
 	d.moveAccess(p, g, acc, size, write)
 }
 
@@ -237,7 +235,9 @@ func (h *managedHandler) BeforeKernel(p *sim.Proc, g int) { h.d.um.KernelLaunch(
 func (h *managedHandler) AfterKernel(p *sim.Proc, g int)  { h.d.um.KernelComplete(p, g) }
 
 // moveAccess moves a kernel's bytes of a managed access once the pages
-// are where uvm put them: the local part over the GPU's VRAM bus, the
+// are where uvm put them: the local part over the GPU's VRAM bus (an
+// integrated GPU's: its port into the memory controller and the node's
+// DRAM bus, gpu.Device.LocalRoute, where Tegra's managed memory is), the
 // remotely mapped part over the route from where it lives (acc.Where,
 // or system memory when the first byte was local: uvm names one
 // holder).
@@ -247,11 +247,10 @@ func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, size uint64, wri
 	remote := min(uint64(max(acc.RemoteBytes, 0)), size)
 	var waits []*sim.Completion
 	if local := size - remote; local > 0 {
-		dir := fabric.BtoA
-		if write {
-			dir = fabric.AtoB
+		r, err := d.sys.Devices[g].LocalRoute(write)
+		if err != nil {
+			panic(fmt.Sprintf("cuda: %s managed access: %v", gp.Name, err))
 		}
-		r := fabric.Route{Hops: []fabric.Hop{{Link: gp.VRAM, Dir: dir, Weight: 1}}}
 		waits = append(waits, m.Fabric.Start(gp.Name+" managed", r, int64(local)).Done())
 	}
 	if remote > 0 {

@@ -7,7 +7,6 @@ import (
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
-	"github.com/dmalab/dmalab/uvm"
 )
 
 // cuMemHostAlloc's flags (CU_MEMHOSTALLOC_*).
@@ -159,11 +158,7 @@ func (c *Context) memHostAlloc(p *sim.Proc, call string, size uint64, flags uint
 		}
 		return 0, fail(call, ErrorInvalidValue, err)
 	}
-	uncached := flags&HostAllocWriteCombined != 0
-	if c.d.um != nil && c.d.gen == uvm.Tegra {
-		cpuCached, _ := uvm.PinnedCacheability(c.d.gen, c.d.coherent[c.dev.Index])
-		uncached = uncached || !cpuCached
-	}
+	uncached := flags&HostAllocWriteCombined != 0 || c.d.pinnedUncached(c.dev.Index)
 	va := m.PhysToVirt(pa)
 	var remap mem.VirtAddr
 	if uncached {
@@ -242,7 +237,9 @@ func (c *Context) MemFreeHost(p *sim.Proc, va mem.VirtAddr) error {
 // HostRegisterPortable. A range overlapping registered or driver
 // memory is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED; an unmapped one
 // or unknown flags CUDA_ERROR_INVALID_VALUE; HostRegisterIOMemory
-// CUDA_ERROR_NOT_SUPPORTED.
+// CUDA_ERROR_NOT_SUPPORTED, and so is any registration on an integrated
+// GPU without I/O coherence (Tegra before Xavier: "supported only on I/O
+// coherent platforms", CUDA for Tegra).
 func (c *Context) MemHostRegister(p *sim.Proc, va mem.VirtAddr, size uint64, flags uint32) error {
 	const call = "cuMemHostRegister"
 	if err := c.check(call); err != nil {
@@ -254,6 +251,10 @@ func (c *Context) MemHostRegister(p *sim.Proc, va mem.VirtAddr, size uint64, fla
 		return failf(call, ErrorInvalidValue, "size %#x, flags %#x", size, flags)
 	case flags&HostRegisterIOMemory != 0:
 		return failf(call, ErrorNotSupported, "CU_MEMHOSTREGISTER_IOMEMORY is not modelled")
+	case c.d.integrated(c.dev.Index) && !c.d.coherent[c.dev.Index]:
+		// CUDA for Tegra, I/O Coherency: cuMemHostRegister is supported
+		// only on I/O coherent platforms (Xavier on).
+		return failf(call, ErrorNotSupported, "%s is integrated without I/O coherence (CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED is 0)", c.dev.Name)
 	}
 	gflags := gpu.HostRegistered
 	if flags&HostRegisterPortable != 0 {

@@ -45,8 +45,12 @@ const (
 // BAR space might be shared"): each BAR page is counted once per VRAM
 // page however many mappings hold it, and returns to the free space
 // when the last of them is unmapped.
+//
+// An integrated GPU has no BAR1 (no PCIe link, no VRAM): its Aperture
+// is empty, and Map and Unmap are ErrNotSupported (noAperture).
 type Aperture struct {
 	dev      *Device
+	none     bool // an integrated GPU's: no BAR1
 	base     mem.PhysAddr
 	size     uint64 // whole pages
 	reserved uint64 // whole pages, at the start
@@ -96,7 +100,7 @@ func (a *Aperture) Reserved() uint64 { return a.reserved }
 
 // CoversVRAM reports whether the aperture can map all of VRAM at once
 // (resizable or large BAR).
-func (a *Aperture) CoversVRAM() bool { return a.size-a.reserved >= a.dev.total }
+func (a *Aperture) CoversVRAM() bool { return !a.none && a.size-a.reserved >= a.dev.total }
 
 // BAR1MemoryInfo is nvmlDeviceGetBAR1MemoryInfo's answer (nvidia-smi
 // -q, "BAR1 Memory Usage"): Used counts the driver's reserve and every
@@ -107,6 +111,9 @@ type BAR1MemoryInfo struct {
 
 // Info is the aperture's accounting.
 func (a *Aperture) Info() BAR1MemoryInfo {
+	if a.none {
+		return BAR1MemoryInfo{}
+	}
 	free := a.slots.size * BARPageSize
 	return BAR1MemoryInfo{Total: a.size, Used: a.size - free, Free: free}
 }
@@ -136,10 +143,14 @@ type BARMapping struct {
 // memory of the same 2 MiB chunk, as on the hardware. Pages already
 // mapped (for any mapping of the same VRAM) are shared; new ones take
 // free BAR space, and if there is not enough, nothing is mapped and the
-// error is ErrBARExhausted. The cost of pinning is the caller's
+// error is ErrBARExhausted. An integrated GPU has no BAR1:
+// ErrNotSupported. The cost of pinning is the caller's
 // (GPUDirect's nvidia_p2p_get_pages, gdrcopy's pin).
 func (a *Aperture) Map(addr mem.GPUAddr, size uint64) (*BARMapping, error) {
 	d := a.dev
+	if a.none {
+		return nil, fmt.Errorf("gpu: %s: BAR1 map [%v +%#x]: an integrated GPU has no BAR1: %w", d.Name, addr, size, ErrNotSupported)
+	}
 	b, err := d.sys.resolve(addr, size)
 	if err != nil {
 		return nil, fmt.Errorf("gpu: %s: BAR1 map: %w", d.Name, err)
@@ -193,8 +204,12 @@ func (a *Aperture) Map(addr mem.GPUAddr, size uint64) (*BARMapping, error) {
 }
 
 // Unmap releases m's pages; those no other mapping holds return to the
-// free space. Unmapping twice is ErrInvalidValue.
+// free space. Unmapping twice is ErrInvalidValue; on an integrated GPU
+// every Unmap is ErrNotSupported.
 func (a *Aperture) Unmap(m *BARMapping) error {
+	if a.none {
+		return fmt.Errorf("gpu: %s: BAR1 unmap: an integrated GPU has no BAR1: %w", a.dev.Name, ErrNotSupported)
+	}
 	if m == nil || m.ap != a || !m.live {
 		return fmt.Errorf("gpu: %s: BAR1 unmap: not a live mapping of this aperture: %w", a.dev.Name, ErrInvalidValue)
 	}
@@ -220,6 +235,9 @@ func (m *BARMapping) Live() bool { return m.live }
 // the aperture reaches. False for the driver's reserve and for pages
 // not mapped now.
 func (a *Aperture) Translate(pa mem.PhysAddr) (mem.PhysAddr, bool) {
+	if a.none {
+		return 0, false
+	}
 	if pa < a.base || uint64(pa-a.base) >= a.size {
 		return 0, false
 	}

@@ -47,8 +47,12 @@ type Device struct {
 	Index int
 	Name  string
 	GPU   *machine.GPU
-	// coherent says the GPU's DMA snoops the CPU caches (x86 PCIe).
+	// coherent says the GPU's DMA snoops the CPU caches (x86 PCIe;
+	// Tegra from Xavier on).
 	coherent bool
+	// integrated says the GPU is part of an SoC (Tegra) and has no VRAM:
+	// its device memory is pages of its node's DRAM (integrated.go).
+	integrated bool
 
 	// vaBase..vaEnd is the GPU's device-memory window; va allocates
 	// chunks in it.
@@ -57,7 +61,7 @@ type Device struct {
 	// chunks are the VRAM chunks (2 MiB or large allocations), by VA.
 	chunks []*chunk
 	// used is the VRAM the chunks hold; total the device memory m.Mem
-	// gives the GPU.
+	// gives the GPU (an integrated GPU's node's DRAM).
 	used, total uint64
 
 	bar *Aperture
@@ -88,19 +92,20 @@ func newDevice(s *System, i int, g *machine.GPU, vaBase, barBase uint64) (*Devic
 	if err != nil {
 		return nil, err
 	}
-	_, total, ok := s.m.Mem.DeviceRange(g.Name)
-	if !ok {
-		return nil, fmt.Errorf("%s has no device memory", g.Name)
+	total, err := deviceMemory(s.m, g)
+	if err != nil {
+		return nil, err
 	}
 	win, _ := alignUp(total, VAWindowAlign)
 	d := &Device{
-		sys: s, Index: i, Name: g.Name, GPU: g, coherent: coherent,
+		sys: s, Index: i, Name: g.Name, GPU: g, coherent: coherent, integrated: g.Spec.Integrated,
 		vaBase: vaBase, vaEnd: vaBase + win, va: newExtents(vaBase, vaBase+win),
 		total: total, peers: make([]bool, len(s.m.GPUs)),
 	}
 	d.sm = s.compute.Connect(g.Name+".sm", s.compute.Node(g.Name+".frontend"), s.compute.Node(g.Name+".sms"), smUnits, 0, fabric.Shared)
-	d.bar, err = newAperture(d, barBase)
-	if err != nil {
+	if d.integrated {
+		d.bar = noAperture(d, barBase)
+	} else if d.bar, err = newAperture(d, barBase); err != nil {
 		return nil, err
 	}
 	d.legacy = &Stream{dev: d, name: g.Name + ".stream0"}
@@ -119,12 +124,19 @@ func (d *Device) BAR1() *Aperture { return d.bar }
 
 // MemGetInfo is cuMemGetInfo: free and total device memory. Total is
 // the VRAM of the spec; free counts whole chunks, so a small allocation
-// takes 2 MiB from it until its chunk is full.
-func (d *Device) MemGetInfo() (free, total uint64) { return d.total - d.used, d.total }
+// takes 2 MiB from it until its chunk is full. An integrated GPU reports
+// its node's DRAM instead (integratedMemInfo).
+func (d *Device) MemGetInfo() (free, total uint64) {
+	if d.integrated {
+		return d.integratedMemInfo()
+	}
+	return d.total - d.used, d.total
+}
 
 // Alloc is cuMemAlloc: size bytes of VRAM at a new address of the GPU's
 // window, backed by device memory in m.Mem (so copies and kernels
-// create content versions there). It costs p AllocCost. A zero size is
+// create content versions there); on an integrated GPU, by pages of its
+// node's DRAM (integrated.go). It costs p AllocCost. A zero size is
 // ErrInvalidValue; no VRAM left is ErrOutOfMemory.
 func (d *Device) Alloc(p *sim.Proc, size uint64) (Allocation, error) {
 	p.Sleep(AllocCost)
@@ -192,11 +204,12 @@ func (d *Device) newChunk(n uint64) (*chunk, error) {
 	if !ok {
 		return nil, ErrOutOfMemory
 	}
-	pa, err := d.sys.m.Mem.AllocDevice(d.Name, n, LargePageSize)
+	pa, err := d.allocBacking(n)
 	if err != nil {
 		d.va.release(va, va+n)
 		if errors.Is(err, mem.ErrNoMemory) {
-			return nil, fmt.Errorf("%w: %d bytes free", ErrOutOfMemory, d.total-d.used)
+			free, _ := d.MemGetInfo()
+			return nil, fmt.Errorf("%w: %d bytes free", ErrOutOfMemory, free)
 		}
 		return nil, err
 	}
@@ -248,7 +261,7 @@ func (d *Device) release(b *buffer) {
 	if c.live > 0 {
 		return
 	}
-	if err := d.sys.m.Mem.FreeDevice(c.pa, c.size); err != nil {
+	if err := d.freeBacking(c.pa, c.size); err != nil {
 		panic(fmt.Sprintf("gpu: %s: freeing chunk %v: %v", d.Name, c.pa, err))
 	}
 	d.va.release(uint64(c.va), uint64(c.va)+c.size)
@@ -262,11 +275,16 @@ func (d *Device) release(b *buffer) {
 // access peer's device memory (over NVLink, or PCIe through the switch
 // or root complexes, whichever route the machine gives). Copies between
 // the two need no peer access. Enabling it twice is
-// ErrPeerAccessAlreadyEnabled; d itself is ErrInvalidValue.
+// ErrPeerAccessAlreadyEnabled; d itself is ErrInvalidValue; an
+// integrated GPU on either side ErrNotSupported.
 func (d *Device) EnablePeerAccess(peer *Device) error {
 	switch {
 	case peer == nil || peer == d || peer.sys != d.sys:
 		return fmt.Errorf("gpu: %s: enable peer access to itself or another system: %w", d.Name, ErrInvalidValue)
+	case d.integrated || peer.integrated:
+		// CUDA for Tegra, "CUDA Features Not Supported on Tegra":
+		// peer-to-peer communication calls are not supported.
+		return fmt.Errorf("gpu: %s: peer access to %s: an integrated GPU has no peers: %w", d.Name, peer.Name, ErrNotSupported)
 	case d.peers[peer.Index]:
 		return fmt.Errorf("gpu: %s: peer access to %s: %w", d.Name, peer.Name, ErrPeerAccessAlreadyEnabled)
 	}
@@ -305,6 +323,11 @@ func (s *System) Free(p *sim.Proc, addr mem.GPUAddr) error {
 	} else {
 		n, _ := alignUp(b.a.Size, LargePageSize)
 		s.mva.release(uint64(b.a.Addr), uint64(b.a.Addr)+n)
+		if b.managed > 0 {
+			if err := s.m.Mem.FreePages(b.phys[0].Start, b.managed); err != nil {
+				panic(fmt.Sprintf("gpu: freeing managed memory %v: %v", b.a.Addr, err))
+			}
+		}
 	}
 	t := p.Now()
 	s.emit(Activity{Kind: ActivityFree, Name: "cuMemFree", Device: b.a.Device, Stream: -1, Start: t, End: t, Addr: b.a.Addr, Size: b.a.Size, BufferID: b.a.BufferID})
@@ -315,8 +338,12 @@ func (s *System) Free(p *sim.Proc, addr mem.GPUAddr) error {
 // AllocManaged is cuMemAllocManaged's address-space part: a range of
 // the managed window (2 MiB VA blocks) entered in the unified address
 // map as managed memory. Where its pages are, and moving them, is the
-// unified-memory driver's (ManagedHandler). It costs p AllocCost
-// (assumed the same as cuMemAlloc's).
+// unified-memory driver's (ManagedHandler). On a system with an
+// integrated GPU managed memory is one allocation in the SoC's DRAM
+// (seed 004): the range is backed now by pages of the GPU's node
+// (Resolve gives them; kernels read and write them through mem), and no
+// DRAM left is ErrOutOfMemory. It costs p AllocCost (assumed the same as
+// cuMemAlloc's).
 func (s *System) AllocManaged(p *sim.Proc, size uint64) (Allocation, error) {
 	p.Sleep(AllocCost)
 	n, ok := alignUp(size, LargePageSize)
@@ -327,7 +354,15 @@ func (s *System) AllocManaged(p *sim.Proc, size uint64) (Allocation, error) {
 	if !ok {
 		return Allocation{}, fmt.Errorf("gpu: cuMemAllocManaged(%#x): managed window full: %w", size, ErrOutOfMemory)
 	}
-	b := &buffer{a: Allocation{Addr: mem.GPUAddr(va), Size: size, Type: MemoryManaged, Device: -1, BufferID: s.newID(), Mapped: true}}
+	b := &buffer{a: Allocation{Addr: mem.GPUAddr(va), Size: size, Type: MemoryManaged, Device: -1, Mapped: true}}
+	if pa, ok, err := s.managedBacking(n); ok {
+		if err != nil {
+			s.mva.release(va, va+n)
+			return Allocation{}, fmt.Errorf("gpu: cuMemAllocManaged(%#x): %w: %w", size, ErrOutOfMemory, err)
+		}
+		b.phys, b.managed = []mem.PhysRange{{Start: pa, Size: size}}, n
+	}
+	b.a.BufferID = s.newID()
 	s.insert(b)
 	t := p.Now()
 	s.emit(Activity{Kind: ActivityAlloc, Name: "cuMemAllocManaged", Device: -1, Stream: -1, Start: t, End: t, Addr: b.a.Addr, Size: size, BufferID: b.a.BufferID})

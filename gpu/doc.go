@@ -48,6 +48,12 @@
 //     ...).
 //   - ManagedHandler is the seam to the unified-memory driver
 //     (nvidia-uvm.ko; package uvm).
+//   - An integrated GPU (Tegra: Jetson TX2, Orin) has no VRAM, BAR1 or
+//     PCIe link: its device memory is pages of its node's DRAM, reached
+//     over its port into the memory controller and the DRAM bus shared
+//     with the CPUs; MemGetInfo reports the node's DRAM; managed memory
+//     is backed by the same DRAM from its allocation on (integrated.go,
+//     after NVIDIA's CUDA for Tegra application note).
 //
 // # Time
 //
@@ -83,8 +89,10 @@
 //
 //   - The unified address map is sorted and disjoint; every buffer ID
 //     is given once per System and never reused.
-//   - A GPU's VRAM in use (MemGetInfo) is the sum of its chunks, each
-//     backed by one mem.AllocDevice range of the same size as its VA.
+//   - A discrete GPU's VRAM in use (MemGetInfo) is the sum of its
+//     chunks, each backed by one mem.AllocDevice range of the same size
+//     as its VA; an integrated GPU's chunks are mem.AllocPagesAligned
+//     ranges of its node, and its MemGetInfo is the node's free DRAM.
 //   - BAR1 counts each mapped VRAM page once, whatever number of
 //     mappings hold it; Used = reserve + mapped pages × 64 KiB.
 //   - A stream's items start in enqueue order and each after the one

@@ -238,36 +238,18 @@ func (d *Device) plan(a Access) (planned, error) {
 
 // accessRoute is the path of a kernel's loads from b (or stores to it):
 // they start or end in the SMs, at the GPU's port, so the GPU's own VRAM
-// bus is on the route only when b is in it.
+// bus is on the route only when b is in it. An integrated GPU's own
+// memory is its node's DRAM, reached over its port into the memory
+// controller (LocalRoute).
 func (d *Device) accessRoute(b *buffer, write bool) (fabric.Route, error) {
-	own := d.GPU.VRAM
 	if b.dev == d {
-		dir := fabric.BtoA
-		if write {
-			dir = fabric.AtoB
-		}
-		return fabric.Route{Hops: []fabric.Hop{{Link: own, Dir: dir, Weight: 1}}}, nil
+		return d.LocalRoute(write)
 	}
 	far, err := d.sys.endpoint(b)
 	if err != nil {
 		return fabric.Route{}, err
 	}
-	var r fabric.Route
-	if write {
-		r, err = d.sys.m.Route(d.GPU.Memory(), far)
-	} else {
-		r, err = d.sys.m.Route(far, d.GPU.Memory())
-	}
-	if err != nil {
-		return fabric.Route{}, err
-	}
-	var hops []fabric.Hop
-	for _, h := range r.Hops {
-		if h.Link != own {
-			hops = append(hops, h)
-		}
-	}
-	return fabric.Route{Hops: hops}, nil
+	return d.routeFrom(far, write)
 }
 
 // execute runs k on the stream's worker w.
@@ -286,8 +268,20 @@ func (s *Stream) execute(w *sim.Proc, k Kernel, plan []planned) {
 	var waits []*sim.Completion
 	for _, pl := range plan {
 		if pl.managed {
-			h, a := sys.managed, pl.a
-			child := w.Spawn(name+" managed", func(q *sim.Proc) { h.GPUAccess(q, d.Index, a.Addr, a.Size, a.Write) })
+			// Managed memory backed by DRAM (an integrated GPU's) is
+			// read when the access starts, after the handler's launch
+			// work (Tegra's cache maintenance), and written when the
+			// handler has moved its bytes.
+			h, a, phys := sys.managed, pl.a, pl.phys
+			if !a.Write && len(phys) > 0 {
+				d.readPhys(phys)
+			}
+			child := w.Spawn(name+" managed", func(q *sim.Proc) {
+				h.GPUAccess(q, d.Index, a.Addr, a.Size, a.Write)
+				if a.Write && len(phys) > 0 && sys.lookup(a.Addr) != nil {
+					d.writePhys(phys, nil)
+				}
+			})
 			waits = append(waits, child.Exited())
 			continue
 		}

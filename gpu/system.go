@@ -144,10 +144,13 @@ type buffer struct {
 	a   Allocation
 	dev *Device // device memory
 	// phys backs the range: one range for device memory, mem.Translate's
-	// pieces for host memory, none for managed memory.
-	phys  []mem.PhysRange
-	chunk *chunk // device memory
-	off   uint64 // offset in chunk
+	// pieces for host memory, none for managed memory (but one range of
+	// the node's DRAM on a system with an integrated GPU, whose pages
+	// managed is: whole 2 MiB pages, given back with the range).
+	phys    []mem.PhysRange
+	managed uint64
+	chunk   *chunk // device memory
+	off     uint64 // offset in chunk
 }
 
 // System is the GPUs of one machine and the unified virtual address
@@ -298,8 +301,10 @@ func (s *System) resolve(addr mem.GPUAddr, size uint64) (*buffer, error) {
 
 // Resolve is the allocation holding all of [addr, addr+size) and the
 // physical memory behind that range, in address order: VRAM for device
-// memory, DRAM pieces for host memory, none for managed memory (its
-// pages move; package uvm knows where).
+// memory (an integrated GPU's: its node's DRAM), DRAM pieces for host
+// memory, none for managed memory (its pages move; package uvm knows
+// where) except on a system with an integrated GPU, where managed memory
+// is one range of DRAM that never moves.
 func (s *System) Resolve(addr mem.GPUAddr, size uint64) (Allocation, []mem.PhysRange, error) {
 	b, err := s.resolve(addr, size)
 	if err != nil {

@@ -182,6 +182,15 @@ func runTransfers(c *Context) error {
 		}
 	}
 
+	// Paths the GPU does not have: cuMemHostRegister needs I/O coherence
+	// on an integrated GPU (CUDA for Tegra: "supported only on I/O
+	// coherent platforms"; not before Xavier).
+	if coherent, _ := m.Spec.DeviceCoherent(g.Name); g.Spec.Integrated && !coherent {
+		if paths, err = dropPath(c, paths, "registered", fmt.Sprintf("%s is integrated without I/O coherence: no cuMemHostRegister", g.Name)); err != nil {
+			return err
+		}
+	}
+
 	var ctx *cuda.Context
 	if slices.ContainsFunc(paths, isCUDAPath) {
 		drv, err := c.CUDA()
@@ -195,6 +204,17 @@ func runTransfers(c *Context) error {
 		if ctx, err = proc.PrimaryContext(g.Index); err != nil {
 			return err
 		}
+		// cuMemPrefetchAsync needs concurrent managed access (Pascal and
+		// later discrete GPUs); managed-cpu-fault prefetches to the GPU
+		// first.
+		if !drv.ConcurrentManagedAccess() {
+			why := fmt.Sprintf("%s has no concurrent managed access: no cuMemPrefetchAsync", g.Name)
+			for _, p := range []string{"managed-prefetch", "managed-cpu-fault"} {
+				if paths, err = dropPath(c, paths, p, why); err != nil {
+					return err
+				}
+			}
+		}
 	}
 
 	// The mapped and managed paths allocate real buffers (pinned host
@@ -202,7 +222,11 @@ func runTransfers(c *Context) error {
 	// sizes are bounded by the memories: too large is bad input when
 	// those paths were asked for, and skipped when they only came with
 	// the default list.
-	limit := min(int64(m.Spec.Nodes[node].DRAM.V), int64(g.Spec.VRAM.V))
+	gpuMem := int64(g.Spec.VRAM.V)
+	if g.Spec.Integrated {
+		gpuMem = int64(m.Spec.Nodes[g.Node].DRAM.V) // device memory is the node's DRAM
+	}
+	limit := min(int64(m.Spec.Nodes[node].DRAM.V), gpuMem)
 	var todo []transfer
 	for _, p := range paths {
 		for _, d := range modelledPaths[p] {
@@ -259,6 +283,19 @@ func runTransfers(c *Context) error {
 		return fmt.Errorf("transfers: model deadlocked: %s", strings.Join(b, "; "))
 	}
 	return nil
+}
+
+// dropPath removes path from paths when the platform does not have it:
+// a usage error naming why when the user asked for it, silently when it
+// came with the default list.
+func dropPath(c *Context, paths []string, path, why string) ([]string, error) {
+	if !slices.Contains(paths, path) {
+		return paths, nil
+	}
+	if c.Explicit["paths"] {
+		return nil, usagef("path %s on %s: %s", path, c.Machine.Spec.Name, why)
+	}
+	return slices.DeleteFunc(paths, func(p string) bool { return p == path }), nil
 }
 
 // engineFor picks the copy engine the driver would: host-to-device and
@@ -471,7 +508,7 @@ func managed(p *sim.Proc, c *cuda.Context, name, path, dir string, n uint64) (si
 	case path == "managed-cpu-fault":
 		// As the probe does: the CPU reads one word of every page.
 		for off := uint64(0); off < n && err == nil; off += mem.PageSize {
-			err = c.CPUAccess(p, buf+mem.GPUAddr(off), 8, false)
+			err = c.CPUAccess(p, buf+mem.GPUAddr(off), min(8, n-off), false)
 		}
 	}
 	return p.Now() - t0, err
