@@ -118,3 +118,28 @@ func TestStreamsAndEvents(t *testing.T) {
 		wantResult(t, r.ctx.DefaultStream().Destroy(), ErrorInvalidHandle)
 	})
 }
+
+// TestMallocReusesFreedHostMemory: malloc at an address cuMemFreeHost gave
+// back is live memory, not a use after free.
+func TestMallocReusesFreedHostMemory(t *testing.T) {
+	r := newRig(t, "h200-pcie", rigOpt{})
+	r.run(func(p *sim.Proc) {
+		va, err := r.ctx.MemAllocHost(p, 4<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ctx.MemFreeHost(p, va); err != nil {
+			t.Fatal(err)
+		}
+		pa, err := r.pr.Malloc(4 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pa != va {
+			t.Skipf("malloc did not reuse the address (%v, freed %v): nothing to test", pa, va)
+		}
+		if err := r.ctx.CPUAccess(p, mem.GPUAddr(pa), 4<<20, true); err != nil {
+			t.Errorf("CPU store to reused memory: %v", err)
+		}
+	})
+}

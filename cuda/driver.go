@@ -206,20 +206,57 @@ func (pr *Process) CtxCreate(dev int) (*Context, error) {
 }
 
 // Malloc is malloc(3): size bytes of pageable memory of the process, on
-// its node, page-scattered as user memory is (mem.Vmalloc: the model's
-// host addresses are kernel addresses). The driver does not know it: a
-// copy from it is staged, a kernel may not touch it.
+// its node. Below HugePage it is page-scattered as user memory is
+// (mem.Vmalloc: the model's host addresses are kernel addresses); from
+// HugePage up it is physically contiguous when the node has the room, as
+// a large anonymous mapping backed by transparent huge pages is in 2 MiB
+// pieces (the model does not keep the 2 MiB seams: it has no page
+// tables for user memory; what it changes is only that the content
+// model holds one span, not one per 4 KiB page). The driver does not
+// know it: a copy from it is staged, a kernel may not touch it.
 func (pr *Process) Malloc(size uint64) (mem.VirtAddr, error) {
-	va, err := pr.d.m.Mem.Vmalloc(pr.node, size)
+	m := pr.d.m.Mem
+	if size >= HugePage {
+		if va, err := m.Kmalloc(pr.node, size); err == nil {
+			pr.d.reclaim(mem.GPUAddr(va), size)
+			return va, nil
+		}
+	}
+	va, err := m.Vmalloc(pr.node, size)
 	if err != nil {
 		return 0, fmt.Errorf("cuda: malloc(%#x) in %s: %w", size, pr.name, err)
 	}
+	pr.d.reclaim(mem.GPUAddr(va), size)
 	return va, nil
 }
 
+// reclaim forgets the freed allocations that [base, base+size) reuses:
+// memory handed out again (a malloc at an address cuMemFreeHost gave
+// back) is live, not a use after free.
+func (d *Driver) reclaim(base mem.GPUAddr, size uint64) {
+	end := base + mem.GPUAddr(size)
+	for i := range min(d.nFreed, FreedRemembered) {
+		f := &d.freed[i]
+		if f.t.Base < end && base < f.t.Base+mem.GPUAddr(f.t.Size) {
+			f.t.Size = 0
+		}
+	}
+}
+
+// HugePage is the transparent huge page size from which Malloc backs
+// memory contiguously (x86-64 PMD pages, THP).
+const HugePage = 2 << 20
+
 // FreePageable is free(3) of what Malloc returned.
 func (pr *Process) FreePageable(va mem.VirtAddr) error {
-	if err := pr.d.m.Mem.Vfree(va); err != nil {
+	m := pr.d.m.Mem
+	if c, _, _ := m.Classify(va); c == mem.ClassLinear {
+		if err := m.Kfree(va); err != nil {
+			return fmt.Errorf("cuda: free(%v) in %s: %w", va, pr.name, err)
+		}
+		return nil
+	}
+	if err := m.Vfree(va); err != nil {
 		return fmt.Errorf("cuda: free(%v) in %s: %w", va, pr.name, err)
 	}
 	return nil

@@ -421,3 +421,24 @@ func TestObservers(t *testing.T) {
 		}
 	}
 }
+
+// TestUncachedRemapFlushesAliases: pages whose cached alias holds dirty
+// lines, remapped uncached, are flushed first, so a later uncached store
+// is not shadowed by the old lines for a snooping device.
+func TestUncachedRemapFlushesAliases(t *testing.T) {
+	m := newMem(t, testSpec(1*giB), Options{})
+	va, err := m.Kmalloc(0, PageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := m.VirtToPhys(va)
+	m.Write(nil, 0, va, PageSize) // dirty lines through the cached alias
+	uc, err := m.Remap(pa, PageSize, Uncached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := m.Write(nil, 0, uc, PageSize) // straight to DRAM
+	if a := m.DeviceRead("dev", true, pa, PageSize); a.Stale || m.Latest(pa) != v {
+		t.Fatalf("coherent device read after an uncached store: stale %v (got %d, want %d)", a.Stale, a.Got, a.Want)
+	}
+}

@@ -263,7 +263,8 @@ func (m *Memory) Vfree(va VirtAddr) error {
 }
 
 // Remap maps [pa, pa+size) at a new kernel virtual address with attr
-// (vmap/ioremap-style); the range stays mapped until Unremap. The range
+// (vmap/ioremap-style; an Uncached remap first flushes the range from
+// every cache); the range stays mapped until Unremap. The range
 // must be memory; device memory only Uncached (it is not cacheable).
 // The address keeps pa's offset in its page, as ioremap's does.
 func (m *Memory) Remap(pa PhysAddr, size uint64, attr Attr) (VirtAddr, error) {
@@ -282,6 +283,15 @@ func (m *Memory) Remap(pa PhysAddr, size uint64, attr Attr) (VirtAddr, error) {
 	}
 	a.pa, a.attr = first, attr
 	m.insertArea(a)
+	if attr == Uncached {
+		// A cached alias may still hold lines of these pages (dirty ones
+		// from their last owner): uncached stores would go to DRAM under
+		// them, and a snooping device would read the stale lines. The
+		// kernel flushes a range whose memory type it changes
+		// (change_page_attr's cpa_flush, arch_dma_prep_coherent); so does
+		// Remap. The time is the caller's to charge (an allocation's).
+		m.Flush(nil, PhysAddr(first), last-first)
+	}
 	return VirtAddr(a.start + uint64(pa) - first), nil
 }
 

@@ -99,7 +99,7 @@ var catalogue []*Scenario
 func register(s *Scenario) { catalogue = append(catalogue, s) }
 
 // Default is the scenario "dmalab run" runs without a name.
-const Default = "transfers"
+const Default = "host-memory"
 
 // All lists the scenarios by name.
 func All() []*Scenario {

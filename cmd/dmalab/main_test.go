@@ -31,6 +31,16 @@ type runDoc struct {
 		Bytes     int64   `json:"bytes"`
 		Seconds   float64 `json:"seconds"`
 		GBps      float64 `json:"gbps"`
+		// Optional fields (docs/json.md).
+		Mode          string  `json:"mode"`
+		Ops           int64   `json:"ops"`
+		Step          int     `json:"step"`
+		CPUSeconds    float64 `json:"cpu_seconds"`
+		P50Seconds    float64 `json:"p50_seconds"`
+		P99Seconds    float64 `json:"p99_seconds"`
+		Faults        int64   `json:"faults"`
+		MigratedBytes int64   `json:"migrated_bytes"`
+		Evictions     int64   `json:"evictions"`
 	} `json:"results"`
 	Factors map[string]struct {
 		Value  float64 `json:"value"`
@@ -86,19 +96,24 @@ func TestDefaultRun(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("dmalab: exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"transfers on h200-pcie", "pinned", "bidir", "d2d", "256 MiB", "factors:"} {
+	for _, want := range []string{"host-memory on h200-pcie", "pageable", "writecombined", "managed-prefetch", "roundtrip", "factors:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("default output lacks %q:\n%s", want, out)
 		}
 	}
 	d := runJSON(t)
-	if d.Scenario != "transfers" || d.Platform != "h200-pcie" {
-		t.Fatalf("default run is %s on %s", d.Scenario, d.Platform)
+	if d.Scenario != "host-memory" || d.Platform != "h200-pcie" || len(d.Results) != 7 {
+		t.Fatalf("default run is %s on %s with %d rows", d.Scenario, d.Platform, len(d.Results))
 	}
-	if _, ok := d.Factors["gpu0.link.efficiency"]; !ok {
-		t.Errorf("factors lack gpu0.link.efficiency: %v", d.Factors)
+	// transfers, the previous default, on its default platform.
+	tr := runJSON(t, "transfers", "--set", "sizes=4KiB,256MiB")
+	if tr.Platform != "h200-pcie" {
+		t.Fatalf("transfers ran on %s", tr.Platform)
 	}
-	for _, r := range d.Results {
+	if _, ok := tr.Factors["gpu0.link.efficiency"]; !ok {
+		t.Errorf("factors lack gpu0.link.efficiency: %v", tr.Factors)
+	}
+	for _, r := range tr.Results {
 		if r.Path == "peer" {
 			t.Errorf("h200-pcie has one GPU but ran %s", r.Name)
 		}
@@ -158,8 +173,8 @@ func TestDeterminism(t *testing.T) {
 }
 
 func TestPeerPaths(t *testing.T) {
-	pcie := runJSON(t, "--platform", "2s-4gpu-pcie", "--set", "sizes=256MiB", "--set", "paths=peer")
-	nv := runJSON(t, "--platform", "dgx-h100", "--set", "sizes=256MiB", "--set", "paths=peer")
+	pcie := runJSON(t, "transfers", "--platform", "2s-4gpu-pcie", "--set", "sizes=256MiB", "--set", "paths=peer")
+	nv := runJSON(t, "transfers", "--platform", "dgx-h100", "--set", "sizes=256MiB", "--set", "paths=peer")
 	get := func(d runDoc, dir string) float64 {
 		for _, r := range d.Results {
 			if r.Direction == dir {
@@ -182,16 +197,16 @@ func TestPeerPaths(t *testing.T) {
 // TestCrossSocket: host memory on the far socket adds the socket link to
 // the route and its latency to every copy.
 func TestCrossSocket(t *testing.T) {
-	near := runJSON(t, "--platform", "2s-4gpu-pcie", "--set", "sizes=8B", "--set", "paths=pinned", "--set", "directions=h2d")
-	far := runJSON(t, "--platform", "2s-4gpu-pcie", "--set", "sizes=8B", "--set", "paths=pinned", "--set", "directions=h2d", "--set", "node=1")
+	near := runJSON(t, "transfers", "--platform", "2s-4gpu-pcie", "--set", "sizes=8B", "--set", "paths=pinned", "--set", "directions=h2d")
+	far := runJSON(t, "transfers", "--platform", "2s-4gpu-pcie", "--set", "sizes=8B", "--set", "paths=pinned", "--set", "directions=h2d", "--set", "node=1")
 	if !(far.Results[0].Seconds > near.Results[0].Seconds) {
 		t.Errorf("8 B copy from the remote node (%g s) is not slower than local (%g s)", far.Results[0].Seconds, near.Results[0].Seconds)
 	}
 }
 
 func TestPlatformSet(t *testing.T) {
-	base := runJSON(t, "--set", "sizes=8B", "--set", "paths=pinned", "--set", "directions=h2d")
-	slow := runJSON(t, "--set", "sizes=8B", "--set", "paths=pinned", "--set", "directions=h2d",
+	base := runJSON(t, "transfers", "--set", "sizes=8B", "--set", "paths=pinned", "--set", "directions=h2d")
+	slow := runJSON(t, "transfers", "--set", "sizes=8B", "--set", "paths=pinned", "--set", "directions=h2d",
 		"--set", "platform.gpus.gpu0.copy_overhead=20us")
 	if d := slow.Results[0].Seconds - base.Results[0].Seconds; d < 13e-6 || d > 20e-6 {
 		t.Errorf("raising copy_overhead to 20us changed the 8 B copy by %g s", d)
@@ -213,14 +228,14 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown scenario", []string{"run", "nosuch"}, `unknown scenario "nosuch"`},
 		{"unknown platform", []string{"run", "--platform", "nosuch"}, "nosuch"},
 		{"unknown key", []string{"run", "--set", "colour=blue"}, "unknown key"},
-		{"set without =", []string{"run", "--set", "sizes"}, "want key=value"},
-		{"bad size", []string{"run", "--set", "sizes=12 parsecs"}, "sizes"},
-		{"unknown path", []string{"run", "--set", "paths=teleport"}, "unknown path"},
+		{"set without =", []string{"run", "transfers", "--set", "sizes"}, "want key=value"},
+		{"bad size", []string{"run", "transfers", "--set", "sizes=12 parsecs"}, "sizes"},
+		{"unknown path", []string{"run", "transfers", "--set", "paths=teleport"}, "unknown path"},
 		{"bad seed", []string{"run", "--set", "seed=-1"}, "seed"},
 		{"bad platform key", []string{"run", "--set", "platform.gpus.gpu0.nosuch=1"}, "nosuch"},
-		{"bad platform value", []string{"run", "--set", "platform.gpus.gpu0.vram=-3 GiB"}, "vram"},
-		{"peer on one GPU", []string{"run", "--set", "paths=peer"}, "GPU"},
-		{"no GPU 5", []string{"run", "--set", "gpu=5"}, "no GPU 5"},
+		{"bad platform value", []string{"run", "transfers", "--set", "platform.gpus.gpu0.vram=-3 GiB"}, "vram"},
+		{"peer on one GPU", []string{"run", "transfers", "--set", "paths=peer"}, "GPU"},
+		{"no GPU 5", []string{"run", "transfers", "--set", "gpu=5"}, "no GPU 5"},
 		{"malformed file", []string{"run", "--platform", bad}, "bad.yaml:4"},
 		{"bad flag", []string{"run", "--frob"}, "frob"},
 		{"two scenarios", []string{"run", "transfers", "transfers"}, "one scenario"},
@@ -279,7 +294,7 @@ func TestListAndPlatformShow(t *testing.T) {
 		if code, _, errs := dmalab(t, "platform", "check", f); code != exitOK {
 			t.Fatalf("platform check of show's output: exit %d %s", code, errs)
 		}
-		a, b := runJSON(t, "--platform", name, "--set", "sizes=1MiB"), runJSON(t, "--platform", f, "--set", "sizes=1MiB")
+		a, b := runJSON(t, "transfers", "--platform", name, "--set", "sizes=1MiB"), runJSON(t, "transfers", "--platform", f, "--set", "sizes=1MiB")
 		b.Platform = a.Platform
 		ja, _ := json.Marshal(a)
 		jb, _ := json.Marshal(b)

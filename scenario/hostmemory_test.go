@@ -1,0 +1,71 @@
+package scenario
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestHostMemory(t *testing.T) {
+	s, err := Lookup("host-memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Run(s, Options{Sets: []string{"size=64MiB"}, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(out.Check.Diagnostics); n != 0 {
+		t.Fatalf("a correct program drew %d diagnostics: %v", n, out.Check.Diagnostics)
+	}
+	rows := map[string]float64{}
+	for _, r := range out.Result.Results {
+		rows[r.Path] = r.Seconds
+		switch r.Path {
+		case "managed-fault":
+			if r.Faults == 0 || r.MigratedBytes < 2*r.Bytes {
+				t.Errorf("on-demand managed memory: %d faults, %d B migrated, want faults both ways", r.Faults, r.MigratedBytes)
+			}
+		case "managed-prefetch":
+			if r.Faults != 0 || r.MigratedBytes < 2*r.Bytes {
+				t.Errorf("prefetched managed memory: %d faults, %d B migrated, want none and both buffers moved", r.Faults, r.MigratedBytes)
+			}
+		}
+	}
+	if len(rows) != len(hostTypes) {
+		t.Fatalf("rows for %v, want every type", rows)
+	}
+	// The pitfalls the scenario is for: the CPU reading back from
+	// write-combined memory is the slowest by far; on-demand managed
+	// memory is slower than prefetched; pinned beats pageable.
+	for _, p := range hostTypes {
+		if p != "writecombined" && rows["writecombined"] < 5*rows[p] {
+			t.Errorf("write-combined %g s is not far slower than %s %g s", rows["writecombined"], p, rows[p])
+		}
+	}
+	if !(rows["managed-fault"] > rows["managed-prefetch"] && rows["pageable"] > rows["pinned"]) {
+		t.Errorf("times %v", rows)
+	}
+}
+
+// TestHostMemoryTegra: a Jetson TX2 has neither host registration (no
+// I/O coherence) nor prefetch: left out by default, bad input when asked.
+func TestHostMemoryTegra(t *testing.T) {
+	s, _ := Lookup("host-memory")
+	out, err := Run(s, Options{Platform: "jetson-tx2", Sets: []string{"size=16MiB"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out.Result.Results {
+		if r.Path == "registered" || r.Path == "managed-prefetch" {
+			t.Errorf("jetson-tx2 ran %s", r.Path)
+		}
+	}
+	for _, ty := range []string{"registered", "managed-prefetch"} {
+		if _, err := Run(s, Options{Platform: "jetson-tx2", Sets: []string{"size=16MiB", "types=" + ty}}); !errors.Is(err, ErrUsage) {
+			t.Errorf("types=%s on jetson-tx2: %v, want a usage error", ty, err)
+		}
+	}
+	if _, err := Run(s, Options{Sets: []string{"size=1TiB"}}); !errors.Is(err, ErrUsage) {
+		t.Errorf("a workload larger than memory: %v, want a usage error", err)
+	}
+}
