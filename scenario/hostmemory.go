@@ -32,7 +32,8 @@ and what the unified-memory driver did.
                     pinned buffers by the driver) around the kernel
   pinned            cuMemAllocHost buffers; cuMemcpy on the copy engines
   writecombined     cuMemHostAlloc(WRITECOMBINED): fast for the CPU to write
-                    and the GPU to read, slow for the CPU to read back
+                    and the GPU to read, slow for the CPU to read back where
+                    write-combining is in effect (not on the measured VM)
   registered        malloc'd buffers pinned with cuMemHostRegister (the
                     pinning and unpinning are in the time)
   mapped            cuMemHostAlloc(DEVICEMAP): the kernel reads and writes

@@ -34,16 +34,24 @@ func TestHostMemory(t *testing.T) {
 	if len(rows) != len(hostTypes) {
 		t.Fatalf("rows for %v, want every type", rows)
 	}
-	// The pitfalls the scenario is for: the CPU reading back from
-	// write-combined memory is the slowest by far; on-demand managed
-	// memory is slower than prefetched; pinned beats pageable.
-	for _, p := range hostTypes {
-		if p != "writecombined" && rows["writecombined"] < 5*rows[p] {
-			t.Errorf("write-combined %g s is not far slower than %s %g s", rows["writecombined"], p, rows[p])
-		}
-	}
+	// On-demand managed memory is slower than prefetched; pinned beats
+	// pageable. On the measured VM write-combining is not in effect for
+	// the CPU (docs/measurements/2026-11-21-h200-writecombined.md):
+	// write-combined memory costs what pinned memory does.
 	if !(rows["managed-fault"] > rows["managed-prefetch"] && rows["pageable"] > rows["pinned"]) {
 		t.Errorf("times %v", rows)
+	}
+	if rows["writecombined"] != rows["pinned"] {
+		t.Errorf("write-combined %g s, pinned %g s: want equal on h200-pcie", rows["writecombined"], rows["pinned"])
+	}
+	// On bare metal the CPU reading back from write-combined memory is
+	// the slowest of all, by far.
+	bare, err := Run(s, Options{Platform: "2s-4gpu-pcie", Sets: []string{"size=64MiB", "types=pinned,writecombined"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc, pin := bare.Result.Results[1].Seconds, bare.Result.Results[0].Seconds; wc < 10*pin {
+		t.Errorf("2s-4gpu-pcie: write-combined %g s, pinned %g s: want the uncached reads to dominate", wc, pin)
 	}
 }
 
