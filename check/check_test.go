@@ -590,7 +590,7 @@ func TestString(t *testing.T) {
 	c := New(Options{})
 	run(c, cat(mapped(dma.FromDevice), unmapped(dma.ToDevice)))
 	want := "3us error unmap-direction nic0 (rx) [dma:0x10000 +1500]: unmapped with DMA_TO_DEVICE, mapped with DMA_FROM_DEVICE; " +
-		"mapped by dma_map_single(nic0, va:0xffff888000100000, 1500, DMA_FROM_DEVICE) at 1us by rx"
+		"made by dma_map_single(nic0, va:0xffff888000100000, 1500, DMA_FROM_DEVICE) at 1us by rx"
 	if got := c.Diagnostics()[0].String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

@@ -47,7 +47,7 @@ func (d Diagnostic) String() string {
 	}
 	fmt.Fprintf(&b, ": %s", d.Message)
 	if d.Origin != "" {
-		fmt.Fprintf(&b, "; mapped by %s", d.Origin)
+		fmt.Fprintf(&b, "; made by %s", d.Origin)
 	}
 	return b.String()
 }

@@ -88,7 +88,7 @@ func writeDiagnostics(e *env, name, platform string, rep *check.Report) {
 		}
 		fmt.Fprintf(e.stdout, "\n  %s\n", d.Message)
 		if d.Origin != "" {
-			fmt.Fprintf(e.stdout, "  mapped by %s\n", d.Origin)
+			fmt.Fprintf(e.stdout, "  made by %s\n", d.Origin)
 		}
 	}
 	if rep.Dropped > 0 {

@@ -38,7 +38,7 @@ func TestCheckCommand(t *testing.T) {
 	}
 	// The readable form names the class, the time and the origin.
 	_, out, _ = dmalab(t, "check", "dma-bugs", "--set", "bug=stale-read")
-	for _, want := range []string{"stale-read", "gem0", "mapped by dma_map_single", "by class:"} {
+	for _, want := range []string{"stale-read", "gem0", "made by dma_map_single", "by class:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check output lacks %q:\n%s", want, out)
 		}
