@@ -88,7 +88,8 @@ func runHostMemory(c *Context) error {
 			runErr = err
 			return
 		}
-		for _, t := range types {
+		for i, t := range types {
+			c.Progressf("host-memory: %d/%d %s", i+1, len(types), t)
 			before := umNow(drv.UVM())
 			took, err := roundTrip(p, proc, ctx, t, n)
 			if unsupported(err) {

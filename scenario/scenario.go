@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +56,24 @@ type Context struct {
 	Result   *report.Result
 	Trace    *report.Trace
 
-	cuda *cuda.Driver
+	cuda     *cuda.Driver
+	progress io.Writer
+}
+
+// Progressf reports a step of the run to Options.Progress, if any, on one
+// line that the next step overwrites.
+func (c *Context) Progressf(format string, a ...any) {
+	if c.progress == nil {
+		return
+	}
+	fmt.Fprintf(c.progress, "\r\033[K"+format, a...)
+}
+
+// progressDone clears the progress line.
+func (c *Context) progressDone() {
+	if c.progress != nil {
+		fmt.Fprint(c.progress, "\r\033[K")
+	}
 }
 
 // CUDA is the machine's CUDA driver (the façade over the GPU and
@@ -136,6 +154,9 @@ type Options struct {
 	Check bool
 	// Payload keeps real bytes in memory (mem.Options.Payload).
 	Payload bool
+	// Progress, when set, receives a line per step of long scenarios
+	// (the CLI passes stderr when it is a terminal).
+	Progress io.Writer
 }
 
 // Outcome is what a run produced.
@@ -208,6 +229,7 @@ func Run(s *Scenario, opt Options) (*Outcome, error) {
 	c := &Context{
 		Machine:  m,
 		DMA:      d,
+		progress: opt.Progress,
 		Params:   params,
 		Explicit: explicit,
 		Result: &report.Result{
@@ -236,7 +258,9 @@ func Run(s *Scenario, opt Options) (*Outcome, error) {
 		d.Observe(c.Checker)
 		m.Mem.Observe(c.Checker.Access)
 	}
-	if err := s.Run(c); err != nil {
+	err = s.Run(c)
+	c.progressDone()
+	if err != nil {
 		return nil, err
 	}
 	out := &Outcome{Result: c.Result, Trace: c.Trace}

@@ -251,7 +251,8 @@ func runTransfers(c *Context) error {
 
 	var runErr error
 	m.Engine.Spawn("transfers", func(p *sim.Proc) {
-		for _, t := range todo {
+		for i, t := range todo {
+			c.Progressf("transfers: %d/%d %s %s %s", i+1, len(todo), t.path, t.dir, report.FormatBytes(t.bytes))
 			var row report.Row
 			var err error
 			if isCUDAPath(t.path) {

@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/dmalab/dmalab/report"
@@ -154,5 +155,19 @@ func TestPageableBulkIsContinuous(t *testing.T) {
 				t.Errorf("pageable %s: %.4f GB/s chunk by chunk at 2 GiB, %.4f in bulk at %d B", dir, exact, bulk, n)
 			}
 		}
+	}
+}
+
+// TestProgress: long scenarios report each step on one overwritten line
+// and clear it at the end; without a writer nothing is printed.
+func TestProgress(t *testing.T) {
+	s, _ := Lookup("transfers")
+	var buf strings.Builder
+	if _, err := Run(s, Options{Sets: []string{"sizes=4KiB,1MiB", "paths=pinned"}, Progress: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if n := strings.Count(out, "transfers: "); n != 6 || !strings.Contains(out, "6/6 pinned bidir 1 MiB") || !strings.HasSuffix(out, "\r\033[K") {
+		t.Errorf("progress: %q", out)
 	}
 }

@@ -221,6 +221,7 @@ func measureUMPrefetch(c *Context) ([]umSample, error) {
 	var runErr error
 	c.Machine.Engine.Spawn("app", func(p *sim.Proc) {
 		for _, mode := range modes {
+			c.Progressf("um-prefetch: %s", mode)
 			s, err := g.prefetchMode(p, mode, n, kernels)
 			if err != nil {
 				runErr = fmt.Errorf("%s: %w", mode, err)
@@ -480,6 +481,7 @@ func measureUMOversubscribe(c *Context) ([]umPass, error) {
 		for _, r := range ratios {
 			ws := (uint64(r*float64(total)) + uvm.BlockSize - 1) &^ (uvm.BlockSize - 1)
 			for _, mode := range modes {
+				c.Progressf("um-oversubscribe: %gx %s", r, mode)
 				s, err := g.oversubMode(p, mode, ws, total, ck, passes)
 				if err != nil {
 					runErr = fmt.Errorf("%s at %gx: %w", mode, r, err)

@@ -49,7 +49,11 @@ DMA-API classes, then those of GPU memory (the CUDA driver API façade).`)
 	if err != nil {
 		return usageError(e, "check", "%s", scenario.UsageMessage(err))
 	}
-	out, err := scenario.Run(s, scenario.Options{Platform: *plat, Sets: sets, Check: true})
+	opt := scenario.Options{Platform: *plat, Sets: sets, Check: true}
+	if e.isTerminal {
+		opt.Progress = e.stderr
+	}
+	out, err := scenario.Run(s, opt)
 	if err != nil {
 		if errors.Is(err, scenario.ErrUsage) {
 			return usageError(e, "check", "%s", scenario.UsageMessage(err))

@@ -69,7 +69,11 @@ platform.<field path>=<value> to change one field of the platform
 	if err != nil {
 		return usageError(e, "run", "%s", scenario.UsageMessage(err))
 	}
-	out, err := scenario.Run(s, scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != ""})
+	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != ""}
+	if e.isTerminal {
+		opt.Progress = e.stderr
+	}
+	out, err := scenario.Run(s, opt)
 	if err != nil {
 		if errors.Is(err, scenario.ErrUsage) {
 			return usageError(e, "run", "%s", scenario.UsageMessage(err))
