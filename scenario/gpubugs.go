@@ -179,7 +179,7 @@ func runGPUBugs(c *Context) error { return commitGPUBugs(c, nil) }
 func commitGPUBugs(c *Context, seen func(class string, misuse error)) error {
 	dev, _ := strconv.Atoi(c.Params["gpu"])
 	if dev >= len(c.Machine.GPUs) {
-		return usagef("--set gpu=%d: platform %s has %d GPU(s)", dev, c.Machine.Spec.Name, len(c.Machine.GPUs))
+		return c.noGPU(dev)
 	}
 	d, err := c.CUDA()
 	if err != nil {

@@ -63,7 +63,7 @@ func runHostMemory(c *Context) error {
 	fmt.Sscan(c.Params["gpu"], &gi)
 	g, err := c.Machine.GPU(gi)
 	if err != nil {
-		return usagef("--set gpu=%d: %v", gi, err)
+		return c.noGPU(gi)
 	}
 	drv, err := c.CUDA()
 	if err != nil {

@@ -3,6 +3,8 @@ package scenario
 import (
 	"errors"
 	"testing"
+
+	"github.com/dmalab/dmalab/platform"
 )
 
 func TestHostMemory(t *testing.T) {
@@ -75,5 +77,31 @@ func TestHostMemoryTegra(t *testing.T) {
 	}
 	if _, err := Run(s, Options{Sets: []string{"size=1TiB"}}); !errors.Is(err, ErrUsage) {
 		t.Errorf("a workload larger than memory: %v, want a usage error", err)
+	}
+}
+
+// TestEveryScenarioOnEveryPreset: each scenario on each preset either
+// runs or says, as bad input, why it cannot; never a model error.
+func TestEveryScenarioOnEveryPreset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every scenario on every platform")
+	}
+	small := map[string][]string{
+		"transfers":        {"sizes=64KiB,4MiB"},
+		"host-memory":      {"size=4MiB"},
+		"dma-streaming":    {"packets=100"},
+		"dma-vs-memcpy":    {"sizes=1KiB,64KiB"},
+		"um-prefetch":      {"size=8MiB", "kernels=2"},
+		"um-oversubscribe": {"vram=64MiB", "ratios=0.5,1.5"},
+	}
+	for _, s := range All() {
+		for _, p := range platform.Presets() {
+			t.Run(s.Name+"/"+p, func(t *testing.T) {
+				_, err := Run(s, Options{Platform: p, Sets: small[s.Name]})
+				if err != nil && !errors.Is(err, ErrUsage) {
+					t.Errorf("%v", err)
+				}
+			})
+		}
 	}
 }

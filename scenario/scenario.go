@@ -69,6 +69,15 @@ func (c *Context) Progressf(format string, a ...any) {
 	fmt.Fprintf(c.progress, "\r\033[K"+format, a...)
 }
 
+// noGPU explains a GPU index the platform does not have: it has none at
+// all (the scenario needs one), or fewer than the --set gpu asked for.
+func (c *Context) noGPU(i int) error {
+	if len(c.Machine.GPUs) == 0 {
+		return usagef("platform %s has no GPU; this scenario needs one", c.Machine.Spec.Name)
+	}
+	return usagef("--set gpu=%d: platform %s has %d GPU(s); there is no GPU %d", i, c.Machine.Spec.Name, len(c.Machine.GPUs), i)
+}
+
 // progressDone clears the progress line.
 func (c *Context) progressDone() {
 	if c.progress != nil {

@@ -157,7 +157,7 @@ func runTransfers(c *Context) error {
 	gi, _ := strconv.Atoi(c.Params["gpu"])
 	g, err := m.GPU(gi)
 	if err != nil {
-		return usagef("--set gpu=%d: %v", gi, err)
+		return c.noGPU(gi)
 	}
 	node := g.Node
 	if c.Params["node"] != "gpu" {

@@ -108,9 +108,9 @@ type umGPU struct {
 
 // newUMGPU starts the program on GPU dev, whose modes must be possible
 // there: prefetch needs concurrent managed access (Pascal and later).
-func newUMGPU(c *Context, dev int, modes []string) (*umGPU, error) {
+func newUMGPU(c *Context, dev int, modes *[]string) (*umGPU, error) {
 	if dev >= len(c.Machine.GPUs) {
-		return nil, usagef("--set gpu=%d: platform %s has %d GPU(s)", dev, c.Machine.Spec.Name, len(c.Machine.GPUs))
+		return nil, c.noGPU(dev)
 	}
 	d, err := c.CUDA()
 	if err != nil {
@@ -119,7 +119,11 @@ func newUMGPU(c *Context, dev int, modes []string) (*umGPU, error) {
 	if d.UVM() == nil {
 		return nil, usagef("platform %s: no unified-memory model for its GPUs", c.Machine.Spec.Name)
 	}
-	if slices.Contains(modes, "prefetch") && !d.ConcurrentManagedAccess() {
+	if slices.Contains(*modes, "prefetch") && !d.ConcurrentManagedAccess() && !c.Explicit["modes"] {
+		// Left out of the default modes, as a GPU without it would.
+		*modes = slices.DeleteFunc(*modes, func(m string) bool { return m == "prefetch" })
+	}
+	if slices.Contains(*modes, "prefetch") && !d.ConcurrentManagedAccess() {
 		return nil, usagef("platform %s: mode prefetch: %v GPUs have no cuMemPrefetchAsync (no concurrent managed access); leave it out of modes",
 			c.Machine.Spec.Name, d.UVM().Generation())
 	}
@@ -212,7 +216,7 @@ func measureUMPrefetch(c *Context) ([]umSample, error) {
 	kernels, _ := strconv.Atoi(c.Params["kernels"])
 	modes, _ := parseList(c.Params["modes"], umPrefetchModes, "mode")
 	dev, _ := strconv.Atoi(c.Params["gpu"])
-	g, err := newUMGPU(c, dev, modes)
+	g, err := newUMGPU(c, dev, &modes)
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +453,10 @@ func umOversubRow(s umPass) report.Row {
 func measureUMOversubscribe(c *Context) ([]umPass, error) {
 	dev, _ := strconv.Atoi(c.Params["gpu"])
 	if dev >= len(c.Machine.GPUs) {
-		return nil, usagef("--set gpu=%d: platform %s has %d GPU(s)", dev, c.Machine.Spec.Name, len(c.Machine.GPUs))
+		return nil, c.noGPU(dev)
+	}
+	if c.Machine.Spec.GPUs[dev].Integrated {
+		return nil, usagef("platform %s: %s is an integrated GPU with no memory of its own to oversubscribe", c.Machine.Spec.Name, c.Machine.GPUs[dev].Name)
 	}
 	done, err := withVRAM(c, dev, c.Params["vram"])
 	if err != nil {
@@ -460,7 +467,7 @@ func measureUMOversubscribe(c *Context) ([]umPass, error) {
 	passes, _ := strconv.Atoi(c.Params["passes"])
 	chunk, _ := platform.ParseBytes(c.Params["chunk"])
 	modes, _ := parseList(c.Params["modes"], umOversubModes, "mode")
-	g, err := newUMGPU(c, dev, modes)
+	g, err := newUMGPU(c, dev, &modes)
 	if err != nil {
 		return nil, err
 	}
