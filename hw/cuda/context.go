@@ -77,7 +77,7 @@ func (c *Context) Do(fn func(t *Thread) error) error {
 	}
 	res := make(chan outcome, 1)
 	job := func() {
-		t := &Thread{c: c, l: loaded.Load(), active: true}
+		t := &Thread{c: c, l: loader.Loaded(), active: true}
 		defer func() {
 			t.active = false
 			if p := recover(); p != nil {

@@ -23,7 +23,7 @@ func DeviceCount() (int, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	l := loaded.Load()
+	l := loader.Loaded()
 	var n int32
 	if err := check("cuDeviceGetCount", l.cuDeviceGetCount(&n)); err != nil {
 		return 0, err
@@ -36,7 +36,7 @@ func DeviceGet(ordinal int) (Device, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	l := loaded.Load()
+	l := loader.Loaded()
 	var d Device
 	if err := check(fmt.Sprintf("cuDeviceGet(%d)", ordinal), l.cuDeviceGet(&d, int32(ordinal))); err != nil {
 		return 0, err
@@ -115,5 +115,5 @@ func initialized() (*library, error) {
 	if err := Init(); err != nil {
 		return nil, err
 	}
-	return loaded.Load(), nil
+	return loader.Loaded(), nil
 }

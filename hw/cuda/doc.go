@@ -32,7 +32,7 @@
 // context (DeviceCount, DeviceName, DeviceAttribute, ...) are package
 // functions.
 //
-// Invariants: the library table is written once, inside loadOnce, and only read
+// Invariants: the library table is written once, inside the loader, and only read
 // afterwards. A Context's primary context is retained from NewContext until
 // Close and is current only on the Context's own thread.
 //

@@ -3,9 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/dmalab/dmalab/hw/internal/dl"
@@ -154,28 +152,14 @@ func (l *library) symbols() []dl.Symbol {
 	}
 }
 
-var (
-	loadOnce sync.Once
-	loadErr  error
-	loaded   atomic.Pointer[library]
-)
+// loader binds the library once per process.
+var loader = dl.Loader[library]{Default: LibraryName, Env: "DMALAB_LIBCUDA", Open: openLibrary}
 
 // Load opens the driver library and binds its functions, once per process.
 // Later calls return the first call's result. It does not call cuInit.
 func Load() error {
-	loadOnce.Do(func() {
-		path := LibraryName
-		if p := os.Getenv("DMALAB_LIBCUDA"); p != "" {
-			path = p
-		}
-		l, err := openLibrary(path)
-		if err != nil {
-			loadErr = err
-			return
-		}
-		loaded.Store(l)
-	})
-	return loadErr
+	_, err := loader.Load()
+	return err
 }
 
 // openLibrary dlopens path and binds the symbol table. It never panics: a
@@ -196,12 +180,7 @@ func openLibrary(path string) (*library, error) {
 }
 
 // lib returns the bound library, loading it if needed.
-func lib() (*library, error) {
-	if err := Load(); err != nil {
-		return nil, err
-	}
-	return loaded.Load(), nil
-}
+func lib() (*library, error) { return loader.Load() }
 
 // errMissing is returned by calls whose optional symbol the driver lacks.
 func errMissing(name string) error {
@@ -210,7 +189,7 @@ func errMissing(name string) error {
 
 // driverErrorName asks the loaded driver for a result's name.
 func driverErrorName(r Result) (string, bool) {
-	l := loaded.Load()
+	l := loader.Loaded()
 	if l == nil {
 		return "", false
 	}

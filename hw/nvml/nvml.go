@@ -3,9 +3,6 @@ package nvml
 import (
 	"errors"
 	"fmt"
-	"os"
-	"sync"
-	"sync/atomic"
 
 	"github.com/dmalab/dmalab/hw/internal/dl"
 )
@@ -59,7 +56,7 @@ func (r Return) Name() string {
 }
 
 func (r Return) Error() string {
-	if l := loaded.Load(); l != nil {
+	if l := loader.Loaded(); l != nil {
 		return fmt.Sprintf("%s (%d): %s", r.Name(), uint32(r), l.nvmlErrorString(r))
 	}
 	return fmt.Sprintf("%s (%d)", r.Name(), uint32(r))
@@ -169,27 +166,13 @@ func (l *library) symbols() []dl.Symbol {
 	}
 }
 
-var (
-	loadOnce sync.Once
-	loadErr  error
-	loaded   atomic.Pointer[library]
-)
+// loader binds the library once per process.
+var loader = dl.Loader[library]{Default: LibraryName, Env: "DMALAB_LIBNVML", Open: openLibrary}
 
 // Load opens the library and binds its functions, once per process.
 func Load() error {
-	loadOnce.Do(func() {
-		path := LibraryName
-		if p := os.Getenv("DMALAB_LIBNVML"); p != "" {
-			path = p
-		}
-		l, err := openLibrary(path)
-		if err != nil {
-			loadErr = err
-			return
-		}
-		loaded.Store(l)
-	})
-	return loadErr
+	_, err := loader.Load()
+	return err
 }
 
 func openLibrary(path string) (*library, error) {
@@ -211,24 +194,19 @@ func Init() error {
 	if err := Load(); err != nil {
 		return err
 	}
-	return check("nvmlInit_v2", loaded.Load().nvmlInit())
+	return check("nvmlInit_v2", loader.Loaded().nvmlInit())
 }
 
 // Shutdown balances Init (nvmlShutdown).
 func Shutdown() error {
-	l := loaded.Load()
+	l := loader.Loaded()
 	if l == nil {
 		return nil
 	}
 	return check("nvmlShutdown", l.nvmlShutdown())
 }
 
-func lib() (*library, error) {
-	if err := Load(); err != nil {
-		return nil, err
-	}
-	return loaded.Load(), nil
-}
+func lib() (*library, error) { return loader.Load() }
 
 // DriverVersion returns the kernel driver's version, "580.159.04" style.
 func DriverVersion() (string, error) {

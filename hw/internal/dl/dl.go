@@ -7,6 +7,9 @@ package dl
 
 import (
 	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ebitengine/purego"
 )
@@ -56,3 +59,38 @@ func Lookup(h uintptr, names []string) uintptr {
 	}
 	return 0
 }
+
+// Loader opens and binds a library once per process: from the path in
+// the environment variable Env when it is set, else Default, through
+// Open. Later calls return the first call's result; the bound library is
+// written once and only read afterwards, so it is safe from any thread.
+type Loader[T any] struct {
+	Default, Env string
+	Open         func(path string) (*T, error)
+
+	once sync.Once
+	err  error
+	lib  atomic.Pointer[T]
+}
+
+// Load opens the library on the first call and returns it, or the
+// first call's error.
+func (l *Loader[T]) Load() (*T, error) {
+	l.once.Do(func() {
+		path := l.Default
+		if p := os.Getenv(l.Env); p != "" {
+			path = p
+		}
+		lib, err := l.Open(path)
+		if err != nil {
+			l.err = err
+			return
+		}
+		l.lib.Store(lib)
+	})
+	return l.lib.Load(), l.err
+}
+
+// Loaded is the library if a Load has succeeded, nil otherwise; it never
+// loads.
+func (l *Loader[T]) Loaded() *T { return l.lib.Load() }

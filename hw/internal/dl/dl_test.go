@@ -1,6 +1,7 @@
 package dl
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -31,5 +32,34 @@ func TestMissingLibraryAndSymbols(t *testing.T) {
 	}
 	if optional != nil || absent != nil {
 		t.Error("a missing symbol left a non-nil function")
+	}
+}
+
+// TestLoader: the environment variable overrides the default path, the
+// library is opened once, and a failure is kept.
+func TestLoader(t *testing.T) {
+	t.Setenv("DMALAB_TEST_LIB", "override.so")
+	var paths []string
+	l := Loader[int]{Default: "default.so", Env: "DMALAB_TEST_LIB", Open: func(path string) (*int, error) {
+		paths = append(paths, path)
+		v := 7
+		return &v, nil
+	}}
+	if l.Loaded() != nil {
+		t.Fatal("Loaded before Load")
+	}
+	for range 2 {
+		if v, err := l.Load(); err != nil || *v != 7 {
+			t.Fatalf("Load = %v, %v", v, err)
+		}
+	}
+	if !slices.Equal(paths, []string{"override.so"}) || *l.Loaded() != 7 {
+		t.Fatalf("opened %v", paths)
+	}
+	bad := Loader[int]{Default: "missing.so", Env: "DMALAB_TEST_UNSET", Open: func(path string) (*int, error) {
+		return nil, fmt.Errorf("no %s", path)
+	}}
+	if _, err := bad.Load(); err == nil || err.Error() != "no missing.so" || bad.Loaded() != nil {
+		t.Fatalf("failed Load = %v", err)
 	}
 }
