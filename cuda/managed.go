@@ -119,7 +119,7 @@ func params(m *machine.Machine) uvm.Params {
 	if err != nil {
 		return p
 	}
-	r, err := m.Route(host, g.Memory())
+	r, err := m.DMARoute(host, g.Memory(), g.CE())
 	if err != nil {
 		return p
 	}
@@ -163,7 +163,17 @@ func (e umEnv) Engine() *sim.Engine { return e.d.m.Engine }
 func (e umEnv) Move(p *sim.Proc, from, to uvm.Processor, bytes int64) {
 	m := e.d.m
 	src, dst := e.d.procMemory(from, to), e.d.procMemory(to, from)
-	r, err := m.Route(src, dst)
+	// The GPU at the far end of the move drives it with its copy
+	// engines (the destination's when both are GPUs).
+	by := to
+	if !by.IsGPU() {
+		by = from
+	}
+	var master machine.Master
+	if by.IsGPU() {
+		master = m.GPUs[by.GPUIndex()].CE()
+	}
+	r, err := m.DMARoute(src, dst, master)
 	if err != nil {
 		panic(fmt.Sprintf("cuda: uvm migration %v → %v: %v", from, to, err))
 	}
@@ -262,9 +272,9 @@ func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, size uint64, wri
 		var r fabric.Route
 		var err error
 		if write {
-			r, err = m.Route(gp.Memory(), far)
+			r, err = m.DMARoute(gp.Memory(), far, gp.SMs())
 		} else {
-			r, err = m.Route(far, gp.Memory())
+			r, err = m.DMARoute(far, gp.Memory(), gp.SMs())
 		}
 		if err == nil {
 			var hops []fabric.Hop

@@ -59,17 +59,17 @@ func New(m *machine.Machine, memory *mem.Memory, d *dma.DMA, device string) (*Co
 		return nil, fmt.Errorf("dmaengine %s: %w", device, err)
 	}
 	c := &Controller{m: m, mem: memory, dev: dev, hw: hw, node: hw.Node}
-	if c.toDev, err = m.Route(host, hw.Side()); err != nil {
+	if c.toDev, err = m.DMARoute(host, hw.Side(), hw.DMA()); err != nil {
 		return nil, fmt.Errorf("dmaengine %s: %w", device, err)
 	}
-	if c.fromDev, err = m.Route(hw.Side(), host); err != nil {
+	if c.fromDev, err = m.DMARoute(hw.Side(), host, hw.DMA()); err != nil {
 		return nil, fmt.Errorf("dmaengine %s: %w", device, err)
 	}
 	c.copy = fabric.Route{Hops: append(append([]fabric.Hop(nil), c.toDev.Hops...), c.fromDev.Hops...)}
 	dram := m.Nodes[hw.Node].DRAM
 	var lat sim.Time
 	for _, h := range c.toDev.Hops {
-		if h.Link != dram {
+		if h.Link != dram && !h.Load {
 			lat += h.Link.Latency()
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmaengine"
+	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -81,8 +82,15 @@ func TestCopyTimeline(t *testing.T) {
 				R := sim.TransferTime(dmaengine.StatusSize, ringRate)
 				fetch := sim.TransferTime(dmaengine.DescSize, min(link, dram))
 				// A copy crosses DRAM twice (read and write) and the
-				// device's link once each way.
-				data := sim.TransferTime(size, min(link, dram/2))
+				// device's link once each way; the read's requests go
+				// up beside the written data (machine.DMARoute).
+				q := 0.0
+				for _, d := range spec.Devices {
+					if d.Name == c.device {
+						q = machine.ReadRequestLoad(d.Link)
+					}
+				}
+				data := sim.TransferTime(size, min(link/(1+q), dram/2))
 
 				var done dmaengine.Completed
 				var driverCPU, start, end sim.Time

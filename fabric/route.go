@@ -18,6 +18,10 @@ type Hop struct {
 	// Weight is the bytes this hop carries per byte of the flow; 0 means
 	// 1. A copy that reads and writes the same HBM crosses it with weight 2.
 	Weight float64
+	// Load marks a hop that only loads the link (a read's requests going
+	// the other way from its data): it takes capacity like any hop but
+	// adds nothing to the route's latency, which is the data's.
+	Load bool
 }
 
 func (h Hop) weight() float64 {
@@ -37,7 +41,9 @@ type Route struct{ Hops []Hop }
 func (r Route) Latency() sim.Time {
 	var t sim.Time
 	for _, h := range r.Hops {
-		t += h.Link.latency
+		if !h.Load {
+			t += h.Link.latency
+		}
 	}
 	return t
 }

@@ -111,6 +111,16 @@ func rate(route fabric.Route) float64 {
 
 // copyTime is a lone copy's time in a stream: the overhead, the route's
 // latency, the bytes at the route's rate.
+// latency is the route's latency from src to dst.
+func latency(t testing.TB, m *machine.Machine, src, dst machine.Endpoint) sim.Time {
+	t.Helper()
+	route, err := m.Route(src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return route.Latency()
+}
+
 func copyTime(t testing.TB, m *machine.Machine, src, dst machine.Endpoint, bytes int64) sim.Time {
 	t.Helper()
 	route, err := m.Route(src, dst)

@@ -129,10 +129,13 @@ func (d *Device) LocalRoute(write bool) (fabric.Route, error) {
 func (d *Device) routeFrom(far machine.Endpoint, write bool) (fabric.Route, error) {
 	var r fabric.Route
 	var err error
+	// The SMs issue the loads and stores: requests of one L2 line
+	// (machine.GPU.SMs), which cost more of a PCIe link than a copy
+	// engine's full-size TLPs.
 	if write {
-		r, err = d.sys.m.Route(d.GPU.Memory(), far)
+		r, err = d.sys.m.DMARoute(d.GPU.Memory(), far, d.GPU.SMs())
 	} else {
-		r, err = d.sys.m.Route(far, d.GPU.Memory())
+		r, err = d.sys.m.DMARoute(far, d.GPU.Memory(), d.GPU.SMs())
 	}
 	if err != nil {
 		return fabric.Route{}, err

@@ -66,6 +66,12 @@ func TestCopyKernelPredictions(t *testing.T) {
 	pcie, err := r.m.Route(h, r.d.GPU.Memory())
 	must(t, err)
 	hbm := r.d.GPU.VRAM.Effective()
+	// The SMs' 128-byte requests carry the same TLP overhead as the copy
+	// engines' 256-byte ones, the link's rate is at 256 B: per byte of
+	// data they cost (128+24)/128 × 256/(256+24) of it.
+	l, spec := r.d.GPU.Spec.Link, r.d.GPU.Spec
+	p, o, sm := float64(l.Payload()), float64(l.Overhead()), float64(spec.SMRequestSize())
+	smRate := rate(pcie) / ((sm + o) / sm * p / (p + o))
 	r.run(func(p *sim.Proc) {
 		dev := r.alloc(p, r.d, 2*kernelBytes)
 		s := r.d.NewStream(0)
@@ -82,8 +88,8 @@ func TestCopyKernelPredictions(t *testing.T) {
 			measured float64
 		}{
 			{"device d2d", dev + kernelBytes, dev, sim.TransferTime(2*kernelBytes, hbm), 1970},
-			{"mapped h2d", dev, host, pcie.Latency() - r.d.GPU.VRAM.Latency() + sim.TransferTime(kernelBytes, rate(pcie)), 51.40},
-			{"mapped d2h", host, dev, pcie.Latency() + sim.TransferTime(kernelBytes, rate(pcie)), 52.71},
+			{"mapped h2d", dev, host, pcie.Latency() - r.d.GPU.VRAM.Latency() + sim.TransferTime(kernelBytes, smRate), 51.40},
+			{"mapped d2h", host, dev, pcie.Latency() + sim.TransferTime(kernelBytes, smRate), 52.71},
 		} {
 			got := r.timeKernel(p, s, copyKernel(c.dst, c.src)) - KernelLaunchLatency
 			if got != c.want {

@@ -49,7 +49,7 @@ func (m *Machine) Copy(p *sim.Proc, op CopyOp) (Transfer, error) {
 	if op.Engine == nil {
 		return Transfer{}, fmt.Errorf("copy %s: no engine", op.Name)
 	}
-	route, err := m.Route(op.Src, op.Dst)
+	route, err := m.DMARoute(op.Src, op.Dst, op.Engine.Master)
 	if err != nil {
 		return Transfer{}, fmt.Errorf("copy %s: %w", op.Name, err)
 	}

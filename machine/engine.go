@@ -7,8 +7,10 @@ import "github.com/dmalab/dmalab/sim"
 // transfer submitted while it is busy waits in its queue.
 type Engine struct {
 	Name string
-	eng  *sim.Engine
-	busy bool
+	// Master is the PCIe agent the engine's transfers are (DMARoute).
+	Master Master
+	eng    *sim.Engine
+	busy   bool
 	// queue holds the waiters, each woken with the engine handed over.
 	queue []*sim.Completion
 	// Busy accumulates the time the engine spent executing transfers.
@@ -16,7 +18,9 @@ type Engine struct {
 	since sim.Time
 }
 
-func newEngine(e *sim.Engine, name string) *Engine { return &Engine{Name: name, eng: e} }
+func newEngine(e *sim.Engine, name string, by Master) *Engine {
+	return &Engine{Name: name, eng: e, Master: by}
+}
 
 // Acquire blocks p until the engine is free and takes it.
 func (en *Engine) Acquire(p *sim.Proc) {

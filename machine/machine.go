@@ -28,6 +28,8 @@ type Machine struct {
 	// pcie holds every PCIe component (root complex, switch, endpoint)
 	// by name, with its parent, for tree routing.
 	pcie map[string]*pciePort
+	// tlp holds the transaction-layer view of every PCIe link (DMARoute).
+	tlp map[*fabric.Link]*tlpLink
 	// sockets is the fabric vertex of each NUMA node's uncore/mesh, where
 	// DRAM, root complexes and socket links meet.
 	sockets     []*fabric.Node
@@ -62,6 +64,7 @@ type GPU struct {
 	// NVLinks are the GPU's NVLink bundles, by the name of the far end.
 	NVLinks     map[string]*fabric.Link
 	CopyEngines []*Engine
+	port        *pciePort
 }
 
 // Device is a DMA-capable PCIe device other than a GPU (NIC, NVMe).
@@ -74,6 +77,7 @@ type Device struct {
 	// spec gives no line rate.
 	Line    *fabric.Link
 	Engines []*Engine
+	port    *pciePort
 }
 
 // pciePort is one component of the PCIe tree and the link to its parent.
@@ -125,6 +129,7 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 			Cross:     ff.Cross(),
 		}),
 		pcie:         map[string]*pciePort{},
+		tlp:          map[*fabric.Link]*tlpLink{},
 		socketRoutes: map[[2]int]fabric.Route{},
 	}
 	f := m.Fabric
@@ -193,23 +198,23 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 			vram = f.Connect(g.Name+".hbm", port.vertex, f.Node(g.Name+".vram"), float64(g.VRAMBandwidth.V), 0, fabric.Shared)
 		}
 		gpu := &GPU{
-			Index: i, Name: g.Name, Spec: g, Node: port.node, Port: port.vertex,
+			Index: i, Name: g.Name, Spec: g, Node: port.node, Port: port.vertex, port: port,
 			VRAM:    vram,
 			NVLinks: map[string]*fabric.Link{},
 		}
 		for j := range g.CopyEngines.V {
-			gpu.CopyEngines = append(gpu.CopyEngines, newEngine(eng, fmt.Sprintf("%s.ce%d", g.Name, j)))
+			gpu.CopyEngines = append(gpu.CopyEngines, newEngine(eng, fmt.Sprintf("%s.ce%d", g.Name, j), gpu.CE()))
 		}
 		m.GPUs = append(m.GPUs, gpu)
 	}
 	for _, d := range spec.Devices {
 		port := m.attach(d.Name, d.Parent, d.Link, 0)
-		dev := &Device{Name: d.Name, Spec: d, Node: port.node, Port: port.vertex}
+		dev := &Device{Name: d.Name, Spec: d, Node: port.node, Port: port.vertex, port: port}
 		if d.LineRate.V > 0 {
 			dev.Line = f.Connect(d.Name+".line", port.vertex, f.Node(d.Name+".wire"), float64(d.LineRate.V), 0, fabric.FullDuplex)
 		}
 		for j := range max(d.DMAEngines.V, 1) {
-			dev.Engines = append(dev.Engines, newEngine(eng, fmt.Sprintf("%s.dma%d", d.Name, j)))
+			dev.Engines = append(dev.Engines, newEngine(eng, fmt.Sprintf("%s.dma%d", d.Name, j), dev.DMA()))
 		}
 		m.Devices = append(m.Devices, dev)
 	}
@@ -250,6 +255,9 @@ func (m *Machine) attach(name, parent string, l platform.PCIeLink, extra sim.Tim
 	p := &pciePort{
 		name: name, parent: par, node: par.node, vertex: v, depth: par.depth + 1,
 		up: m.Fabric.Connect(name+".pcie", par.vertex, v, float64(l.Rate()), l.Latency.V+extra, fabric.FullDuplex),
+	}
+	if t := newTLPLink(l); t != nil {
+		m.tlp[p.up] = t
 	}
 	m.pcie[name] = p
 	return p

@@ -32,6 +32,6 @@ func ExampleRun() {
 			touch, rx.Throughput/1e9, rx.P50, rx.P99, rx.CPUPerPacket, rx.Interrupts)
 	}
 	// Output:
-	// touch 0: 9.75 GB/s, latency p50 119.209983us p99 215.351295us, 909.146ns CPU per packet, 79 interrupts
-	// touch 128: 49.98 GB/s, latency p50 1.969151us p99 2.983935us, 72.093ns CPU per packet, 789 interrupts
+	// touch 0: 9.75 GB/s, latency p50 119.472127us p99 215.613439us, 909.146ns CPU per packet, 79 interrupts
+	// touch 128: 49.98 GB/s, latency p50 1.970175us p99 2.983935us, 72.093ns CPU per packet, 789 interrupts
 }

@@ -29,10 +29,11 @@ var yamlNames = map[string]string{
 	"A": "a", "B": "b", "Bandwidth": "bandwidth", "Latency": "latency", "Node": "node",
 
 	"Gen": "gen", "Width": "width", "Efficiency": "efficiency",
+	"MaxPayload": "max_payload", "MaxReadRequest": "max_read_request", "TLPOverhead": "tlp_overhead",
 
 	"Parent": "parent", "Link": "link", "Model": "model", "Arch": "arch",
 	"VRAM": "vram", "VRAMBandwidth": "vram_bandwidth", "BAR1": "bar1",
-	"CopyEngines": "copy_engines", "CopyOverhead": "copy_overhead",
+	"CopyEngines": "copy_engines", "CopyOverhead": "copy_overhead", "SMRequest": "sm_request",
 	"Integrated": "integrated", "KernelLaunch": "kernel_launch", "AllocCost": "alloc_cost",
 	"PinCost": "pin_cost", "UnpinCost": "unpin_cost", "PageableChunk": "pageable_chunk", "UVM": "uvm",
 

@@ -161,7 +161,7 @@ func TestSetErrors(t *testing.T) {
 		is                      error
 	}{
 		{"unknown field", "gpus.gpu0.vramm", "1 GiB",
-			`set gpus.gpu0.vramm: bad field path: gpus[0] has no field "vramm" (did you mean "vram"? fields: name, model, arch, integrated, node, parent, link, noncoherent_dma, vram, vram_bandwidth, bar1, copy_engines, copy_overhead, kernel_launch, alloc_cost, pin_cost, unpin_cost, pageable_chunk, uvm)`, ErrBadPath},
+			`set gpus.gpu0.vramm: bad field path: gpus[0] has no field "vramm" (did you mean "vram"? fields: name, model, arch, integrated, node, parent, link, noncoherent_dma, vram, vram_bandwidth, bar1, copy_engines, copy_overhead, sm_request, kernel_launch, alloc_cost, pin_cost, unpin_cost, pageable_chunk, uvm)`, ErrBadPath},
 		{"unknown top-level field", "gpu.gpu0.vram", "1 GiB",
 			`set gpu.gpu0.vram: bad field path: the platform has no field "gpu" (did you mean "gpus"? fields: name, description, nodes, distances, socket_links, root_complexes, switches, gpus, devices, nvswitches, nvlinks, fabric, swiotlb)`, ErrBadPath},
 		{"unknown element", "gpus.gpu7.vram", "1 GiB",
@@ -180,6 +180,14 @@ func TestSetErrors(t *testing.T) {
 			`set gpus.gpu0.vram: gpus[0].vram: bad size "12 GiX": unknown unit "GiX" (want ` + sizeUnitList + `)`, nil},
 		{"invalid value", "gpus.gpu0.link.gen", "9",
 			`set gpus.gpu0.link.gen: gpus[0].link.gen: want 1..6, got 9`, nil},
+		{"payload not a power of two", "gpus.gpu0.link.max_payload", "384 B",
+			`set gpus.gpu0.link.max_payload: gpus[0].link.max_payload: want a power of two from 128 B to 4 KiB (PCIe Base Specification), got 384 B`, nil},
+		{"read request too big", "gpus.gpu0.link.max_read_request", "8 KiB",
+			`set gpus.gpu0.link.max_read_request: gpus[0].link.max_read_request: want a power of two from 128 B to 4 KiB (PCIe Base Specification), got 8 KiB`, nil},
+		{"TLP overhead too small", "gpus.gpu0.link.tlp_overhead", "4 B",
+			`set gpus.gpu0.link.tlp_overhead: gpus[0].link.tlp_overhead: want 12 B to 64 B (header, framing and CRC of one TLP), got 4 B`, nil},
+		{"SM request not a power of two", "gpus.gpu0.sm_request", "100 B",
+			`set gpus.gpu0.sm_request: gpus[0].sm_request: want a power of two from 32 B (one L2 sector) to 4 KiB, got 100 B`, nil},
 		{"empty value", "gpus.gpu0.bar1", "",
 			`set gpus.gpu0.bar1: gpus[0].bar1: missing value: want a size like "141 GiB"`, nil},
 		{"breaking a reference", "root_complexes.rc0.name", "rc1",

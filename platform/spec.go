@@ -142,7 +142,33 @@ type PCIeLink struct {
 	// link is an on-chip port that is not PCIe (a Zynq AXI HP port, 64
 	// bits at 150 MHz), whose rate no PCIe generation describes.
 	Bandwidth Param[Rate]
+	// MaxPayload is the negotiated Max_Payload_Size (Device Control
+	// register): the largest data payload of one TLP. Efficiency is the
+	// payload share at this size; a requester that moves smaller TLPs
+	// (a GPU's SMs, 128 B) spends more of the link on headers.
+	// DefaultMaxPayload when unset.
+	MaxPayload Param[Bytes]
+	// MaxReadRequest is Max_Read_Request_Size: one read request TLP asks
+	// for at most this much data, and travels the other way from the
+	// data (DefaultMaxReadRequest when unset).
+	MaxReadRequest Param[Bytes]
+	// TLPOverhead is the bytes a TLP occupies on the wire besides its
+	// payload: framing, sequence number, header and LCRC
+	// (DefaultTLPOverhead when unset). A read request is this much
+	// without payload.
+	TLPOverhead Param[Bytes]
 }
+
+// Payload returns the Max_Payload_Size, DefaultMaxPayload when unset.
+func (l PCIeLink) Payload() Bytes { return orDefault(l.MaxPayload.V, DefaultMaxPayload) }
+
+// ReadRequest returns the Max_Read_Request_Size, DefaultMaxReadRequest
+// when unset.
+func (l PCIeLink) ReadRequest() Bytes { return orDefault(l.MaxReadRequest.V, DefaultMaxReadRequest) }
+
+// Overhead returns the per-TLP wire overhead, DefaultTLPOverhead when
+// unset.
+func (l PCIeLink) Overhead() Bytes { return orDefault(l.TLPOverhead.V, DefaultTLPOverhead) }
 
 // Switch is a PCIe switch below Parent (a root complex or another switch).
 type Switch struct {
@@ -203,6 +229,11 @@ type GPU struct {
 	// CopyOverhead is the fixed cost of one memcpy call (driver, push
 	// buffer, doorbell, completion), not counting link latency and data.
 	CopyOverhead Param[sim.Time]
+	// SMRequest is the data one request of the GPU's SMs carries over
+	// PCIe when a kernel loads or stores host memory (zero-copy, remote
+	// mappings): DefaultSMRequest when unset. Copy engines use the
+	// link's Max_Payload_Size and Max_Read_Request_Size instead.
+	SMRequest Param[Bytes]
 	// KernelLaunch is the host-side cost of launching an empty kernel
 	// and seeing it complete (DefaultKernelLaunch when unset).
 	KernelLaunch Param[sim.Time]
@@ -330,6 +361,27 @@ func (f FabricFactors) Latency() float64 { return orDefault(f.LatencyFactor.V, 1
 // Cross returns the cross-traffic factor, 0 when unset.
 func (f FabricFactors) Cross() float64 { return f.CrossTraffic.V }
 
+// Defaults of the PCIe transaction-layer parameters.
+const (
+	// DefaultMaxPayload is the Max_Payload_Size most x86 root ports and
+	// GPUs settle on (256 B; the PCIe Base Specification allows 128 B to
+	// 4 KiB, the smaller end of a link wins).
+	DefaultMaxPayload Bytes = 256
+	// DefaultMaxReadRequest is the Max_Read_Request_Size Linux leaves a
+	// device at unless its driver or pcie_bus_perf changes it (512 B, the
+	// PCIe Base Specification's reset value).
+	DefaultMaxReadRequest Bytes = 512
+	// DefaultTLPOverhead is a memory TLP with a 64-bit address on a
+	// 128b/130b link (PCIe Base Specification 3.0-5.0): 4 B STP framing
+	// token with sequence number, 16 B 4-DW header, 4 B LCRC.
+	DefaultTLPOverhead Bytes = 24
+	// DefaultSMRequest is one 128-byte L2 cache line per request: the SMs
+	// reach memory through the L2, whose lines are 128 B of four 32-byte
+	// sectors (CUDA C++ Best Practices Guide, coalesced access), and a
+	// warp's coalesced 4-byte accesses make one such line.
+	DefaultSMRequest Bytes = 128
+)
+
 // Defaults of the optional DMA parameters, as Linux has them.
 const (
 	// DefaultLineSize is the coherency granule of x86 and most Arm cores.
@@ -420,6 +472,10 @@ func (g GPU) Unpin() sim.Time { return orDefault(g.UnpinCost.V, DefaultUnpinCost
 // Chunk returns the pageable staging chunk, DefaultPageableChunk when
 // unset.
 func (g GPU) Chunk() Bytes { return orDefault(g.PageableChunk.V, DefaultPageableChunk) }
+
+// SMRequestSize returns the SMs' PCIe request size, DefaultSMRequest when
+// unset.
+func (g GPU) SMRequestSize() Bytes { return orDefault(g.SMRequest.V, DefaultSMRequest) }
 
 // Batch returns the fault batch size, DefaultFaultBatch when unset.
 func (u UVM) Batch() int { return orDefault(u.FaultBatch.V, DefaultFaultBatch) }

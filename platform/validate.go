@@ -381,6 +381,9 @@ func (v *validator) gpu(p string, g GPU) {
 	} {
 		v.optionalTime(p+"."+c.name, c.p, c.def)
 	}
+	if r := g.SMRequest.V; given(v, p+".sm_request", g.SMRequest) && (r < 32 || r > 4096 || r&(r-1) != 0) {
+		v.add(p+".sm_request", "want a power of two from 32 B (one L2 sector) to 4 KiB, got %s", bytesText(r))
+	}
 	if c := g.PageableChunk.V; given(v, p+".pageable_chunk", g.PageableChunk) && (c <= 0 || c%HostPage != 0) {
 		v.add(p+".pageable_chunk", "want a positive multiple of %s, a host page (leave it out for the default %s), got %s",
 			bytesText(HostPage), bytesText(DefaultPageableChunk), bytesText(c))
@@ -692,6 +695,22 @@ func (v *validator) link(path string, l PCIeLink) {
 	}
 	v.share(path+".efficiency", l.Efficiency)
 	nonNegative(v, path+".latency", l.Latency)
+	for _, f := range []struct {
+		name string
+		p    Param[Bytes]
+	}{{"max_payload", l.MaxPayload}, {"max_read_request", l.MaxReadRequest}} {
+		if !given(v, path+"."+f.name, f.p) {
+			continue
+		}
+		if b := f.p.V; b < 128 || b > 4096 || b&(b-1) != 0 {
+			v.add(path+"."+f.name, "want a power of two from 128 B to 4 KiB (PCIe Base Specification), got %s", bytesText(b))
+		}
+	}
+	if given(v, path+".tlp_overhead", l.TLPOverhead) {
+		if b := l.TLPOverhead.V; b < 12 || b > 64 {
+			v.add(path+".tlp_overhead", "want 12 B to 64 B (header, framing and CRC of one TLP), got %s", bytesText(b))
+		}
+	}
 }
 
 func (v *validator) nvlinks() {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 )
 
@@ -55,12 +57,31 @@ func TestBandwidthRisesWithSize(t *testing.T) {
 func TestBidirOnOneCopyEngine(t *testing.T) {
 	two := row(t, run(t, "h200-pcie", "paths=pinned", "sizes=256MiB"), "pinned", "bidir", 256<<20)
 	one := row(t, run(t, "h200-pcie", "paths=pinned", "sizes=256MiB", "platform.gpus.gpu0.copy_engines=1"), "pinned", "bidir", 256<<20)
-	if math.Abs(two.GBps-55.4)/55.4 > 0.01 {
-		t.Errorf("bidir with 3 copy engines: %.2f GB/s per direction, want ~55.4", two.GBps)
+	// Both directions at once: the host-to-device copy's read requests
+	// take q of the upstream direction per byte, so each direction runs
+	// at 1/(1+q) of the 55.4 GB/s a one-way copy gets; taking turns on
+	// one engine, each runs alone at the full rate.
+	q := readRequestLoad(t)
+	if want := 55.4 / (1 + q); math.Abs(two.GBps-want)/want > 0.01 {
+		t.Errorf("bidir with 3 copy engines: %.2f GB/s per direction, want ~%.2f (55.4/(1+%.4f))", two.GBps, want, q)
 	}
-	if ratio := one.Seconds / two.Seconds; math.Abs(ratio-2) > 0.01 {
-		t.Errorf("bidir on one copy engine takes %.3f× the time of two engines, want 2×", ratio)
+	if ratio, want := one.Seconds/two.Seconds, 2/(1+q); math.Abs(ratio-want) > 0.01 {
+		t.Errorf("bidir on one copy engine takes %.3f× the time of two engines, want %.3f×", ratio, want)
 	}
+}
+
+// readRequestLoad is q of h200-pcie's GPU link (machine.ReadRequestLoad).
+func readRequestLoad(t *testing.T) float64 {
+	t.Helper()
+	spec, err := platform.Preset("h200-pcie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := machine.ReadRequestLoad(spec.GPUs[0].Link)
+	if q <= 0 || q > 0.1 {
+		t.Fatalf("read-request load %v of a PCIe Gen5 link, want a few per cent", q)
+	}
+	return q
 }
 
 // TestCrossTrafficSlowsBidir: with a cross-traffic factor, each direction
@@ -69,9 +90,12 @@ func TestBidirOnOneCopyEngine(t *testing.T) {
 func TestCrossTrafficSlowsBidir(t *testing.T) {
 	r := run(t, "h200-pcie", "paths=pinned", "sizes=256MiB", "platform.fabric.cross_traffic=0.1")
 	h2d, bidir := row(t, r, "pinned", "h2d", 256<<20), row(t, r, "pinned", "bidir", 256<<20)
-	want := h2d.GBps / 1.1
+	// Upstream carries the d2h data, 0.1 of the h2d data as cross
+	// traffic and the h2d read requests (q): x(1+0.1+q) = the link.
+	q := readRequestLoad(t)
+	want := h2d.GBps / (1.1 + q)
 	if math.Abs(bidir.GBps-want)/want > 0.01 {
-		t.Errorf("bidir with cross traffic 0.1: %.2f GB/s per direction, want h2d/1.1 = %.2f", bidir.GBps, want)
+		t.Errorf("bidir with cross traffic 0.1: %.2f GB/s per direction, want h2d/(1.1+%.4f) = %.2f", bidir.GBps, q, want)
 	}
 }
 

@@ -46,7 +46,13 @@
 // sync_copy: synchronous copies from pageable and pinned memory. sync_call:
 // the time per call of small synchronous copies. call_overhead: one trivial
 // driver call through the binding. host_memcpy: one CPU thread copying
-// pageable to pinned memory. pin: cuMemHostRegister and unregister per size.
+// pageable to pinned memory with the C library's memcpy (operation memcpy,
+// the copy C programs and the driver's staging make; left out when the C
+// library cannot be loaded) and with Go's copy (go_copy, whose memmove uses
+// non-temporal stores from 1 MiB on amd64), and a staging ring's copy-out
+// (stream_out): two cache-resident 1 MiB halves of pinned memory copied
+// alternately into the whole pageable buffer, 1 MiB at a time, with Go's
+// copy. pin: cuMemHostRegister and unregister per size.
 // latency: one GPU thread's dependent loads from mapped host memory and from
 // device memory. unified: managed memory — CPU first touch
 // (managed-cpu-fault), prefetch each way (managed-prefetch), fault-driven

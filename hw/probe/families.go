@@ -1,10 +1,13 @@
 package probe
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/dmalab/dmalab/hw/internal/libc"
 )
 
 // collector gathers a family's measurements and failures: a failed
@@ -192,44 +195,114 @@ func (m *meter) callTimeFamily(g *GPUReport) error {
 	return c.err()
 }
 
+// Operations of the host_memcpy family: the value of Measurement.Operation.
+const (
+	opLibcMemcpy = "memcpy"     // the C library's memcpy, pageable to pinned
+	opGoCopy     = "go_copy"    // Go's copy, pageable to pinned
+	opStreamOut  = "stream_out" // Go's copy from a cache-resident ring into pageable memory
+)
+
+// streamChunk is the piece a staging ring's copy-out moves at a time, and the
+// size of each half of the ring: at 1 MiB Go's memmove switches to
+// non-temporal stores on amd64.
+const streamChunk = 1 << 20
+
 // hostMemcpyFamily measures one CPU thread copying pageable memory into
-// pinned memory, the copy a pageable transfer pays before its DMA. It is CPU
-// work, timed with the wall clock, not the Device's.
+// pinned memory, the copy a pageable transfer pays before its DMA: with the
+// C library's memcpy (operation memcpy, the rate C programs and the CUDA
+// driver's staging copies get; left out when the C library cannot be
+// loaded) and with Go's copy (go_copy). It also measures the copy-out of a
+// staging ring (stream_out): the pinned buffer's first 2 MiB, cache-resident,
+// copied 1 MiB at a time into the whole pageable buffer, which is what a
+// driver's pageable device-to-host copy does after each DMA. It is CPU work,
+// timed with the wall clock, not the Device's.
 func (m *meter) hostMemcpyFamily(g *GPUReport) error {
 	c := collector{g: g}
 	big := m.o.headline()
 	reps := max(2, int(smallTarget*4/big))
+	meas := func(op string) Measurement {
+		return Measurement{Family: FamilyHostMemcpy, Path: MemPageable.String(), Direction: "h2h", Operation: op, SizeBytes: big,
+			Repetitions: reps, Unit: UnitGBps, Method: MethodHostTimer, Warmup: 1, Samples: m.o.Samples}
+	}
 	m.withBuffers(&c, "host_memcpy", func(b []*Buffer) {
 		src, dst := b[0], b[1]
 		m.src.fill(src.Host)
-		meas := Measurement{Family: FamilyHostMemcpy, Path: MemPageable.String(), Direction: "h2h", SizeBytes: big,
-			Repetitions: reps, Unit: UnitGBps, Method: MethodHostTimer, Warmup: 1, Samples: m.o.Samples}
-		copy(dst.Host, src.Host)
-		var err error
-		for range m.o.Samples {
-			if err = m.ctx.Err(); err != nil {
-				break
-			}
-			m.dst.fill(dst.Host)
-			t0 := time.Now()
-			for range reps {
-				copy(dst.Host, src.Host)
-			}
-			el := time.Since(t0)
-			if err = wrapVerify(dst, m.src.verify(dst.Host)); err != nil {
-				break
-			}
-			meas.Values = append(meas.Values, gbps(big*int64(reps), el.Seconds()))
+		out := dst.Host[:big]
+		reset := func() { m.dst.fill(out) }
+		check := func() error { return wrapVerify(dst, m.src.verify(out)) }
+		if libc.Available() == nil {
+			c.add(m.hostCopy(meas(opLibcMemcpy), func() error { return libc.Memcpy(out, src.Host) }, reset, check))
 		}
-		if err != nil {
-			c.fail(fmt.Errorf("%s: %w", meas.Key(), err))
-			return
-		}
-		meas.Stat, meas.Verified = summarize(meas.Values), true
-		m.progress(&meas)
-		c.add(meas, nil)
-	}, bufSpec{kind: MemPageable, size: big}, bufSpec{kind: MemPinned, size: big})
+		c.add(m.hostCopy(meas(opGoCopy), func() error { copy(out, src.Host); return nil }, reset, check))
+		// The ring is the pinned buffer's start (allocated at least that
+		// long), filled with the source pattern; pageable memory is now the
+		// destination.
+		ring := dst.Host[:2*streamChunk]
+		m.src.fill(ring)
+		c.add(m.hostCopy(meas(opStreamOut), func() error { streamOut(src.Host, ring); return nil },
+			func() { m.dst.fill(src.Host) }, func() error { return wrapVerify(src, verifyStreamOut(src.Host, ring)) }))
+	}, bufSpec{kind: MemPageable, size: big}, bufSpec{kind: MemPinned, size: max(big, 2*streamChunk)})
 	return c.err()
+}
+
+// streamOut copies the halves of ring alternately into dst, streamChunk
+// bytes at a time, as a staging copy-out drains its ring; the last piece may
+// be short. On amd64 CPUs with AVX, Go's copy of 1 MiB or more (each piece
+// here) uses non-temporal stores (VMOVNTDQ, with PREFETCHNTA), as a driver's
+// streaming copy-out does; on other architectures it is an ordinary copy.
+func streamOut(dst, ring []byte) {
+	for i, off := 0, 0; off < len(dst); i, off = i+1, off+streamChunk {
+		half := ring[i%2*streamChunk:][:streamChunk]
+		copy(dst[off:], half)
+	}
+}
+
+// verifyStreamOut checks that each piece of dst holds the ring half
+// streamOut copied into it.
+func verifyStreamOut(dst, ring []byte) error {
+	for i, off := 0, 0; off < len(dst); i, off = i+1, off+streamChunk {
+		got := dst[off:min(off+streamChunk, len(dst))]
+		if want := ring[i%2*streamChunk:][:len(got)]; !bytes.Equal(got, want) {
+			return fmt.Errorf("%w: piece %d at byte %d differs from ring half %d", ErrVerify, i, off, i%2)
+		}
+	}
+	return nil
+}
+
+// hostCopy measures copyAll, CPU work, with the wall clock: one untimed
+// call, then per sample reset, Repetitions timed calls and check. Each call
+// moves SizeBytes.
+func (m *meter) hostCopy(meas Measurement, copyAll func() error, reset func(), check func() error) (Measurement, error) {
+	err := copyAll()
+	for range meas.Samples {
+		if err != nil {
+			break
+		}
+		if err = m.ctx.Err(); err != nil {
+			break
+		}
+		reset()
+		t0 := time.Now()
+		for range meas.Repetitions {
+			if err = copyAll(); err != nil {
+				break
+			}
+		}
+		el := time.Since(t0)
+		if err != nil {
+			break
+		}
+		if err = check(); err != nil {
+			break
+		}
+		meas.Values = append(meas.Values, gbps(meas.SizeBytes*int64(meas.Repetitions), el.Seconds()))
+	}
+	if err != nil {
+		return meas, fmt.Errorf("%s: %w", meas.Key(), err)
+	}
+	meas.Stat, meas.Verified = summarize(meas.Values), true
+	m.progress(&meas)
+	return meas, nil
 }
 
 // pinSizes are the sizes of the pinning-cost measurement that do not exceed

@@ -32,8 +32,13 @@ const (
 	// FamilyCallOverhead: one trivial driver call through the binding
 	// (cuDriverGetVersion), host clock. Microseconds.
 	FamilyCallOverhead = "call_overhead"
-	// FamilyHostMemcpy: one CPU thread copying pageable to pinned memory
-	// (Go's copy), host clock. Bandwidth.
+	// FamilyHostMemcpy: one CPU thread copying, host clock. Bandwidth.
+	// Operation memcpy: the C library's memcpy, pageable to pinned memory
+	// (what C programs and the CUDA driver's staging copies get; absent
+	// when the C library cannot be loaded). go_copy: Go's copy, the same
+	// copy. stream_out: a staging ring's copy-out, 1 MiB pieces from two
+	// cache-resident 1 MiB halves of pinned memory into the whole pageable
+	// buffer with Go's copy (non-temporal stores on amd64).
 	FamilyHostMemcpy = "host_memcpy"
 	// FamilyPin: cuMemHostRegister and cuMemHostUnregister of pageable
 	// memory, per call, host clock. Microseconds.

@@ -16,7 +16,7 @@ var familyTitles = map[string]string{
 	FamilySync:         "synchronous cuMemcpy, host clock",
 	FamilyCallTime:     "synchronous small copies, time per call, host clock",
 	FamilyCallOverhead: "one trivial driver call through the binding, host clock",
-	FamilyHostMemcpy:   "one CPU thread copying pageable to pinned memory, wall clock",
+	FamilyHostMemcpy:   "one CPU thread, wall clock: memcpy (libc) and go_copy pageable to pinned; stream_out from a 2 MiB pinned ring",
 	FamilyPin:          "cuMemHostRegister / cuMemHostUnregister of resident pageable memory, per call",
 	FamilyLatency:      "one GPU thread chasing pointers (dependent loads), timed in the kernel",
 	FamilyUnified:      "managed memory: first touch, prefetch, GPU faults, CPU fault-back, remote access",

@@ -1,0 +1,110 @@
+package machine
+
+import (
+	"github.com/dmalab/dmalab/fabric"
+	"github.com/dmalab/dmalab/platform"
+)
+
+// Master is the PCIe agent whose transactions move a transfer's bytes: a
+// GPU's copy engines, a GPU's SMs, or a device's DMA engine. It decides
+// what each PCIe link of the route carries besides the data (DMARoute).
+type Master struct {
+	port *pciePort
+	// request is the data per transaction: 0 means the link's own sizes
+	// (Max_Payload_Size for writes and completions, Max_Read_Request_Size
+	// for a read request), as DMA engines issue them.
+	request int64
+}
+
+// CE is the GPU's copy engines as a PCIe master.
+func (g *GPU) CE() Master { return Master{port: g.port} }
+
+// SMs is the GPU's streaming multiprocessors as a PCIe master: a kernel's
+// loads and stores of host memory, one platform.GPU.SMRequestSize line a
+// transaction.
+func (g *GPU) SMs() Master { return Master{port: g.port, request: int64(g.Spec.SMRequestSize())} }
+
+// DMA is the device's DMA engine as a PCIe master.
+func (d *Device) DMA() Master { return Master{port: d.port} }
+
+// tlpLink is the transaction-layer view of one PCIe link.
+type tlpLink struct {
+	payload, readReq, overhead float64
+}
+
+func newTLPLink(l platform.PCIeLink) *tlpLink {
+	if l.Bandwidth.V != 0 {
+		// Not PCIe (an on-chip port given by its bandwidth): no TLPs.
+		return nil
+	}
+	return &tlpLink{payload: float64(l.Payload()), readReq: float64(l.ReadRequest()), overhead: float64(l.Overhead())}
+}
+
+// cost is the link capacity one byte of data takes in TLPs of payload p,
+// in units of the link's rate: the rate is the payload rate at
+// Max_Payload_Size, so a full-size TLP costs 1 and a smaller one more.
+func (t *tlpLink) cost(p float64) float64 {
+	return (p + t.overhead) / p * t.payload / (t.payload + t.overhead)
+}
+
+// DMARoute is Route(src, dst) as master's transactions load it. On every
+// PCIe link of the path the data travels as TLPs no bigger than the
+// link's Max_Payload_Size, or the master's request size where that is
+// smaller, so a smaller request costs more of the link per byte (the
+// link's rate is calibrated at Max_Payload_Size). When the master reads
+// (dst is its own memory or side), the data comes back as completions
+// and the read requests, one TLP header per request, load the opposite
+// direction of each PCIe link: what a copy in the other direction then
+// loses to them. A master at neither end (a GPU's engine moving host
+// memory to another GPU) is treated as writing.
+func (m *Machine) DMARoute(src, dst Endpoint, by Master) (fabric.Route, error) {
+	r, err := m.Route(src, dst)
+	if err != nil || by.port == nil {
+		return r, err
+	}
+	read := m.attachment(dst).port == by.port
+	hops := make([]fabric.Hop, 0, 2*len(r.Hops))
+	for _, h := range r.Hops {
+		t := m.tlp[h.Link]
+		if t == nil {
+			hops = append(hops, h)
+			continue
+		}
+		size := t.payload
+		if by.request > 0 {
+			size = min(size, float64(by.request))
+		}
+		w := h.Weight
+		if w == 0 {
+			w = 1
+		}
+		h.Weight = w * t.cost(size)
+		hops = append(hops, h)
+		if read {
+			req := t.readReq
+			if by.request > 0 {
+				req = float64(by.request)
+			}
+			// A request is a header without payload; its share of the
+			// reverse direction is header bytes per data byte, in the
+			// same units as the data's cost.
+			hops = append(hops, fabric.Hop{Link: h.Link, Dir: h.Dir.Reverse(), Load: true,
+				Weight: w * t.overhead / req * t.payload / (t.payload + t.overhead)})
+		}
+	}
+	r.Hops = hops
+	return r, nil
+}
+
+// ReadRequestLoad is what a copy engine's reads over link l put on the
+// link's other direction per byte of data, in units of the link's rate:
+// one request header per Max_Read_Request_Size. A copy against the
+// other direction runs at 1/(1+ReadRequestLoad) of the link when both
+// directions are busy. 0 for a link that is not PCIe.
+func ReadRequestLoad(l platform.PCIeLink) float64 {
+	t := newTLPLink(l)
+	if t == nil {
+		return 0
+	}
+	return t.overhead / t.readReq * t.payload / (t.payload + t.overhead)
+}

@@ -1,0 +1,108 @@
+package machine
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/dmalab/dmalab/fabric"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// loads renders a route's hops with their weights, "(load)" on hops that
+// only load a link.
+func loads(r fabric.Route) string {
+	var s []string
+	for _, h := range r.Hops {
+		step := fmt.Sprintf("%s:%v×%.4f", h.Link.Name(), h.Dir, h.Weight)
+		if h.Load {
+			step += "(load)"
+		}
+		s = append(s, step)
+	}
+	return strings.Join(s, " ")
+}
+
+// TestDMARouteTLPs works the transaction layer by hand on h200-pcie's
+// Gen5 link (Max_Payload_Size 256 B, Max_Read_Request_Size 512 B, 24 B
+// per TLP): a copy engine's write costs the link's rate exactly; its read
+// also loads the other direction with one 24 B request per 512 B; the
+// SMs' 128 B requests cost (152/128)/(280/256) of the link per byte, and
+// their reads 24 B per 128 B the other way.
+func TestDMARouteTLPs(t *testing.T) {
+	m := build(t, "h200-pcie")
+	g := m.GPUs[0]
+	host, _ := m.HostMemory(0)
+	full := 256.0 / 280
+	for _, c := range []struct {
+		name     string
+		src, dst Endpoint
+		by       Master
+		want     string
+	}{
+		{"CE write (d2h)", g.Memory(), host, g.CE(),
+			"gpu0.hbm:B→A×1.0000 gpu0.pcie:B→A×1.0000 rc0:B→A×1.0000 node0.dram:A→B×1.0000"},
+		{"CE read (h2d)", host, g.Memory(), g.CE(),
+			fmt.Sprintf("node0.dram:B→A×1.0000 rc0:A→B×1.0000 gpu0.pcie:A→B×1.0000 gpu0.pcie:B→A×%.4f(load) gpu0.hbm:A→B×1.0000", 24.0/512*full)},
+		{"SM write", g.Memory(), host, g.SMs(),
+			fmt.Sprintf("gpu0.hbm:B→A×1.0000 gpu0.pcie:B→A×%.4f rc0:B→A×1.0000 node0.dram:A→B×1.0000", 152.0/128*full)},
+		{"SM read", host, g.Memory(), g.SMs(),
+			fmt.Sprintf("node0.dram:B→A×1.0000 rc0:A→B×1.0000 gpu0.pcie:A→B×%.4f gpu0.pcie:B→A×%.4f(load) gpu0.hbm:A→B×1.0000", 152.0/128*full, 24.0/128*full)},
+		{"no master", host, g.Memory(), Master{},
+			"node0.dram:B→A×1.0000 rc0:A→B×1.0000 gpu0.pcie:A→B×1.0000 gpu0.hbm:A→B×1.0000"},
+	} {
+		r, err := m.DMARoute(c.src, c.dst, c.by)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := loads(r); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+		plain, _ := m.Route(c.src, c.dst)
+		if r.Latency() != plain.Latency() {
+			t.Errorf("%s: latency %v, want the data's %v (requests add none)", c.name, r.Latency(), plain.Latency())
+		}
+	}
+}
+
+// TestBidirLosesToReadRequests: a copy engine reading host memory while
+// another writes it: both directions of the link are busy, and the
+// upstream one also carries the reads' requests, so each copy gets
+// 1/(1+q) of the link; a write alone gets all of it.
+func TestBidirLosesToReadRequests(t *testing.T) {
+	m := build(t, "h200-pcie")
+	g := m.GPUs[0]
+	host, _ := m.HostMemory(0)
+	const n = 1 << 30
+	var alone, up, down sim.Time
+	m.Engine.Spawn("alone", func(p *sim.Proc) {
+		tr, err := m.Copy(p, CopyOp{Name: "d2h", Engine: g.CopyEngines[1], Src: g.Memory(), Dst: host, Bytes: n})
+		if err != nil {
+			t.Error(err)
+		}
+		alone = tr.End - tr.Start
+		m.Engine.Spawn("h2d", func(p *sim.Proc) {
+			tr, err := m.Copy(p, CopyOp{Name: "h2d", Engine: g.CopyEngines[0], Src: host, Dst: g.Memory(), Bytes: n})
+			if err != nil {
+				t.Error(err)
+			}
+			down = tr.End - tr.Start
+		})
+		tr, err = m.Copy(p, CopyOp{Name: "d2h", Engine: g.CopyEngines[1], Src: g.Memory(), Dst: host, Bytes: n})
+		if err != nil {
+			t.Error(err)
+		}
+		up = tr.End - tr.Start
+	})
+	m.Engine.Run()
+	q := ReadRequestLoad(g.Spec.Link)
+	if want := 24.0 / 512 * 256 / 280; math.Abs(q-want) > 1e-12 {
+		t.Errorf("ReadRequestLoad %v, want %v", q, want)
+	}
+	for name, got := range map[string]sim.Time{"d2h beside h2d": up, "h2d beside d2h": down} {
+		if ratio := float64(got) / float64(alone); math.Abs(ratio-(1+q)) > 1e-3 {
+			t.Errorf("%s took %.4f× the lone copy's time, want 1+q = %.4f", name, ratio, 1+q)
+		}
+	}
+}
