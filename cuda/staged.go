@@ -55,7 +55,9 @@ func StagingEngine(g *machine.GPU, toDevice bool) *machine.Engine {
 // staging buffer (a CPU memcpy, machine.CPUCopy: CPU time at the node's
 // memcpy rate) and hands it to the copy engine, which moves it (a
 // machine.Copy without overhead of its own); from the device, the
-// engine fills a staging buffer and the thread copies it out. The two
+// engine fills a staging buffer and the thread copies it out
+// (machine.CPUCopyOut: the buffer is still in the caches, so the copy is
+// bound by writing DRAM, at the node's stream rate). The two
 // stages overlap, so the slower one (usually the one-thread memcpy)
 // sets the rate. It blocks p until the last byte has landed.
 //
@@ -137,7 +139,7 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 		p.WaitUntil(cond, func() bool { return len(ready) > 0 })
 		n := ready[0]
 		ready = ready[1:]
-		if err := m.CPUCopy(p, name+" unstage", s.Node, n); err != nil {
+		if err := m.CPUCopyOut(p, name+" unstage", s.Node, n); err != nil {
 			return err
 		}
 		free++
@@ -164,6 +166,7 @@ func bulkStaged(p *sim.Proc, m *machine.Machine, s Staging, name string, first, 
 	memcpy := func(q *sim.Proc, n int64) error { return m.CPUCopy(q, name+" stage", s.Node, n) }
 	lead, follow := memcpy, dma
 	if !s.ToDevice {
+		memcpy = func(q *sim.Proc, n int64) error { return m.CPUCopyOut(q, name+" unstage", s.Node, n) }
 		lead, follow = dma, memcpy
 	}
 	if err := lead(p, first); err != nil {

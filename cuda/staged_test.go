@@ -78,3 +78,50 @@ func TestStagedCopyMatchesTransfers(t *testing.T) {
 		}
 	}
 }
+
+// TestStagedCopyOutAtStreamRate: a device-to-host staged copy's CPU
+// stage copies out of a cache-resident staging buffer at the node's
+// stream rate, a host-to-device one copies in at the memcpy rate; each
+// direction's time follows its own rate and not the other's.
+func TestStagedCopyOutAtStreamRate(t *testing.T) {
+	const size = 256 << 20
+	took := func(toDevice bool, memcpy, stream float64) sim.Time {
+		spec, err := platform.Preset("h200-pcie")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.Nodes[0].MemcpyRate.V = platform.Rate(memcpy)
+		spec.Nodes[0].StreamRate.V = platform.Rate(stream)
+		m, err := machine.New(spec, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		g := m.GPUs[0]
+		host, _ := m.HostMemory(g.Node)
+		var d sim.Time
+		m.Engine.Spawn("copy", func(p *sim.Proc) {
+			t0 := p.Now()
+			if err := cuda.StagedCopy(p, m, cuda.Staging{Name: "pageable", GPU: g, Host: host, Node: g.Node,
+				ToDevice: toDevice, Bytes: size}); err != nil {
+				t.Error(err)
+			}
+			d = p.Now() - t0
+		})
+		m.Engine.Run()
+		return d
+	}
+	rate := func(d sim.Time) float64 { return size / d.Seconds() / 1e9 }
+	// d2h: the copy-out at 20 GB/s, whatever the memcpy rate.
+	if a, b := took(false, 10e9, 20e9), took(false, 5e9, 20e9); a != b || math.Abs(rate(a)-20)/20 > 0.02 {
+		t.Errorf("d2h at stream rate 20 GB/s: %.2f and %.2f GB/s with memcpy 10 and 5 GB/s, want both ~20", rate(a), rate(b))
+	}
+	// h2d: the copy-in at 10 GB/s, whatever the stream rate.
+	if a, b := took(true, 10e9, 20e9), took(true, 10e9, 40e9); a != b || math.Abs(rate(a)-10)/10 > 0.02 {
+		t.Errorf("h2d at memcpy rate 10 GB/s: %.2f and %.2f GB/s with stream 20 and 40 GB/s, want both ~10", rate(a), rate(b))
+	}
+	// Unset, the stream rate is the memcpy rate.
+	if a, b := took(false, 10e9, 0), took(false, 10e9, 10e9); a != b {
+		t.Errorf("d2h with the stream rate unset took %v, with it equal to the memcpy rate %v", a, b)
+	}
+}

@@ -89,3 +89,24 @@ func (m *Machine) CPUCopy(p *sim.Proc, name string, node int, bytes int64) error
 	p.Charge(p.Now() - start)
 	return nil
 }
+
+// CPUCopyOut is one CPU thread copying bytes out of a buffer that stays
+// in its caches (a staging buffer a copy engine has just filled) into
+// node's memory with non-temporal stores: a flow that only writes the
+// node's DRAM, capped at the node's StreamCopyRate. It blocks p until
+// the copy is done and counts as p's CPU time.
+func (m *Machine) CPUCopyOut(p *sim.Proc, name string, node int, bytes int64) error {
+	if _, err := m.HostMemory(node); err != nil {
+		return fmt.Errorf("memcpy %s: %w", name, err)
+	}
+	if bytes < 0 {
+		return fmt.Errorf("memcpy %s: negative size %d", name, bytes)
+	}
+	n := m.Nodes[node]
+	route := fabric.Route{Hops: []fabric.Hop{{Link: n.DRAM, Dir: fabric.AtoB, Weight: 1}}}
+	start := p.Now()
+	fl := m.Fabric.Start(name, route, bytes, fabric.MaxRate(float64(n.Spec.StreamCopyRate())))
+	p.Wait(fl.Done())
+	p.Charge(p.Now() - start)
+	return nil
+}

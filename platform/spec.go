@@ -71,6 +71,12 @@ type Node struct {
 	// MemcpyRate is what one CPU thread achieves copying between two
 	// large buffers in this node (pageable staging copies pay it).
 	MemcpyRate Param[Rate]
+	// StreamRate is what one CPU thread achieves copying out of a small
+	// buffer that stays in its caches into a large one in DRAM with
+	// non-temporal stores: a write-bound copy, such as the CUDA driver's
+	// copy out of a pinned staging buffer into pageable memory
+	// (MemcpyRate when unset).
+	StreamRate Param[Rate]
 	// Cache is the CPU cache of the node's cores as the coherency model
 	// sees it.
 	Cache CPUCache
@@ -522,6 +528,10 @@ func lapses(lapse sim.Time, n int) sim.Time {
 	}
 	return lapse * sim.Time(n)
 }
+
+// StreamCopyRate returns the node's StreamRate, its MemcpyRate when
+// unset.
+func (n Node) StreamCopyRate() Rate { return orDefault(n.StreamRate.V, n.MemcpyRate.V) }
 
 // Line returns the cache line size, DefaultLineSize when unset.
 func (c CPUCache) Line() Bytes { return orDefault(c.LineSize.V, DefaultLineSize) }

@@ -295,6 +295,9 @@ func (v *validator) nodes() {
 		positive(v, p+".dram_bandwidth", n.DRAMBandwidth)
 		nonNegative(v, p+".dram_latency", n.DRAMLatency)
 		positive(v, p+".memcpy_rate", n.MemcpyRate)
+		if given(v, p+".stream_rate", n.StreamRate) {
+			positive(v, p+".stream_rate", n.StreamRate)
+		}
 		v.cache(p+".cache", n.Cache)
 	}
 }

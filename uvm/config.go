@@ -115,6 +115,12 @@ type Params struct {
 	// CPUZeroPageCost is what clearing one fresh 4 KiB page costs when
 	// managed memory is populated in system memory.
 	CPUZeroPageCost sim.Time
+	// CPUMapPageCost is what mapping one 4 KiB page into the process
+	// costs once it is resident in system memory: UVM maps CPU pages one
+	// at a time (block_map_cpu_page_to: vm_insert_page under the VMA
+	// wrapper's lock, the chunk lookup, the dirty bit), after a
+	// prefetch to the CPU and for the whole region a CPU fault migrates.
+	CPUMapPageCost sim.Time
 }
 
 // Defaults: the nvidia_uvm module's own (open-gpu-kernel-modules,
@@ -203,6 +209,12 @@ const (
 	// measured here (7.405 GB/s, h200-pcie memcpy_rate), assumed for
 	// clearing a page, a stream of stores: 4096 / 7.405e9 s = 553 ns.
 	DefaultCPUZeroPageCost = 553 * sim.Nanosecond
+	// DefaultCPUMapPageCost is assumed equal to pinning one page:
+	// cuMemHostRegister costs 35 ms per GiB on the H200 machine
+	// (REFERENCE.md), 133 ns per 4 KiB page, which is the same kind of
+	// per-page kernel work (a page-table walk, a reference, a mapping
+	// under mmap_lock). No unified-memory measurement went into it.
+	DefaultCPUMapPageCost = 133 * sim.Nanosecond
 )
 
 // DefaultParams are the driver's defaults and the calibrated costs.
@@ -226,6 +238,7 @@ func DefaultParams() Params {
 		CPUFaultCost:          DefaultCPUFaultCost,
 		PrefetchBlockCost:     DefaultPrefetchBlockCost,
 		CPUZeroPageCost:       DefaultCPUZeroPageCost,
+		CPUMapPageCost:        DefaultCPUMapPageCost,
 	}
 }
 
@@ -274,7 +287,7 @@ func (p *Params) validate() error {
 	case p.UnpinGranularity <= 0:
 		return bad("UnpinGranularity", p.UnpinGranularity)
 	case p.FaultBatchOverhead < 0 || p.FaultEntryCost < 0 || p.BlockServiceCost < 0 ||
-		p.CPUFaultCost < 0 || p.PrefetchBlockCost < 0 || p.CPUZeroPageCost < 0:
+		p.CPUFaultCost < 0 || p.PrefetchBlockCost < 0 || p.CPUZeroPageCost < 0 || p.CPUMapPageCost < 0:
 		return bad("a cost", "negative")
 	}
 	return nil

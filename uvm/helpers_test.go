@@ -51,6 +51,7 @@ func testParams() Params {
 	p.CPUFaultCost = 5 * sim.Microsecond
 	p.PrefetchBlockCost = 1 * sim.Microsecond
 	p.CPUZeroPageCost = 0
+	p.CPUMapPageCost = 0
 	return p
 }
 

@@ -209,6 +209,12 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 		copied.Or(&src[q])
 	}
 
+	// Pages new in system memory are mapped into the process one by one
+	// (the CPU's copy can be read only then).
+	if dest == CPU && !need.Empty() {
+		p.Sleep(sim.Time(need.Count()) * d.p.CPUMapPageCost)
+	}
+
 	// The pages' residency changes: new copies on dest, and the other
 	// copies of exclusive pages go.
 	var changed = need

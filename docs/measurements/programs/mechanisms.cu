@@ -2,7 +2,7 @@
 // unified-memory and PCIe-efficiency mechanisms (issue 5). Not part of the Go
 // build; run on a machine with a GPU:
 //
-//	nvcc -O2 -std=c++17 -o mechanisms mechanisms.cu
+//	nvcc -O2 -std=c++17 -Xcompiler -mavx2 -o mechanisms mechanisms.cu
 //	./mechanisms spin        # default scheduling (the driver spin-waits)
 //	./mechanisms blocking    # cudaDeviceScheduleBlockingSync
 //
@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <immintrin.h>
 
 #define CK(x)                                                                 \
 	do {                                                                      \
@@ -152,6 +153,60 @@ static void memcpys() {
 	free(b);
 }
 
+// ntcopy copies n bytes with 32-byte non-temporal stores (both pointers
+// 32-byte aligned, n a multiple of 128).
+static void ntcopy(char *dst, const char *src, size_t n) {
+	for (size_t i = 0; i < n; i += 128) {
+		__m256i a = _mm256_load_si256((const __m256i *)(src + i));
+		__m256i b = _mm256_load_si256((const __m256i *)(src + i + 32));
+		__m256i c = _mm256_load_si256((const __m256i *)(src + i + 64));
+		__m256i d = _mm256_load_si256((const __m256i *)(src + i + 96));
+		_mm256_stream_si256((__m256i *)(dst + i), a);
+		_mm256_stream_si256((__m256i *)(dst + i + 32), b);
+		_mm256_stream_si256((__m256i *)(dst + i + 64), c);
+		_mm256_stream_si256((__m256i *)(dst + i + 96), d);
+	}
+	_mm_sfence();
+}
+
+static void repmovsb(char *dst, const char *src, size_t n) {
+	asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+}
+
+// streamout: the copy-out of a staging ring (two 1 MiB halves of a pinned
+// buffer, cache-resident) into 1 GiB of pageable memory, with
+// non-temporal stores, rep movsb and glibc memcpy; and the NT copy of
+// 1 GiB DRAM to DRAM.
+static void streamout() {
+	size_t big = 1024 * MiB, c = 1 * MiB;
+	char *dst = (char *)aligned_alloc(4096, big), *src = (char *)aligned_alloc(4096, big), *ring;
+	CK(cudaMallocHost((void **)&ring, 2 * c));
+	touch(dst, big);
+	touch(src, big);
+	touch(ring, 2 * c);
+	for (int r = 0; r < 3; r++) {
+		span s;
+		s.start();
+		for (size_t off = 0, k = 0; off < big; off += c, k++) ntcopy(dst + off, ring + (k & 1) * c, c);
+		s.stop("streamout", "how=nt chunk=%zu bytes=%zu rep=%d", c, big, r);
+		s.start();
+		for (size_t off = 0, k = 0; off < big; off += c, k++) repmovsb(dst + off, ring + (k & 1) * c, c);
+		s.stop("streamout", "how=repmovsb chunk=%zu bytes=%zu rep=%d", c, big, r);
+		s.start();
+		for (size_t off = 0, k = 0; off < big; off += c, k++) memcpy(dst + off, ring + (k & 1) * c, c);
+		s.stop("streamout", "how=memcpy chunk=%zu bytes=%zu rep=%d", c, big, r);
+		s.start();
+		ntcopy(dst, src, big);
+		s.stop("streamout", "how=nt_dram_to_dram chunk=0 bytes=%zu rep=%d", big, r);
+		s.start();
+		memcpy(dst, src, big);
+		s.stop("streamout", "how=memcpy_dram_to_dram chunk=0 bytes=%zu rep=%d", big, r);
+	}
+	CK(cudaFreeHost(ring));
+	free(dst);
+	free(src);
+}
+
 static void pageable() {
 	size_t sizes[] = {64 << 10, 256 << 10, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB, 1024 * MiB};
 	size_t big = 1024 * MiB;
@@ -271,6 +326,7 @@ int main(int argc, char **argv) {
 	if (!strcmp(mode, "blocking")) CK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
 	CK(cudaFree(0));
 	printf("mode %s\n", mode);
+	if (!strcmp(only, "streamout")) streamout();
 	if (!strcmp(only, "all") || !strcmp(only, "memcpy")) memcpys();
 	if (!strcmp(only, "all") || !strcmp(only, "pageable")) pageable();
 	if (!strcmp(only, "all") || !strcmp(only, "managed")) managed();

@@ -19,7 +19,7 @@ dir=$(dirname "$0")
 	done
 	which perf strace ltrace || true
 } > "$out/system.txt" 2>&1
-nvcc -O2 -std=c++17 -o "$out/mechanisms" "$dir/mechanisms.cu" > "$out/build.txt" 2>&1 || { cat "$out/build.txt"; exit 1; }
+nvcc -O2 -std=c++17 -Xcompiler -mavx2 -o "$out/mechanisms" "$dir/mechanisms.cu" > "$out/build.txt" 2>&1 || { cat "$out/build.txt"; exit 1; }
 "$out/mechanisms" spin > "$out/spin.txt" 2>&1
 "$out/mechanisms" blocking > "$out/blocking.txt" 2>&1
 if command -v strace > /dev/null; then
