@@ -87,7 +87,7 @@ func TestCopyTimeline(t *testing.T) {
 				q := 0.0
 				for _, d := range spec.Devices {
 					if d.Name == c.device {
-						q = machine.ReadRequestLoad(d.Link)
+						q = machine.ReverseLoad(d.Link, true)
 					}
 				}
 				data := sim.TransferTime(size, min(link/(1+q), dram/2))

@@ -79,7 +79,7 @@ func TestStreamsOverlap(t *testing.T) {
 	// Both directions busy: the host-to-device copy's read requests share
 	// the upstream direction with the device-to-host data, so each runs
 	// at 1/(1+q) of the link.
-	q := machine.ReadRequestLoad(r.d.GPU.Spec.Link)
+	q := machine.ReverseLoad(r.d.GPU.Spec.Link, true)
 	slow := func(alone sim.Time) sim.Time {
 		return sim.Time(float64(alone-CopyStreamOverhead-latency(t, r.m, h, r.d.GPU.Memory()))*(1+q)) + CopyStreamOverhead + latency(t, r.m, h, r.d.GPU.Memory())
 	}

@@ -29,7 +29,7 @@ func (d *Device) DMA() Master { return Master{port: d.port} }
 
 // tlpLink is the transaction-layer view of one PCIe link.
 type tlpLink struct {
-	payload, readReq, overhead float64
+	payload, readReq, overhead, ack float64
 }
 
 func newTLPLink(l platform.PCIeLink) *tlpLink {
@@ -37,7 +37,8 @@ func newTLPLink(l platform.PCIeLink) *tlpLink {
 		// Not PCIe (an on-chip port given by its bandwidth): no TLPs.
 		return nil
 	}
-	return &tlpLink{payload: float64(l.Payload()), readReq: float64(l.ReadRequest()), overhead: float64(l.Overhead())}
+	return &tlpLink{payload: float64(l.Payload()), readReq: float64(l.ReadRequest()), overhead: float64(l.Overhead()),
+		ack: float64(l.Ack())}
 }
 
 // cost is the link capacity one byte of data takes in TLPs of payload p,
@@ -51,11 +52,11 @@ func (t *tlpLink) cost(p float64) float64 {
 // PCIe link of the path the data travels as TLPs no bigger than the
 // link's Max_Payload_Size, or the master's request size where that is
 // smaller, so a smaller request costs more of the link per byte (the
-// link's rate is calibrated at Max_Payload_Size). When the master reads
-// (dst is its own memory or side), the data comes back as completions
-// and the read requests, one TLP header per request, load the opposite
-// direction of each PCIe link: what a copy in the other direction then
-// loses to them. A master at neither end (a GPU's engine moving host
+// link's rate is calibrated at Max_Payload_Size). The opposite direction
+// of each PCIe link carries an Ack DLLP per data TLP and, when the master
+// reads (dst is its own memory or side, the data coming back as
+// completions), one request header per read request: what a copy in the
+// other direction loses to them. A master at neither end (a GPU's engine moving host
 // memory to another GPU) is treated as writing.
 func (m *Machine) DMARoute(src, dst Endpoint, by Master) (fabric.Route, error) {
 	r, err := m.Route(src, dst)
@@ -80,31 +81,41 @@ func (m *Machine) DMARoute(src, dst Endpoint, by Master) (fabric.Route, error) {
 		}
 		h.Weight = w * t.cost(size)
 		hops = append(hops, h)
+		// The other direction carries an Ack per data TLP and, for a
+		// read, a request header per request, in the same units as the
+		// data's cost.
+		back := t.ack / size
 		if read {
 			req := t.readReq
 			if by.request > 0 {
 				req = float64(by.request)
 			}
-			// A request is a header without payload; its share of the
-			// reverse direction is header bytes per data byte, in the
-			// same units as the data's cost.
+			back += t.overhead / req
+		}
+		if back > 0 {
 			hops = append(hops, fabric.Hop{Link: h.Link, Dir: h.Dir.Reverse(), Load: true,
-				Weight: w * t.overhead / req * t.payload / (t.payload + t.overhead)})
+				Weight: w * back * t.payload / (t.payload + t.overhead)})
 		}
 	}
 	r.Hops = hops
 	return r, nil
 }
 
-// ReadRequestLoad is what a copy engine's reads over link l put on the
+// ReverseLoad is what a copy engine's transfer over link l puts on the
 // link's other direction per byte of data, in units of the link's rate:
-// one request header per Max_Read_Request_Size. A copy against the
-// other direction runs at 1/(1+ReadRequestLoad) of the link when both
-// directions are busy. 0 for a link that is not PCIe.
-func ReadRequestLoad(l platform.PCIeLink) float64 {
+// an Ack per Max_Payload_Size TLP and, for a read, a request header per
+// Max_Read_Request_Size. Two copies against each other on l each run at
+// 1/(1+ReverseLoad(l, true)) of it, the reads' requests and the writes'
+// Acks sharing the upstream direction with the written data. 0 for a
+// link that is not PCIe.
+func ReverseLoad(l platform.PCIeLink, read bool) float64 {
 	t := newTLPLink(l)
 	if t == nil {
 		return 0
 	}
-	return t.overhead / t.readReq * t.payload / (t.payload + t.overhead)
+	back := t.ack / t.payload
+	if read {
+		back += t.overhead / t.readReq
+	}
+	return back * t.payload / (t.payload + t.overhead)
 }

@@ -25,11 +25,12 @@ func loads(r fabric.Route) string {
 }
 
 // TestDMARouteTLPs works the transaction layer by hand on h200-pcie's
-// Gen5 link (Max_Payload_Size 256 B, Max_Read_Request_Size 512 B, 24 B
-// per TLP): a copy engine's write costs the link's rate exactly; its read
-// also loads the other direction with one 24 B request per 512 B; the
-// SMs' 128 B requests cost (152/128)/(280/256) of the link per byte, and
-// their reads 24 B per 128 B the other way.
+// Gen5 link (Max_Payload_Size 256 B, Max_Read_Request_Size 4 KiB, 24 B
+// per TLP, an 8 B Ack per TLP): a copy engine's write costs the link's
+// rate exactly and puts an Ack per 256 B on the other direction; its read
+// also a 24 B request per 4 KiB; the SMs' 128 B requests cost
+// (152/128)/(280/256) of the link per byte, an Ack per 128 B and, for
+// reads, 24 B per 128 B the other way.
 func TestDMARouteTLPs(t *testing.T) {
 	m := build(t, "h200-pcie")
 	g := m.GPUs[0]
@@ -42,13 +43,13 @@ func TestDMARouteTLPs(t *testing.T) {
 		want     string
 	}{
 		{"CE write (d2h)", g.Memory(), host, g.CE(),
-			"gpu0.hbm:B→A×1.0000 gpu0.pcie:B→A×1.0000 rc0:B→A×1.0000 node0.dram:A→B×1.0000"},
+			fmt.Sprintf("gpu0.hbm:B→A×1.0000 gpu0.pcie:B→A×1.0000 gpu0.pcie:A→B×%.4f(load) rc0:B→A×1.0000 node0.dram:A→B×1.0000", 8.0/256*full)},
 		{"CE read (h2d)", host, g.Memory(), g.CE(),
-			fmt.Sprintf("node0.dram:B→A×1.0000 rc0:A→B×1.0000 gpu0.pcie:A→B×1.0000 gpu0.pcie:B→A×%.4f(load) gpu0.hbm:A→B×1.0000", 24.0/512*full)},
+			fmt.Sprintf("node0.dram:B→A×1.0000 rc0:A→B×1.0000 gpu0.pcie:A→B×1.0000 gpu0.pcie:B→A×%.4f(load) gpu0.hbm:A→B×1.0000", (8.0/256+24.0/4096)*full)},
 		{"SM write", g.Memory(), host, g.SMs(),
-			fmt.Sprintf("gpu0.hbm:B→A×1.0000 gpu0.pcie:B→A×%.4f rc0:B→A×1.0000 node0.dram:A→B×1.0000", 152.0/128*full)},
+			fmt.Sprintf("gpu0.hbm:B→A×1.0000 gpu0.pcie:B→A×%.4f gpu0.pcie:A→B×%.4f(load) rc0:B→A×1.0000 node0.dram:A→B×1.0000", 152.0/128*full, 8.0/128*full)},
 		{"SM read", host, g.Memory(), g.SMs(),
-			fmt.Sprintf("node0.dram:B→A×1.0000 rc0:A→B×1.0000 gpu0.pcie:A→B×%.4f gpu0.pcie:B→A×%.4f(load) gpu0.hbm:A→B×1.0000", 152.0/128*full, 24.0/128*full)},
+			fmt.Sprintf("node0.dram:B→A×1.0000 rc0:A→B×1.0000 gpu0.pcie:A→B×%.4f gpu0.pcie:B→A×%.4f(load) gpu0.hbm:A→B×1.0000", 152.0/128*full, (8.0+24)/128*full)},
 		{"no master", host, g.Memory(), Master{},
 			"node0.dram:B→A×1.0000 rc0:A→B×1.0000 gpu0.pcie:A→B×1.0000 gpu0.hbm:A→B×1.0000"},
 	} {
@@ -96,9 +97,9 @@ func TestBidirLosesToReadRequests(t *testing.T) {
 		up = tr.End - tr.Start
 	})
 	m.Engine.Run()
-	q := ReadRequestLoad(g.Spec.Link)
-	if want := 24.0 / 512 * 256 / 280; math.Abs(q-want) > 1e-12 {
-		t.Errorf("ReadRequestLoad %v, want %v", q, want)
+	q := ReverseLoad(g.Spec.Link, true)
+	if want := (8.0/256 + 24.0/4096) * 256 / 280; math.Abs(q-want) > 1e-12 {
+		t.Errorf("ReverseLoad %v, want %v", q, want)
 	}
 	for name, got := range map[string]sim.Time{"d2h beside h2d": up, "h2d beside d2h": down} {
 		if ratio := float64(got) / float64(alone); math.Abs(ratio-(1+q)) > 1e-3 {

@@ -33,5 +33,5 @@ func ExampleRun() {
 	}
 	// Output:
 	// touch 0: 9.75 GB/s, latency p50 119.472127us p99 215.613439us, 909.146ns CPU per packet, 79 interrupts
-	// touch 128: 49.98 GB/s, latency p50 1.970175us p99 2.983935us, 72.093ns CPU per packet, 789 interrupts
+	// touch 128: 49.98 GB/s, latency p50 1.969151us p99 2.983935us, 72.093ns CPU per packet, 789 interrupts
 }

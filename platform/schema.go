@@ -29,7 +29,7 @@ var yamlNames = map[string]string{
 	"A": "a", "B": "b", "Bandwidth": "bandwidth", "Latency": "latency", "Node": "node",
 
 	"Gen": "gen", "Width": "width", "Efficiency": "efficiency",
-	"MaxPayload": "max_payload", "MaxReadRequest": "max_read_request", "TLPOverhead": "tlp_overhead",
+	"MaxPayload": "max_payload", "MaxReadRequest": "max_read_request", "TLPOverhead": "tlp_overhead", "AckOverhead": "ack_overhead",
 
 	"Parent": "parent", "Link": "link", "Model": "model", "Arch": "arch",
 	"VRAM": "vram", "VRAMBandwidth": "vram_bandwidth", "BAR1": "bar1",

@@ -163,6 +163,11 @@ type PCIeLink struct {
 	// (DefaultTLPOverhead when unset). A read request is this much
 	// without payload.
 	TLPOverhead Param[Bytes]
+	// AckOverhead is what acknowledging one TLP puts on the link's other
+	// direction: the Ack DLLP (DefaultAckOverhead when unset). Idle in a
+	// one-way copy, it competes with data when both directions carry
+	// some.
+	AckOverhead Param[Bytes]
 }
 
 // Payload returns the Max_Payload_Size, DefaultMaxPayload when unset.
@@ -171,6 +176,10 @@ func (l PCIeLink) Payload() Bytes { return orDefault(l.MaxPayload.V, DefaultMaxP
 // ReadRequest returns the Max_Read_Request_Size, DefaultMaxReadRequest
 // when unset.
 func (l PCIeLink) ReadRequest() Bytes { return orDefault(l.MaxReadRequest.V, DefaultMaxReadRequest) }
+
+// Ack returns the per-TLP acknowledgement overhead, DefaultAckOverhead
+// when unset.
+func (l PCIeLink) Ack() Bytes { return orDefault(l.AckOverhead.V, DefaultAckOverhead) }
 
 // Overhead returns the per-TLP wire overhead, DefaultTLPOverhead when
 // unset.
@@ -381,6 +390,11 @@ const (
 	// 128b/130b link (PCIe Base Specification 3.0-5.0): 4 B STP framing
 	// token with sequence number, 16 B 4-DW header, 4 B LCRC.
 	DefaultTLPOverhead Bytes = 24
+	// DefaultAckOverhead is one Ack DLLP per TLP, 6 B plus 2 B of framing
+	// on a 128b/130b link (PCIe Base Specification). A receiver may
+	// acknowledge several TLPs with one Ack, so this is the most the
+	// acknowledgements take.
+	DefaultAckOverhead Bytes = 8
 	// DefaultSMRequest is one 128-byte L2 cache line per request: the SMs
 	// reach memory through the L2, whose lines are 128 B of four 32-byte
 	// sectors (CUDA C++ Best Practices Guide, coalesced access), and a

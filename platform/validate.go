@@ -709,6 +709,11 @@ func (v *validator) link(path string, l PCIeLink) {
 			v.add(path+"."+f.name, "want a power of two from 128 B to 4 KiB (PCIe Base Specification), got %s", bytesText(b))
 		}
 	}
+	if given(v, path+".ack_overhead", l.AckOverhead) {
+		if b := l.AckOverhead.V; b < 0 || b > 64 {
+			v.add(path+".ack_overhead", "want 0 B to 64 B (one DLLP per TLP), got %s", bytesText(b))
+		}
+	}
 	if given(v, path+".tlp_overhead", l.TLPOverhead) {
 		if b := l.TLPOverhead.V; b < 12 || b > 64 {
 			v.add(path+".tlp_overhead", "want 12 B to 64 B (header, framing and CRC of one TLP), got %s", bytesText(b))

@@ -70,14 +70,15 @@ func TestBidirOnOneCopyEngine(t *testing.T) {
 	}
 }
 
-// readRequestLoad is q of h200-pcie's GPU link (machine.ReadRequestLoad).
+// readRequestLoad is q of h200-pcie's GPU link (machine.ReverseLoad of a
+// read: its requests and Acks).
 func readRequestLoad(t *testing.T) float64 {
 	t.Helper()
 	spec, err := platform.Preset("h200-pcie")
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := machine.ReadRequestLoad(spec.GPUs[0].Link)
+	q := machine.ReverseLoad(spec.GPUs[0].Link, true)
 	if q <= 0 || q > 0.1 {
 		t.Fatalf("read-request load %v of a PCIe Gen5 link, want a few per cent", q)
 	}
@@ -91,9 +92,12 @@ func TestCrossTrafficSlowsBidir(t *testing.T) {
 	r := run(t, "h200-pcie", "paths=pinned", "sizes=256MiB", "platform.fabric.cross_traffic=0.1")
 	h2d, bidir := row(t, r, "pinned", "h2d", 256<<20), row(t, r, "pinned", "bidir", 256<<20)
 	// Upstream carries the d2h data, 0.1 of the h2d data as cross
-	// traffic and the h2d read requests (q): x(1+0.1+q) = the link.
+	// traffic, the h2d requests and Acks (q), and 0.1 of the d2h Acks
+	// going down as cross traffic: x(1+0.1+q+0.1a) = the link.
 	q := readRequestLoad(t)
-	want := h2d.GBps / (1.1 + q)
+	spec, _ := platform.Preset("h200-pcie")
+	a := machine.ReverseLoad(spec.GPUs[0].Link, false)
+	want := h2d.GBps / (1.1 + q + 0.1*a)
 	if math.Abs(bidir.GBps-want)/want > 0.01 {
 		t.Errorf("bidir with cross traffic 0.1: %.2f GB/s per direction, want h2d/(1.1+%.4f) = %.2f", bidir.GBps, q, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dmalab/dmalab/hw/internal/libc"
+	"github.com/dmalab/dmalab/hw/internal/ntcopy"
 )
 
 // collector gathers a family's measurements and failures: a failed
@@ -203,8 +204,7 @@ const (
 )
 
 // streamChunk is the piece a staging ring's copy-out moves at a time, and the
-// size of each half of the ring: at 1 MiB Go's memmove switches to
-// non-temporal stores on amd64.
+// size of each half of the ring.
 const streamChunk = 1 << 20
 
 // hostMemcpyFamily measures one CPU thread copying pageable memory into
@@ -247,13 +247,13 @@ func (m *meter) hostMemcpyFamily(g *GPUReport) error {
 
 // streamOut copies the halves of ring alternately into dst, streamChunk
 // bytes at a time, as a staging copy-out drains its ring; the last piece may
-// be short. On amd64 CPUs with AVX, Go's copy of 1 MiB or more (each piece
-// here) uses non-temporal stores (VMOVNTDQ, with PREFETCHNTA), as a driver's
-// streaming copy-out does; on other architectures it is an ordinary copy.
+// be short. It stores with non-temporal stores (ntcopy: SSE2 MOVNTDQ on
+// amd64, Go's copy elsewhere), as a driver's streaming copy-out does, so
+// that the rate is the write-bound one of a cache-resident source.
 func streamOut(dst, ring []byte) {
 	for i, off := 0, 0; off < len(dst); i, off = i+1, off+streamChunk {
 		half := ring[i%2*streamChunk:][:streamChunk]
-		copy(dst[off:], half)
+		ntcopy.Copy(dst[off:], half)
 	}
 }
 
