@@ -91,7 +91,10 @@ func TestStagedCopyOutAtStreamRate(t *testing.T) {
 			t.Fatal(err)
 		}
 		spec.Nodes[0].MemcpyRate.V = platform.Rate(memcpy)
-		spec.Nodes[0].StreamRate.V = platform.Rate(stream)
+		spec.Nodes[0].StreamRate = platform.Param[platform.Rate]{V: platform.Rate(stream)}
+		if stream == 0 {
+			spec.Nodes[0].StreamRate = platform.Param[platform.Rate]{}
+		}
 		m, err := machine.New(spec, 1)
 		if err != nil {
 			t.Fatal(err)

@@ -174,9 +174,9 @@ func TestGPUErrors(t *testing.T) {
 			`t.yaml:3: nodes[0].cache: missing size, writeback_cost, invalidate_cost, uncached_rate: GPU "gpu0" on node 0 does non-coherent DMA (it has noncoherent_dma), so the cost of cache maintenance and uncached access must be given`},
 		{"kernel launch written as zero", gpuField("kernel_launch: 0"),
 			`t.yaml:20: gpus[0].kernel_launch: must be positive (leave it out for the default 3.2us), got 0s`},
-		{"negative pin cost", gpuField("pin_cost: -1ns"), `t.yaml:20: gpus[0].pin_cost: must be positive (leave it out for the default 83.4ns), got -1ns`},
+		{"negative pin cost", gpuField("pin_cost: -1ns"), `t.yaml:20: gpus[0].pin_cost: must be positive (leave it out for the default 133.5ns), got -1ns`},
 		{"zero unpin cost with a source", gpuField("unpin_cost: {value: 0s, source: x}"),
-			`t.yaml:20: gpus[0].unpin_cost: must be positive (leave it out for the default 42.6ns), got 0s`},
+			`t.yaml:20: gpus[0].unpin_cost: must be positive (leave it out for the default 53.4ns), got 0s`},
 		{"alloc cost not a duration", gpuField("alloc_cost: 57"),
 			`t.yaml:20: gpus[0].alloc_cost: bad duration "57": want a number and a unit (ps, ns, us, ms, s)`},
 		{"pageable chunk not whole pages", gpuField("pageable_chunk: 3 KiB"),
@@ -275,7 +275,7 @@ func TestSetGPU(t *testing.T) {
 			}
 		}},
 		{"pin cost source", "h200-pcie", "gpus.gpu0.pin_cost.source", "REFERENCE.md: 35 ms per GiB", func(t *testing.T, s *Spec) {
-			if p := s.GPUs[0].PinCost; p != P(83400*sim.Picosecond, "REFERENCE.md: 35 ms per GiB") {
+			if p := s.GPUs[0].PinCost; p != P(133500*sim.Picosecond, "REFERENCE.md: 35 ms per GiB") {
 				t.Errorf("pin_cost = %+v", p)
 			}
 		}},
@@ -355,8 +355,8 @@ func TestSetGPUErrors(t *testing.T) {
 
 func TestGPUDefaults(t *testing.T) {
 	var g GPU
-	if g.Launch() != 3200*sim.Nanosecond || g.Alloc() != 57*sim.Microsecond || g.Pin() != 83400*sim.Picosecond ||
-		g.Unpin() != 42600*sim.Picosecond || g.Chunk() != 2<<20 {
+	if g.Launch() != 3200*sim.Nanosecond || g.Alloc() != 57*sim.Microsecond || g.Pin() != 133500*sim.Picosecond ||
+		g.Unpin() != 53400*sim.Picosecond || g.Chunk() != 2<<20 {
 		t.Errorf("defaults: launch %v, alloc %v, pin %v, unpin %v, chunk %v", g.Launch(), g.Alloc(), g.Pin(), g.Unpin(), g.Chunk())
 	}
 	var u UVM

@@ -433,11 +433,12 @@ const (
 	// H200 machine (REFERENCE.md).
 	DefaultAllocCost = 57 * sim.Microsecond
 	// DefaultPinCost and DefaultUnpinCost: cuMemHostRegister and
-	// cuMemHostUnregister of 1 GiB of resident pageable memory, 21.863 ms
-	// and 11.164 ms measured by dmalab probe on the H200 machine
-	// (docs/measurements/2026-11-21-h200-cli-probe.txt), per 4 KiB page.
-	DefaultPinCost   = 83400 * sim.Picosecond
-	DefaultUnpinCost = 42600 * sim.Picosecond
+	// cuMemHostUnregister of resident pageable memory on the H200
+	// machine, 35 and 14 ms per GiB (REFERENCE.md; dmalab probe measured
+	// 35.8 and 15.0 ms on 2026-11-21, docs/measurements/
+	// 2026-11-21-h200-final/probe.txt), per 4 KiB page.
+	DefaultPinCost   = 133500 * sim.Picosecond
+	DefaultUnpinCost = 53400 * sim.Picosecond
 	// DefaultPageableChunk is assumed: NVIDIA does not document the size
 	// of the driver's pinned staging buffers.
 	DefaultPageableChunk Bytes = 2 << 20

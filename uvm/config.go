@@ -206,12 +206,12 @@ const (
 	// uvm_migrate does the same per-block work without faults.
 	DefaultPrefetchBlockCost = DefaultBlockServiceCost
 	// DefaultCPUZeroPageCost is 4 KiB at the single-thread memcpy rate
-	// measured here (7.405 GB/s, h200-pcie memcpy_rate), assumed for
-	// clearing a page, a stream of stores: 4096 / 7.405e9 s = 553 ns.
-	DefaultCPUZeroPageCost = 553 * sim.Nanosecond
+	// measured here (10.93 GB/s, h200-pcie memcpy_rate), assumed for
+	// clearing a page, a stream of stores: 4096 / 10.93e9 s = 375 ns.
+	DefaultCPUZeroPageCost = 375 * sim.Nanosecond
 	// DefaultCPUMapPageCost is assumed equal to pinning one page:
 	// cuMemHostRegister costs 35 ms per GiB on the H200 machine
-	// (REFERENCE.md), 133 ns per 4 KiB page, which is the same kind of
+	// (REFERENCE.md, h200-pcie pin_cost), 133 ns per 4 KiB page, which is the same kind of
 	// per-page kernel work (a page-table walk, a reference, a mapping
 	// under mmap_lock). No unified-memory measurement went into it.
 	DefaultCPUMapPageCost = 133 * sim.Nanosecond
