@@ -154,7 +154,7 @@ type Measurement struct {
 	Family    string `json:"family"`
 	Path      string `json:"path"`                // a MemKind name, or "null_call"
 	Direction string `json:"direction,omitempty"` // h2d, d2h, bidir, d2d
-	Operation string `json:"operation,omitempty"` // pin: register or unregister
+	Operation string `json:"operation,omitempty"` // pin: register or unregister; host_memcpy: memcpy, go_copy or stream_out; unified: first_touch, read, write, ...
 	Method    string `json:"method"`
 	SizeBytes int64  `json:"size_bytes"`
 	// Repetitions is the number of operations per sample, Warmup the
