@@ -80,9 +80,8 @@ func TestStreamsOverlap(t *testing.T) {
 	// the upstream direction with the device-to-host data, so each runs
 	// at 1/(1+q) of the link.
 	q := machine.ReverseLoad(r.d.GPU.Spec.Link, true)
-	slow := func(alone sim.Time) sim.Time {
-		return sim.Time(float64(alone-CopyStreamOverhead-latency(t, r.m, h, r.d.GPU.Memory()))*(1+q)) + CopyStreamOverhead + latency(t, r.m, h, r.d.GPU.Memory())
-	}
+	fixed := CopyStreamOverhead + latency(t, r.m, h, r.d.GPU.Memory())
+	slow := func(alone sim.Time) sim.Time { return sim.Time(float64(alone-fixed)*(1+q)) + fixed }
 	near := func(a, b sim.Time) bool { return math.Abs(float64(a-b)) <= 1e-3*float64(b) }
 	if q <= 0 || !near(up.End-up.Start, slow(h2d)) || !near(down.End-down.Start, slow(d2h)) || up.Engine == down.Engine {
 		t.Errorf("h2d %v on %s, d2h %v on %s: want %v and %v on two engines", up.End-up.Start, up.Engine, down.End-down.Start, down.Engine, slow(h2d), slow(d2h))

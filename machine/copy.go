@@ -72,22 +72,7 @@ func (m *Machine) Copy(p *sim.Proc, op CopyOp) (Transfer, error) {
 // node's MemcpyRate. It blocks p until the copy is done and counts as p's
 // CPU time.
 func (m *Machine) CPUCopy(p *sim.Proc, name string, node int, bytes int64) error {
-	src, err := m.HostMemory(node)
-	if err != nil {
-		return fmt.Errorf("memcpy %s: %w", name, err)
-	}
-	if bytes < 0 {
-		return fmt.Errorf("memcpy %s: negative size %d", name, bytes)
-	}
-	route, err := m.Route(src, src)
-	if err != nil {
-		return fmt.Errorf("memcpy %s: %w", name, err)
-	}
-	start := p.Now()
-	fl := m.Fabric.Start(name, route, bytes, fabric.MaxRate(float64(m.Nodes[node].Spec.MemcpyRate.V)))
-	p.Wait(fl.Done())
-	p.Charge(p.Now() - start)
-	return nil
+	return m.cpuCopy(p, name, node, bytes, false)
 }
 
 // CPUCopyOut is one CPU thread copying bytes out of a buffer that stays
@@ -96,16 +81,27 @@ func (m *Machine) CPUCopy(p *sim.Proc, name string, node int, bytes int64) error
 // node's DRAM, capped at the node's StreamCopyRate. It blocks p until
 // the copy is done and counts as p's CPU time.
 func (m *Machine) CPUCopyOut(p *sim.Proc, name string, node int, bytes int64) error {
-	if _, err := m.HostMemory(node); err != nil {
+	return m.cpuCopy(p, name, node, bytes, true)
+}
+
+func (m *Machine) cpuCopy(p *sim.Proc, name string, node int, bytes int64, out bool) error {
+	src, err := m.HostMemory(node)
+	if err != nil {
 		return fmt.Errorf("memcpy %s: %w", name, err)
 	}
 	if bytes < 0 {
 		return fmt.Errorf("memcpy %s: negative size %d", name, bytes)
 	}
 	n := m.Nodes[node]
+	rate := n.Spec.MemcpyRate.V
 	route := fabric.Route{Hops: []fabric.Hop{{Link: n.DRAM, Dir: fabric.AtoB, Weight: 1}}}
+	if out {
+		rate = n.Spec.StreamCopyRate()
+	} else if route, err = m.Route(src, src); err != nil {
+		return fmt.Errorf("memcpy %s: %w", name, err)
+	}
 	start := p.Now()
-	fl := m.Fabric.Start(name, route, bytes, fabric.MaxRate(float64(n.Spec.StreamCopyRate())))
+	fl := m.Fabric.Start(name, route, bytes, fabric.MaxRate(float64(rate)))
 	p.Wait(fl.Done())
 	p.Charge(p.Now() - start)
 	return nil

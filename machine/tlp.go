@@ -56,8 +56,8 @@ func (t *tlpLink) cost(p float64) float64 {
 // of each PCIe link carries an Ack DLLP per data TLP and, when the master
 // reads (dst is its own memory or side, the data coming back as
 // completions), one request header per read request: what a copy in the
-// other direction loses to them. A master at neither end (a GPU's engine moving host
-// memory to another GPU) is treated as writing.
+// other direction loses to them. A master at neither end (a GPU's engine
+// moving host memory to another GPU) is treated as writing.
 func (m *Machine) DMARoute(src, dst Endpoint, by Master) (fabric.Route, error) {
 	r, err := m.Route(src, dst)
 	if err != nil || by.port == nil {
@@ -71,9 +71,11 @@ func (m *Machine) DMARoute(src, dst Endpoint, by Master) (fabric.Route, error) {
 			hops = append(hops, h)
 			continue
 		}
-		size := t.payload
+		// A master with a request size of its own (the SMs) moves and
+		// asks for that much a TLP; a DMA engine uses the link's sizes.
+		size, req := t.payload, t.readReq
 		if by.request > 0 {
-			size = min(size, float64(by.request))
+			size, req = min(size, float64(by.request)), float64(by.request)
 		}
 		w := h.Weight
 		if w == 0 {
@@ -82,23 +84,24 @@ func (m *Machine) DMARoute(src, dst Endpoint, by Master) (fabric.Route, error) {
 		h.Weight = w * t.cost(size)
 		hops = append(hops, h)
 		// The other direction carries an Ack per data TLP and, for a
-		// read, a request header per request, in the same units as the
-		// data's cost.
-		back := t.ack / size
-		if read {
-			req := t.readReq
-			if by.request > 0 {
-				req = float64(by.request)
-			}
-			back += t.overhead / req
-		}
-		if back > 0 {
-			hops = append(hops, fabric.Hop{Link: h.Link, Dir: h.Dir.Reverse(), Load: true,
-				Weight: w * back * t.payload / (t.payload + t.overhead)})
+		// read, a request header per request.
+		if back := t.back(size, req, read); back > 0 {
+			hops = append(hops, fabric.Hop{Link: h.Link, Dir: h.Dir.Reverse(), Load: true, Weight: w * back})
 		}
 	}
 	r.Hops = hops
 	return r, nil
+}
+
+// back is what data in TLPs of payload size puts on the link's other
+// direction per byte, in units of the link's rate: an Ack per TLP and,
+// for a read, a request header per req bytes.
+func (t *tlpLink) back(size, req float64, read bool) float64 {
+	b := t.ack / size
+	if read {
+		b += t.overhead / req
+	}
+	return b * t.payload / (t.payload + t.overhead)
 }
 
 // ReverseLoad is what a copy engine's transfer over link l puts on the
@@ -113,9 +116,5 @@ func ReverseLoad(l platform.PCIeLink, read bool) float64 {
 	if t == nil {
 		return 0
 	}
-	back := t.ack / t.payload
-	if read {
-		back += t.overhead / t.readReq
-	}
-	return back * t.payload / (t.payload + t.overhead)
+	return t.back(t.payload, t.readReq, read)
 }
