@@ -1,0 +1,21 @@
+// Package kernel is the operating system's side of a modelled machine:
+// processes (Linux's task_struct, with its pid, NUMA placement and CPU
+// affinity, its memory policy and its mm_struct), their file descriptor
+// tables (files_struct) holding open files (struct file) of any kind —
+// a DMA-BUF, a VFIO group or device, a device node —, descriptors passed
+// between processes the way SCM_RIGHTS does (include/net/scm.h,
+// net/core/scm.c: the receiver gets a new descriptor for the same open
+// file), and process exit (do_exit → exit_files, exit_mm) that drops
+// every descriptor, releases each file whose last reference that was, and
+// runs the callbacks drivers registered for the process's end (the
+// GPUDirect free callback, an mmu_notifier's release).
+//
+// A process's threads are sim.Procs; Process.Spawn starts one. The
+// package knows nothing of devices: a File is an interface its owners
+// implement (include/linux/fs.h's file_operations, reduced to release).
+//
+// Invariants: a descriptor refers to one open file; an open file counts
+// its references (f_count) and is released exactly once, when the last
+// is dropped, by the thread that dropped it; an exited process has no
+// descriptors and refuses new ones.
+package kernel

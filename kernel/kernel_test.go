@@ -1,0 +1,130 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+
+	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/sim"
+)
+
+type testFile struct {
+	name     string
+	released int
+	by       string
+}
+
+func (f *testFile) FileName() string { return f.name }
+func (f *testFile) Release(t *sim.Proc) error {
+	f.released++
+	if t != nil {
+		f.by = t.Name()
+	}
+	return nil
+}
+
+func TestFDLifecycle(t *testing.T) {
+	eng := sim.New(1)
+	k := New(eng, 2)
+	var ops []string
+	k.Hooks.Hook(func(e *Event) { ops = append(ops, e.Op.String()) })
+	a, err := k.NewProcess("camera", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := k.NewProcess("gpu-app", 1)
+	if _, err := k.NewProcess("camera", 0); err == nil {
+		t.Error("a second process called camera was created")
+	}
+	if _, err := k.NewProcess("x", 2); err == nil {
+		t.Error("a process on node 2 of 2 was created")
+	}
+	f := &testFile{name: "dmabuf:1"}
+	eng.Spawn("main", func(p *sim.Proc) {
+		fd, err := a.Install(f)
+		if err != nil || fd != 3 {
+			t.Fatalf("Install = %d, %v; want 3", fd, err)
+		}
+		fd2, _ := a.Dup(fd)
+		bfd, err := a.SendFD(b, fd)
+		if err != nil || bfd != 3 || a.Refs(fd) != 3 {
+			t.Fatalf("SendFD = %d, %v, refs %d; want 3, nil, 3", bfd, err, a.Refs(fd))
+		}
+		// The number itself means nothing in the receiver.
+		if _, err := b.File("dma_buf_get", fd2); !errors.Is(err, syscall.EBADF) {
+			t.Errorf("fd %d sent as an integer: %v, want EBADF", fd2, err)
+		}
+		if err := a.Close(p, fd); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Close(p, fd); !errors.Is(err, syscall.EBADF) {
+			t.Errorf("second close: %v, want EBADF", err)
+		}
+		if err := a.Exit(p); err != nil {
+			t.Fatal(err)
+		}
+		if f.released != 0 {
+			t.Fatal("released while the receiver still holds it")
+		}
+		called := false
+		b.OnExit("test", func(*sim.Proc) error {
+			called = f.released == 1 // after the files
+			return nil
+		})
+		if err := b.Exit(p); err != nil {
+			t.Fatal(err)
+		}
+		if f.released != 1 || f.by != "main" || !called {
+			t.Errorf("released %d times by %q, callback after files %v; want 1, main, true", f.released, f.by, called)
+		}
+		if err := b.Exit(p); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("second exit: %v, want ESRCH", err)
+		}
+		if _, err := b.Install(f); !errors.Is(err, ErrExited) {
+			t.Errorf("install after exit: %v", err)
+		}
+	})
+	eng.Run()
+	want := "[spawn spawn install dup send close exit release exit]"
+	if got := fmt.Sprint(ops); got != want {
+		t.Errorf("events %s, want %s", got, want)
+	}
+}
+
+func TestAffinityAndPolicy(t *testing.T) {
+	k := New(sim.New(1), 2)
+	p, _ := k.NewProcess("app", 0)
+	if err := p.SetAffinity(1); err != nil || p.Node() != 1 {
+		t.Errorf("SetAffinity(1): %v, node %d", err, p.Node())
+	}
+	if err := p.SetAffinity(2); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("SetAffinity(2): %v", err)
+	}
+	if err := p.SetMemPolicy(MPOLBind); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("bind with no nodes: %v", err)
+	}
+	if err := p.SetMemPolicy(MPOLInterleave, 0, 1); err != nil || p.Policy.Mode != MPOLInterleave {
+		t.Errorf("interleave: %v %v", err, p.Policy)
+	}
+}
+
+func TestAddressSpace(t *testing.T) {
+	var as AddressSpace
+	if err := as.Map(VMA{Start: 0x1000, Size: 0x2000, Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := as.Map(VMA{Start: 0x2000, Size: 0x1000}); !errors.Is(err, syscall.EEXIST) {
+		t.Errorf("overlap: %v", err)
+	}
+	if err := as.Map(VMA{Start: 0x3000, Size: 0x1000, Name: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := as.Find(0x2fff); !ok || v.Name != "a" {
+		t.Errorf("Find(0x2fff) = %v %v", v, ok)
+	}
+	if _, err := as.Unmap(mem.VirtAddr(0x1000)); err != nil || len(as.VMAs()) != 1 {
+		t.Errorf("Unmap: %v, %d left", err, len(as.VMAs()))
+	}
+}

@@ -1,0 +1,266 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+
+	"github.com/dmalab/dmalab/sim"
+)
+
+// firstFD is the lowest descriptor a new file gets: 0, 1 and 2 are
+// stdin, stdout and stderr, which the model does not open.
+const firstFD = 3
+
+// MaxFDs bounds a process's descriptor table (RLIMIT_NOFILE's usual
+// hard limit); a table that is full refuses new descriptors with EMFILE.
+const MaxFDs = 1 << 20
+
+// Process is one process (task_struct and the per-process state it points
+// at): pid, name, the NUMA node its threads run on and its CPU affinity,
+// its memory policy, its address space, its descriptor table, and the
+// callbacks to run at its exit.
+type Process struct {
+	k    *Kernel
+	pid  int
+	name string
+	node int
+	aff  []int
+	// Policy is the process's NUMA memory policy (set_mempolicy); the
+	// default, MPOL_DEFAULT, places pages on the node of the thread
+	// that first touches them.
+	Policy MemPolicy
+	// MM is the process's address space.
+	MM AddressSpace
+
+	fds     []*openFile
+	onExit  []exitFn
+	exited  bool
+	threads []*sim.Proc
+}
+
+type exitFn struct {
+	name string
+	fn   func(t *sim.Proc) error
+}
+
+// openFile is struct file: a File with its reference count (f_count).
+type openFile struct {
+	f    File
+	refs int
+}
+
+// PID is the process id.
+func (p *Process) PID() int { return p.pid }
+
+// Name is the process's name (comm).
+func (p *Process) Name() string { return p.name }
+
+// Node is the NUMA node its threads run on.
+func (p *Process) Node() int { return p.node }
+
+// Kernel is the kernel the process runs on.
+func (p *Process) Kernel() *Kernel { return p.k }
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool { return p.exited }
+
+// Affinity is the set of NUMA nodes whose CPUs may run the process's
+// threads (sched_setaffinity, at node granularity).
+func (p *Process) Affinity() []int { return slices.Clone(p.aff) }
+
+// SetAffinity is sched_setaffinity to the CPUs of nodes; the first node
+// becomes the one its threads run on.
+func (p *Process) SetAffinity(nodes ...int) error {
+	if len(nodes) == 0 {
+		return fmt.Errorf("sched_setaffinity(%d): empty set: %w", p.pid, syscall.EINVAL)
+	}
+	for _, n := range nodes {
+		if n < 0 || n >= p.k.nodes {
+			return fmt.Errorf("sched_setaffinity(%d): node %d of %d: %w", p.pid, n, p.k.nodes, syscall.EINVAL)
+		}
+	}
+	p.aff = slices.Clone(nodes)
+	p.node = nodes[0]
+	return nil
+}
+
+// Spawn starts a thread of the process running body (clone with
+// CLONE_THREAD); it is named "<process>" for the first thread and
+// "<process>/<name>" for the others.
+func (p *Process) Spawn(name string, body func(t *sim.Proc)) *sim.Proc {
+	full := p.name
+	if len(p.threads) > 0 || name != "" && name != p.name {
+		full = p.name + "/" + name
+	}
+	t := p.k.eng.Spawn(full, body)
+	p.threads = append(p.threads, t)
+	return t
+}
+
+// Install gives f the lowest free descriptor (get_unused_fd_flags +
+// fd_install) and one reference.
+func (p *Process) Install(f File) (int, error) {
+	fd, err := p.install(&openFile{f: f})
+	if err == nil {
+		p.k.emit(OpInstall, nil, p, "", fd, f.FileName())
+	}
+	return fd, err
+}
+
+func (p *Process) install(of *openFile) (int, error) {
+	if p.exited {
+		return -1, fmt.Errorf("%s: %w", p.name, ErrExited)
+	}
+	for fd := firstFD; fd < len(p.fds); fd++ {
+		if p.fds[fd] == nil {
+			p.fds[fd] = of
+			of.refs++
+			return fd, nil
+		}
+	}
+	if len(p.fds) >= MaxFDs {
+		return -1, fmt.Errorf("%s: %d descriptors open: %w", p.name, MaxFDs, syscall.EMFILE)
+	}
+	p.fds = append(p.fds, of)
+	of.refs++
+	return len(p.fds) - 1, nil
+}
+
+func (p *Process) open(call string, fd int) (*openFile, error) {
+	if p.exited {
+		return nil, fmt.Errorf("%s(%d) in %s: %w", call, fd, p.name, ErrExited)
+	}
+	if fd < firstFD || fd >= len(p.fds) || p.fds[fd] == nil {
+		return nil, fmt.Errorf("%s(%d) in %s: %w", call, fd, p.name, syscall.EBADF)
+	}
+	return p.fds[fd], nil
+}
+
+// File is the open file fd refers to (fget), or EBADF. call names the
+// caller's operation for the message ("dma_buf_get").
+func (p *Process) File(call string, fd int) (File, error) {
+	of, err := p.open(call, fd)
+	if err != nil {
+		return nil, err
+	}
+	return of.f, nil
+}
+
+// Refs is the number of references to the open file fd refers to: its
+// descriptors in every process (0 for a bad descriptor).
+func (p *Process) Refs(fd int) int {
+	of, err := p.open("refs", fd)
+	if err != nil {
+		return 0
+	}
+	return of.refs
+}
+
+// FDs lists the open descriptors above stderr, in order.
+func (p *Process) FDs() []int {
+	var out []int
+	for fd := firstFD; fd < len(p.fds); fd++ {
+		if p.fds[fd] != nil {
+			out = append(out, fd)
+		}
+	}
+	return out
+}
+
+// Dup is dup(2): a new descriptor for the same open file.
+func (p *Process) Dup(fd int) (int, error) {
+	of, err := p.open("dup", fd)
+	if err != nil {
+		return -1, err
+	}
+	nfd, err := p.install(of)
+	if err == nil {
+		p.k.emit(OpDup, nil, p, "", nfd, of.f.FileName())
+	}
+	return nfd, err
+}
+
+// SendFD passes fd to process to as SCM_RIGHTS over a Unix socket does:
+// to gets a new descriptor of its own for the same open file. (A
+// descriptor number sent as plain data means nothing in the receiver:
+// there it is whatever that process has at that number, usually EBADF.)
+func (p *Process) SendFD(to *Process, fd int) (int, error) {
+	of, err := p.open("sendmsg SCM_RIGHTS", fd)
+	if err != nil {
+		return -1, err
+	}
+	nfd, err := to.install(of)
+	if err != nil {
+		return -1, fmt.Errorf("recvmsg SCM_RIGHTS in %s: %w", to.name, err)
+	}
+	p.k.emit(OpSend, nil, p, to.name, nfd, of.f.FileName())
+	return nfd, nil
+}
+
+// Close is close(2) of fd, from thread t. The last reference releases
+// the file (file_operations.release, in t).
+func (p *Process) Close(t *sim.Proc, fd int) error {
+	of, err := p.open("close", fd)
+	if err != nil {
+		return err
+	}
+	p.fds[fd] = nil
+	p.k.emit(OpClose, t, p, "", fd, of.f.FileName())
+	return p.put(t, of)
+}
+
+// put drops one reference to of, releasing it at zero (fput).
+func (p *Process) put(t *sim.Proc, of *openFile) error {
+	of.refs--
+	if of.refs > 0 {
+		return nil
+	}
+	p.k.emit(OpRelease, t, p, "", -1, of.f.FileName())
+	if err := of.f.Release(t); err != nil {
+		return fmt.Errorf("release of %s: %w", of.f.FileName(), err)
+	}
+	return nil
+}
+
+// OnExit registers fn to run when the process exits, after its files
+// are closed, in reverse order of registration (as a driver's cleanup
+// on the last mmput or in its file's release). name identifies it in
+// errors.
+func (p *Process) OnExit(name string, fn func(t *sim.Proc) error) {
+	p.onExit = append(p.onExit, exitFn{name: name, fn: fn})
+}
+
+// Exit ends the process from thread t (do_exit): every descriptor is
+// closed (exit_files), releasing the files whose last reference it held,
+// then the exit callbacks run. All of them run even if some fail; the
+// errors are joined. A second Exit is ESRCH.
+func (p *Process) Exit(t *sim.Proc) error {
+	if p.exited {
+		return fmt.Errorf("exit of %s: %w", p.name, ErrExited)
+	}
+	var errs []error
+	for fd := firstFD; fd < len(p.fds); fd++ {
+		if of := p.fds[fd]; of != nil {
+			p.fds[fd] = nil
+			if err := p.put(t, of); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	p.exited = true
+	for i := len(p.onExit) - 1; i >= 0; i-- {
+		x := p.onExit[i]
+		if err := x.fn(t); err != nil {
+			errs = append(errs, fmt.Errorf("exit callback %s: %w", x.name, err))
+		}
+	}
+	p.onExit = nil
+	p.MM.vmas = nil
+	p.k.emit(OpExit, t, p, "", -1, "")
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("exit of %s: %w", p.name, err)
+	}
+	return nil
+}
