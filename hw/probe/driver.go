@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dmalab/dmalab/hw/cuda"
+	"github.com/dmalab/dmalab/xfer"
 )
 
 // Driver is what the probe needs from a GPU driver: the machine's identity
@@ -133,14 +134,14 @@ const (
 )
 
 var kindNames = [...]string{
-	MemDevice:        "device",
-	MemPageable:      "pageable",
-	MemPinned:        "pinned",
-	MemWriteCombined: "writecombined",
-	MemRegistered:    "registered",
-	MemMapped:        "mapped",
-	MemManaged:       "managed",
-	MemPeer:          "peer",
+	MemDevice:        string(xfer.Device),
+	MemPageable:      string(xfer.Pageable),
+	MemPinned:        string(xfer.Pinned),
+	MemWriteCombined: string(xfer.WriteCombined),
+	MemRegistered:    string(xfer.Registered),
+	MemMapped:        string(xfer.Mapped),
+	MemManaged:       string(xfer.Managed),
+	MemPeer:          string(xfer.Peer),
 }
 
 func (k MemKind) String() string {

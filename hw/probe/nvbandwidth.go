@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dmalab/dmalab/xfer"
 )
 
 // nvbandwidth's JSON layout (nvbandwidth -j, json_output.cpp): one object
@@ -48,20 +50,20 @@ type nvbCase struct {
 // buffer of nvbandwidth's SM tests is that same pinned memory, which unified
 // addressing maps; dmalab's "mapped" path asks for the mapping explicitly.
 var nvbCases = []nvbCase{
-	{"host_to_device_memcpy_ce", "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", H2D, "", ""},
-	{"device_to_host_memcpy_ce", "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", D2H, "", ""},
-	{"host_to_device_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", Bidir, H2D, ""},
-	{"device_to_host_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, "pinned", Bidir, D2H, ""},
-	{"device_local_copy", "memcpy local GPU(column) bandwidth (GB/s)", FamilyCE, "device", D2D, "", ""},
-	{"host_to_device_memcpy_sm", "memcpy SM CPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, "mapped", H2D, "", ""},
-	{"device_to_host_memcpy_sm", "memcpy SM CPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, "mapped", D2H, "", ""},
+	{"host_to_device_memcpy_ce", "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), H2D, "", ""},
+	{"device_to_host_memcpy_ce", "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), D2H, "", ""},
+	{"host_to_device_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), Bidir, H2D, ""},
+	{"device_to_host_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), Bidir, D2H, ""},
+	{"device_local_copy", "memcpy local GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Device), D2D, "", ""},
+	{"host_to_device_memcpy_sm", "memcpy SM CPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Mapped), H2D, "", ""},
+	{"device_to_host_memcpy_sm", "memcpy SM CPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Mapped), D2H, "", ""},
 	// Peer testcases have a row per GPU, the one whose context ran the copy
 	// (the copy's destination for read, its source for write), and a
 	// column per peer.
-	{"device_to_device_memcpy_read_ce", "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, "peer", D2D, "", "read"},
-	{"device_to_device_memcpy_write_ce", "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, "peer", D2D, "", "write"},
-	{"device_to_device_memcpy_read_sm", "memcpy SM GPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, "peer", D2D, "", "read"},
-	{"device_to_device_memcpy_write_sm", "memcpy SM GPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, "peer", D2D, "", "write"},
+	{"device_to_device_memcpy_read_ce", "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Peer), D2D, "", "read"},
+	{"device_to_device_memcpy_write_ce", "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Peer), D2D, "", "write"},
+	{"device_to_device_memcpy_read_sm", "memcpy SM GPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Peer), D2D, "", "read"},
+	{"device_to_device_memcpy_write_sm", "memcpy SM GPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Peer), D2D, "", "write"},
 }
 
 // WriteNVBandwidth writes the copy-engine and SM results in nvbandwidth's

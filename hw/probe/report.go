@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"time"
+
+	"github.com/dmalab/dmalab/xfer"
 )
 
 // Schema names the JSON layout written by WriteJSON. Field names are stable
@@ -61,10 +63,10 @@ const (
 
 // Unified-memory paths: the value of Measurement.Path for FamilyUnified.
 const (
-	PathManagedPrefetch = "managed-prefetch"  // cuMemPrefetchAsync
-	PathManagedFault    = "managed-fault"     // GPU page faults migrate the data
-	PathManagedCPUFault = "managed-cpu-fault" // CPU page faults populate or migrate it back
-	PathManagedRemote   = "managed-remote"    // the GPU maps host-resident pages (advice)
+	PathManagedPrefetch = string(xfer.ManagedPrefetch) // cuMemPrefetchAsync
+	PathManagedFault    = string(xfer.ManagedFault)    // GPU page faults migrate the data
+	PathManagedCPUFault = string(xfer.ManagedCPUFault) // CPU page faults populate or migrate it back
+	PathManagedRemote   = string(xfer.ManagedRemote)   // the GPU maps host-resident pages (advice)
 )
 
 // Families lists every family in the order Run measures them.
@@ -93,10 +95,10 @@ const (
 
 // Directions: the value of Measurement.Direction.
 const (
-	H2D   = "h2d"
-	D2H   = "d2h"
-	Bidir = "bidir" // h2d and d2h at once, on two streams
-	D2D   = "d2d"
+	H2D   = string(xfer.H2D)
+	D2H   = string(xfer.D2H)
+	Bidir = string(xfer.Bidir) // h2d and d2h at once, on two streams
+	D2D   = string(xfer.D2D)
 )
 
 // Units: the value of Measurement.Unit.
