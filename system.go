@@ -1,0 +1,221 @@
+package dmalab
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/cuda"
+	"github.com/dmalab/dmalab/dma"
+	"github.com/dmalab/dmalab/gpu"
+	"github.com/dmalab/dmalab/kernel"
+	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/report"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// Options are how a system boots.
+type Options struct {
+	// Name names the run in the trace's title and the result's
+	// "scenario" field; empty means "program".
+	Name string
+	// Seed seeds the engine's random source; zero means 1, the seed the
+	// CLI uses unless told otherwise.
+	Seed uint64
+	// Payload keeps the real bytes of every write (mem.Options.Payload),
+	// so that a program can compare what it reads with what was written.
+	Payload bool
+	// Check attaches the checker to the DMA API, to memory and to the
+	// CUDA façade.
+	Check bool
+	// Trace collects a Chrome trace of links and engines.
+	Trace bool
+	// Progress, when set, receives a line per step of a long program
+	// (System.Progressf).
+	Progress io.Writer
+}
+
+// System is one booted machine with everything on it. The parts are
+// built once, by Boot, and stay the same for the system's life.
+type System struct {
+	// Spec is the platform the system was built from.
+	Spec *platform.Spec
+	// Machine is the running machine: its engine, memory, fabric, GPUs
+	// and devices.
+	Machine *machine.Machine
+	// Engine is the machine's engine (Machine.Engine): virtual time.
+	Engine *sim.Engine
+	// Mem is the machine's memory (Machine.Mem).
+	Mem *mem.Memory
+	// Kernel is the operating system: processes and their files.
+	Kernel *kernel.Kernel
+	// DMA is the Linux DMA API over every device of the platform.
+	DMA *dma.DMA
+	// Checker sees every DMA call, memory access and CUDA call when the
+	// system booted with Options.Check; nil otherwise.
+	Checker *check.Checker
+	// Trace collects the trace when the system booted with
+	// Options.Trace; nil otherwise.
+	Trace *report.Trace
+	// Result is the result document programs and scenarios fill.
+	Result *report.Result
+
+	opt     Options
+	cuda    *cuda.Driver
+	cudaErr error
+}
+
+// Boot builds a system from a platform preset name or a YAML file.
+func Boot(plat string, opt Options) (*System, error) {
+	spec, err := platform.Resolve(plat)
+	if err != nil {
+		return nil, fmt.Errorf("%w: boot: %v", ErrUsage, err)
+	}
+	return BootSpec(spec, opt)
+}
+
+// BootSpec builds a system from a platform spec.
+func BootSpec(spec *platform.Spec, opt Options) (*System, error) {
+	if opt.Seed == 0 {
+		opt.Seed = 1
+	}
+	return boot(spec, opt)
+}
+
+// boot builds the system with opt.Seed as it is: a scenario run with
+// --set seed=0 gets seed 0.
+func boot(spec *platform.Spec, opt Options) (*System, error) {
+	if spec == nil {
+		return nil, errors.New("boot: no platform spec")
+	}
+	if opt.Name == "" {
+		opt.Name = "program"
+	}
+	m, err := machine.NewWithOptions(spec, opt.Seed, machine.Options{Payload: opt.Payload})
+	if err != nil {
+		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, spec.Name, err)
+	}
+	d, err := dma.New(m, m.Mem)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, spec.Name, err)
+	}
+	s := &System{
+		Spec: spec, Machine: m, Engine: m.Engine, Mem: m.Mem,
+		Kernel: kernel.New(m.Engine, len(spec.Nodes)),
+		DMA:    d,
+		Result: &report.Result{
+			Scenario: opt.Name,
+			Platform: spec.Name,
+			Params:   map[string]string{"seed": strconv.FormatUint(opt.Seed, 10)},
+			Results:  []report.Row{},
+			Factors:  factors(spec),
+		},
+		opt: opt,
+	}
+	if opt.Trace {
+		s.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", opt.Name, spec.Name))
+		traceMachine(m, s.Trace)
+	}
+	if opt.Check {
+		// The checker judges cache-line sharing and sg segments with the
+		// platform's own line size and each device's limits, not
+		// defaults: a 32-byte-line Zynq and a 64-byte-line x86 differ.
+		s.Checker = check.New(check.Options{
+			LineSize: s.LineSize(),
+			Limits: func(name string) (check.SegLimits, bool) {
+				dev, err := d.Device(name)
+				if err != nil {
+					return check.SegLimits{}, false
+				}
+				return check.SegLimits{MaxSegSize: dev.MaxSegmentSize(), SegBoundaryMask: dev.SegmentBoundary()}, true
+			},
+		})
+		d.Observe(s.Checker)
+		m.Mem.Observe(s.Checker.Access)
+	}
+	s.cuda, s.cudaErr = bootCUDA(m)
+	if s.cuda != nil && s.Checker != nil {
+		s.cuda.Observe(s.Checker.CUDA)
+	}
+	return s, nil
+}
+
+// bootCUDA builds the GPUs and the CUDA façade over them. A platform
+// whose GPUs the façade cannot drive still boots (its DMA devices work);
+// the error is kept for System.CUDA.
+func bootCUDA(m *machine.Machine) (*cuda.Driver, error) {
+	sys, err := gpu.New(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, m.Spec.Name, err)
+	}
+	d, err := cuda.New(sys)
+	if err != nil {
+		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, m.Spec.Name, err)
+	}
+	return d, nil
+}
+
+// Options are the options the system booted with (the seed filled in).
+func (s *System) Options() Options { return s.opt }
+
+// CUDA is the CUDA driver API façade over the system's GPUs, with the
+// checker attached when the system checks; an error wrapping ErrUsage
+// when the platform's GPUs cannot be driven.
+func (s *System) CUDA() (*cuda.Driver, error) { return s.cuda, s.cudaErr }
+
+// LineSize is the CPU cache-line size of node 0, in bytes: what a driver
+// aligns DMA buffers to (ARCH_DMA_MINALIGN).
+func (s *System) LineSize() uint64 { return s.Mem.LineSize(0) }
+
+// Device returns the DMA API's view of a device of the platform (the
+// struct device a driver passes to dma_map_single), by name.
+func (s *System) Device(name string) (*dma.Device, error) {
+	dev, err := s.DMA.Device(name)
+	if err != nil {
+		return nil, fmt.Errorf("device %s: %w", name, err)
+	}
+	return dev, nil
+}
+
+// Diagnostics lists what the checker reported, in order; nil when the
+// system does not check.
+func (s *System) Diagnostics() []check.Diagnostic {
+	if s.Checker == nil {
+		return nil
+	}
+	return s.Checker.Diagnostics()
+}
+
+// Report is the checker's report (diagnostics and the count of those not
+// kept); nil when the system does not check.
+func (s *System) Report() *check.Report {
+	if s.Checker == nil {
+		return nil
+	}
+	r := s.Checker.Report()
+	return &r
+}
+
+// Progressf reports a step of a long run to Options.Progress, if any, on
+// one line that the next step overwrites.
+func (s *System) Progressf(format string, a ...any) {
+	if s.opt.Progress == nil {
+		return
+	}
+	fmt.Fprintf(s.opt.Progress, "\r\033[K"+format, a...)
+}
+
+// progressDone clears the progress line.
+func (s *System) progressDone() {
+	if s.opt.Progress != nil {
+		fmt.Fprint(s.opt.Progress, "\r\033[K")
+	}
+}
+
+// Close ends the system: threads still blocked are unwound.
+func (s *System) Close() { s.Machine.Close() }
