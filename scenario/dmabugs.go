@@ -2,9 +2,9 @@ package scenario
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
+	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
@@ -345,12 +345,7 @@ Bugs:
 		Platform: "zynq-7000",
 		Doc:      strings.TrimRight(doc.String(), "\n"),
 		Params: []Param{
-			{Name: "bug", Default: "all", Help: "the misuse to commit: all, or one of " + strings.Join(bugNames(), ", "), Check: func(s string) error {
-				if s == "all" || slices.Contains(bugNames(), s) {
-					return nil
-				}
-				return fmt.Errorf("unknown bug %q (bugs: all, %s)", s, strings.Join(bugNames(), ", "))
-			}},
+			{Name: "bug", Kind: dmalab.ParamEnum, Item: "bug", Values: append([]string{"all"}, bugNames()...), Default: "all", Help: "the misuse to commit: all, or one of " + strings.Join(bugNames(), ", ")},
 			{Name: "device", Default: "", Help: "the device to misuse (default: the platform's first NIC, else its first DMA device)"},
 		},
 		Run: runDMABugs,
@@ -387,11 +382,11 @@ func pickDevice(c *Context, name string) (*dma.Device, error) {
 }
 
 func runDMABugs(c *Context) error {
-	dev, err := pickDevice(c, c.Params["device"])
+	dev, err := pickDevice(c, c.Value("device"))
 	if err != nil {
 		return err
 	}
-	which := c.Params["bug"]
+	which := c.Value("bug")
 	m := c.Machine
 	var runErr error
 	m.Engine.Spawn("driver", func(p *sim.Proc) {

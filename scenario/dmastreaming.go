@@ -3,15 +3,15 @@ package scenario
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
+	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmaengine"
 	"github.com/dmalab/dmalab/nic"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/sim"
+	"github.com/dmalab/dmalab/xfer"
 )
 
 func init() {
@@ -33,12 +33,12 @@ non-coherent zynq-7000 alike. Rows: one per direction, with throughput,
 per-packet latency percentiles (wire to driver for rx, driver to wire for tx)
 and CPU time per packet.`,
 		Params: []Param{
-			{Name: "packets", Default: "10000", Help: "packets per direction", Check: checkPositive},
-			{Name: "size", Default: "1500B", Help: "packet size", Check: checkSize},
-			{Name: "dir", Default: "both", Help: "rx, tx or both", Check: oneOf("rx", "tx", "both")},
-			{Name: "mode", Default: "interrupt", Help: "interrupt or polling (a busy-polling driver)", Check: oneOf("interrupt", "polling")},
-			{Name: "recycle", Default: "unmap", Help: "how rx buffers return to the CPU: unmap (unmap and map again) or sync (dma_sync_single_for_cpu / _for_device)", Check: oneOf("unmap", "sync")},
-			{Name: "ring", Default: "256", Help: "descriptors per ring", Check: checkPositive},
+			{Name: "packets", Kind: dmalab.ParamInt, Min: 1, Max: maxPackets, Default: "10000", Help: "packets per direction"},
+			{Name: "size", Kind: dmalab.ParamSize, Max: maxPacket, Default: "1500B", Help: "packet size"},
+			{Name: "dir", Kind: dmalab.ParamEnum, Values: []string{"rx", "tx", "both"}, Default: "both", Help: "rx, tx or both"},
+			{Name: "mode", Kind: dmalab.ParamEnum, Values: []string{"interrupt", "polling"}, Default: "interrupt", Help: "interrupt or polling (a busy-polling driver)"},
+			{Name: "recycle", Kind: dmalab.ParamEnum, Values: []string{"unmap", "sync"}, Default: "unmap", Help: "how rx buffers return to the CPU: unmap (unmap and map again) or sync (dma_sync_single_for_cpu / _for_device)"},
+			{Name: "ring", Kind: dmalab.ParamInt, Min: 1, Max: maxRing, Default: "256", Help: "descriptors per ring"},
 			{Name: "device", Default: "", Help: "the NIC (default: the platform's first)"},
 		},
 		Run: runDMAStreaming,
@@ -57,53 +57,43 @@ the CPU time it cost (driver and interrupt handler; for polling the wait
 itself). Where the CPU time of the DMA path falls below the memcpy's is
 where offloading pays.`,
 		Params: []Param{
-			{Name: "sizes", Default: "64B,1KiB,16KiB,256KiB,1MiB,4MiB", Help: "copy sizes", Check: checkSizes},
+			{Name: "sizes", Kind: dmalab.ParamSizes, Max: maxCopy, Default: "64B,1KiB,16KiB,256KiB,1MiB,4MiB", Help: "copy sizes"},
 			{Name: "device", Default: "", Help: "the DMA engine (default: the platform's first device of kind dma, else its first NIC)"},
 		},
 		Run: runDMAVsMemcpy,
 	})
 }
 
-func checkPositive(s string) error {
-	if n, err := strconv.Atoi(s); err != nil || n <= 0 {
-		return fmt.Errorf("want a positive integer, got %q", s)
-	}
-	return nil
-}
-
-func checkSize(s string) error {
-	n, err := platform.ParseBytes(s)
-	if err == nil && n <= 0 {
-		err = fmt.Errorf("size %q: must be positive", s)
-	}
-	return err
-}
-
-func oneOf(values ...string) func(string) error {
-	return func(s string) error {
-		for _, v := range values {
-			if s == v {
-				return nil
-			}
-		}
-		return fmt.Errorf("want one of %s, got %q", strings.Join(values, ", "), s)
-	}
-}
+// Bounds of the DMA scenarios' parameters, checked before anything is
+// allocated: every rx descriptor holds a buffer of the packet size, so
+// the ring and the size together decide the memory a run takes.
+const (
+	// maxRing is the largest descriptor ring: 65536 entries, a 16-bit
+	// descriptor index, above any NIC's ethtool maximum (mlx5: 8192).
+	maxRing = 1 << 16
+	// maxPacket is the largest packet: 64 KiB, an IPv4 datagram's limit
+	// and a TSO segment's.
+	maxPacket = 64 << 10
+	// maxPackets bounds a run's packets (the model's events grow with
+	// them).
+	maxPackets = 100_000_000
+	// maxCopy is the largest copy of dma-vs-memcpy: both buffers are
+	// kmalloc'd on one node.
+	maxCopy = 1 << 30
+)
 
 func runDMAStreaming(c *Context) error {
 	m := c.Machine
-	packets, _ := strconv.Atoi(c.Params["packets"])
-	ring, _ := strconv.Atoi(c.Params["ring"])
-	size, _ := platform.ParseBytes(c.Params["size"])
+	size := c.Size("size")
 	opt := nic.Options{
-		Device:     c.Params["device"],
+		Device:     c.Value("device"),
 		PacketSize: uint64(size),
-		Packets:    packets,
-		Ring:       ring,
-		Polling:    c.Params["mode"] == "polling",
-		Sync:       c.Params["recycle"] == "sync",
+		Packets:    c.Int("packets"),
+		Ring:       c.Int("ring"),
+		Polling:    c.Value("mode") == "polling",
+		Sync:       c.Value("recycle") == "sync",
 	}
-	switch c.Params["dir"] {
+	switch c.Value("dir") {
 	case "rx":
 		opt.Dir = nic.Rx
 	case "tx":
@@ -128,16 +118,16 @@ func runDMAStreaming(c *Context) error {
 	for _, s := range []struct {
 		dir string
 		st  nic.Stream
-	}{{"rx", res.Rx}, {"tx", res.Tx}} {
+	}{{string(xfer.Rx), res.Rx}, {string(xfer.Tx), res.Tx}} {
 		if s.st.Packets == 0 {
 			continue
 		}
 		secs := (s.st.End - s.st.Start).Seconds()
 		c.Result.Results = append(c.Result.Results, report.Row{
 			Name:       fmt.Sprintf("%s %s %s", res.Device, s.dir, report.FormatBytes(int64(size))),
-			Path:       "streaming",
+			Path:       string(xfer.Streaming),
 			Direction:  s.dir,
-			Mode:       c.Params["mode"],
+			Mode:       c.Value("mode"),
 			Bytes:      int64(size),
 			Ops:        int64(s.st.Packets),
 			Seconds:    secs,
@@ -153,7 +143,7 @@ func runDMAStreaming(c *Context) error {
 // memcpyEngine picks the DMA engine: the named device, else the first of
 // kind dma, else the first NIC.
 func memcpyEngine(c *Context) (string, error) {
-	if name := c.Params["device"]; name != "" {
+	if name := c.Value("device"); name != "" {
 		return name, nil
 	}
 	for _, d := range c.Machine.Spec.Devices {
@@ -170,7 +160,7 @@ func memcpyEngine(c *Context) (string, error) {
 
 func runDMAVsMemcpy(c *Context) error {
 	m := c.Machine
-	sizes, _ := parseSizes(c.Params["sizes"])
+	sizes := c.Sizes("sizes")
 	name, err := memcpyEngine(c)
 	if err != nil {
 		return err
@@ -201,9 +191,9 @@ func copySweep(c *Context, p *sim.Proc, ctl *dmaengine.Controller, dev *dma.Devi
 		ch.Close(p)
 	}()
 	memory := c.Machine.Mem
-	row := func(path, mode string, size int64, took, cpu sim.Time) {
+	row := func(path xfer.Path, mode string, size int64, took, cpu sim.Time) {
 		c.Result.Results = append(c.Result.Results, report.Row{
-			Name: fmt.Sprintf("%s %s %s", path, mode, report.FormatBytes(size)), Path: path, Direction: "mem2mem",
+			Name: fmt.Sprintf("%s %s %s", path, mode, report.FormatBytes(size)), Path: string(path), Direction: string(xfer.Mem2Mem),
 			Mode: mode, Bytes: size, Seconds: took.Seconds(), GBps: float64(size) / took.Seconds() / 1e9,
 			CPUSeconds: cpu.Seconds(),
 		})
@@ -236,13 +226,13 @@ func copySweep(c *Context, p *sim.Proc, ctl *dmaengine.Controller, dev *dma.Devi
 			dev.UnmapSingle(p, s, n, dma.ToDevice)
 			dev.UnmapSingle(p, d, n, dma.FromDevice)
 			// The interrupt handler's work lands on its own core.
-			row("dma", mode.String(), size, p.Now()-t0, cores.Total()-busy0)
+			row(xfer.DMAEngine, mode.String(), size, p.Now()-t0, cores.Total()-busy0)
 		}
 		t0, busy0 := p.Now(), cores.Total()
 		if err := dmaengine.CPUCopy(p, memory, node, dst, src, n); err != nil {
 			return err
 		}
-		row("cpu", "memcpy", size, p.Now()-t0, cores.Total()-busy0)
+		row(xfer.CPU, "memcpy", size, p.Now()-t0, cores.Total()-busy0)
 		if err := errors.Join(memory.Kfree(src), memory.Kfree(dst)); err != nil {
 			return err
 		}

@@ -2,10 +2,9 @@ package scenario
 
 import (
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/gpu"
@@ -160,13 +159,8 @@ Bugs:
 		Platform: "h200-pcie",
 		Doc:      strings.TrimRight(doc.String(), "\n"),
 		Params: []Param{
-			{Name: "bug", Default: "all", Help: "the misuse to commit: all, or one of " + strings.Join(gpuBugNames(), ", "), Check: func(s string) error {
-				if s == "all" || slices.Contains(gpuBugNames(), s) {
-					return nil
-				}
-				return fmt.Errorf("unknown bug %q (bugs: all, %s)", s, strings.Join(gpuBugNames(), ", "))
-			}},
-			{Name: "gpu", Default: "0", Help: "index of the GPU", Check: checkIndex},
+			{Name: "bug", Kind: dmalab.ParamEnum, Item: "bug", Values: append([]string{"all"}, gpuBugNames()...), Default: "all", Help: "the misuse to commit: all, or one of " + strings.Join(gpuBugNames(), ", ")},
+			{Name: "gpu", Kind: dmalab.ParamInt, Default: "0", Help: "index of the GPU"},
 		},
 		Run: runGPUBugs,
 	})
@@ -177,9 +171,9 @@ func runGPUBugs(c *Context) error { return commitGPUBugs(c, nil) }
 // commitGPUBugs commits the bugs the parameter bug names, telling seen
 // (when not nil) what each faulty call returned.
 func commitGPUBugs(c *Context, seen func(class string, misuse error)) error {
-	dev, _ := strconv.Atoi(c.Params["gpu"])
+	dev := c.Int("gpu")
 	if dev >= len(c.Machine.GPUs) {
-		return c.noGPU(dev)
+		return noGPU(c, dev)
 	}
 	d, err := c.CUDA()
 	if err != nil {
@@ -193,7 +187,7 @@ func commitGPUBugs(c *Context, seen func(class string, misuse error)) error {
 	if err != nil {
 		return err
 	}
-	which := c.Params["bug"]
+	which := c.Value("bug")
 	var runErr error
 	c.Machine.Engine.Spawn("app", func(p *sim.Proc) {
 		b := &gpuBugRun{p: p, d: d, pr: pr, ctx: ctx}

@@ -6,17 +6,18 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/mem"
-	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/sim"
+	"github.com/dmalab/dmalab/xfer"
 )
 
 // hostTypes are the host-memory types compared, with the probe's path
 // names; managed-fault is managed memory used on demand.
-var hostTypes = []string{"pageable", "pinned", "writecombined", "registered", "mapped", "managed-fault", "managed-prefetch"}
+var hostTypes = xfer.Names(xfer.HostMemory())
 
 func init() {
 	register(&Scenario{
@@ -47,23 +48,21 @@ Types a platform's GPU lacks (prefetch without concurrent managed access,
 host registration on a Tegra without I/O coherence) are left out, or are
 bad input when asked for with --set types=.`,
 		Params: []Param{
-			{Name: "size", Default: "256MiB", Help: "size of the input and of the result", Check: checkSize},
-			{Name: "types", Default: strings.Join(hostTypes, ","), Help: "host-memory types to compare: " + strings.Join(hostTypes, ", "),
-				Check: func(s string) error { _, err := parseList(s, hostTypes, "type"); return err }},
-			{Name: "gpu", Default: "0", Help: "index of the GPU", Check: checkIndex},
+			{Name: "size", Kind: dmalab.ParamSize, Default: "256MiB", Help: "size of the input and of the result"},
+			{Name: "types", Kind: dmalab.ParamList, Item: "type", Values: hostTypes, Default: strings.Join(hostTypes, ","), Help: "host-memory types to compare: " + strings.Join(hostTypes, ", ")},
+			{Name: "gpu", Kind: dmalab.ParamInt, Default: "0", Help: "index of the GPU"},
 		},
 		Run: runHostMemory,
 	})
 }
 
 func runHostMemory(c *Context) error {
-	size, _ := platform.ParseBytes(c.Params["size"])
-	types, _ := parseList(c.Params["types"], hostTypes, "type")
-	var gi int
-	fmt.Sscan(c.Params["gpu"], &gi)
+	size := c.Size("size")
+	types := pathsOf(c.List("types"))
+	gi := c.Int("gpu")
 	g, err := c.Machine.GPU(gi)
 	if err != nil {
-		return c.noGPU(gi)
+		return noGPU(c, gi)
 	}
 	drv, err := c.CUDA()
 	if err != nil {
@@ -75,7 +74,7 @@ func runHostMemory(c *Context) error {
 		limit = min(limit, uint64(g.Spec.VRAM.V)/4)
 	}
 	if n > limit {
-		return usagef("--set size=%s: the workload holds four buffers of it; at most %s fits here", c.Params["size"], report.FormatBytes(int64(limit)))
+		return usagef("--set size=%s: the workload holds four buffers of it; at most %s fits here", c.Text("size"), report.FormatBytes(int64(limit)))
 	}
 	proc, err := drv.NewProcess("app", g.Node)
 	if err != nil {
@@ -93,7 +92,7 @@ func runHostMemory(c *Context) error {
 			before := umNow(drv.UVM())
 			took, err := roundTrip(p, proc, ctx, t, n)
 			if unsupported(err) {
-				if c.Explicit["types"] {
+				if c.Explicit("types") {
 					runErr = usagef("type %s on %s: %v", t, c.Machine.Spec.Name, err)
 					return
 				}
@@ -106,7 +105,7 @@ func runHostMemory(c *Context) error {
 			um := umNow(drv.UVM()).minus(before)
 			c.Result.Results = append(c.Result.Results, report.Row{
 				Name: fmt.Sprintf("%s round trip of %s", t, report.FormatBytes(int64(n))),
-				Path: t, Direction: "roundtrip", Bytes: int64(n),
+				Path: string(t), Direction: string(xfer.RoundTrip), Bytes: int64(n),
 				Seconds: took.Seconds(), GBps: float64(n) / took.Seconds() / 1e9,
 				Faults: um.faults, MigratedBytes: um.migrated, Evictions: um.evictions,
 			})
@@ -124,7 +123,7 @@ func unsupported(err error) bool {
 
 // roundTrip runs the workload with host memory of type t and returns its
 // time, from the CPU's first write to its last read.
-func roundTrip(p *sim.Proc, proc *cuda.Process, c *cuda.Context, t string, n uint64) (sim.Time, error) {
+func roundTrip(p *sim.Proc, proc *cuda.Process, c *cuda.Context, t xfer.Path, n uint64) (sim.Time, error) {
 	var in, out mem.GPUAddr // the buffers the CPU writes and reads
 	var din, dout mem.GPUAddr
 	var cleanup []func() error
@@ -176,13 +175,13 @@ func roundTrip(p *sim.Proc, proc *cuda.Process, c *cuda.Context, t string, n uin
 	}
 	copies := true
 	switch t {
-	case "pageable", "registered":
+	case xfer.Pageable, xfer.Registered:
 		in, out = two(pageable)
-	case "pinned":
+	case xfer.Pinned:
 		in, out = two(func() (mem.GPUAddr, error) { return host(cuda.HostAllocPortable) })
-	case "writecombined":
+	case xfer.WriteCombined:
 		in, out = two(func() (mem.GPUAddr, error) { return host(cuda.HostAllocPortable | cuda.HostAllocWriteCombined) })
-	case "mapped":
+	case xfer.Mapped:
 		in, out = two(func() (mem.GPUAddr, error) { return host(cuda.HostAllocPortable | cuda.HostAllocDeviceMap) })
 		copies = false
 	default: // managed
@@ -200,7 +199,7 @@ func roundTrip(p *sim.Proc, proc *cuda.Process, c *cuda.Context, t string, n uin
 	steps := []func() error{
 		func() error { return c.CPUAccess(p, in, n, true) },
 	}
-	if t == "registered" {
+	if t == xfer.Registered {
 		steps = append(steps,
 			func() error { return c.MemHostRegister(p, mem.VirtAddr(in), n, cuda.HostRegisterPortable) },
 			func() error { return c.MemHostRegister(p, mem.VirtAddr(out), n, cuda.HostRegisterPortable) })
@@ -210,7 +209,7 @@ func roundTrip(p *sim.Proc, proc *cuda.Process, c *cuda.Context, t string, n uin
 		kin, kout = din, dout
 		steps = append(steps, func() error { return c.Memcpy(p, din, in, n) })
 	}
-	if t == "managed-prefetch" {
+	if t == xfer.ManagedPrefetch {
 		// Both buffers: the result's pages would otherwise fault in on
 		// the kernel's first writes.
 		steps = append(steps,
@@ -218,7 +217,7 @@ func roundTrip(p *sim.Proc, proc *cuda.Process, c *cuda.Context, t string, n uin
 			func() error { return c.MemPrefetchAsync(p, out, n, c.Device(), nil) })
 	}
 	steps = append(steps, func() error {
-		k := gpu.Kernel{Name: t + " kernel", Accesses: []gpu.Access{
+		k := gpu.Kernel{Name: string(t) + " kernel", Accesses: []gpu.Access{
 			{Addr: kin, Size: n, Bytes: n, Pattern: gpu.Streaming{}},
 			{Addr: kout, Size: n, Bytes: n, Pattern: gpu.Streaming{}, Write: true},
 		}}
@@ -230,7 +229,7 @@ func roundTrip(p *sim.Proc, proc *cuda.Process, c *cuda.Context, t string, n uin
 	if copies {
 		steps = append(steps, func() error { return c.Memcpy(p, out, dout, n) })
 	}
-	if t == "managed-prefetch" {
+	if t == xfer.ManagedPrefetch {
 		steps = append(steps, func() error {
 			if err := c.MemPrefetchAsync(p, out, n, cuda.DeviceCPU, nil); err != nil {
 				return err
@@ -238,7 +237,7 @@ func roundTrip(p *sim.Proc, proc *cuda.Process, c *cuda.Context, t string, n uin
 			return c.Synchronize(p)
 		})
 	}
-	if t == "registered" {
+	if t == xfer.Registered {
 		steps = append(steps,
 			func() error { return c.MemHostUnregister(p, mem.VirtAddr(in)) },
 			func() error { return c.MemHostUnregister(p, mem.VirtAddr(out)) })

@@ -4,38 +4,32 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
-	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/sim"
+	"github.com/dmalab/dmalab/xfer"
 )
 
-// Path names, shared with "dmalab probe" so the model and the hardware
-// print side by side.
-var allPaths = []string{"pinned", "pageable", "writecombined", "registered", "mapped",
-	"managed-prefetch", "managed-fault", "managed-cpu-fault", "device", "peer"}
-
-// modelledPaths are the directions each path supports, in output order.
-var modelledPaths = map[string][]string{
-	"pinned":            {"h2d", "d2h", "bidir"},
-	"pageable":          {"h2d", "d2h", "bidir"},
-	"mapped":            {"h2d", "d2h", "bidir"},
-	"managed-prefetch":  {"h2d", "d2h"},
-	"managed-fault":     {"h2d"},
-	"managed-cpu-fault": {"d2h"},
-	"writecombined":     {"h2d", "d2h", "bidir"},
-	"registered":        {"h2d", "d2h", "bidir"},
-	"device":            {"d2d"},
-	"peer":              {"d2d", "bidir"},
+// modelledPaths are the directions each path of xfer.CopyPaths supports,
+// in output order.
+var modelledPaths = map[xfer.Path][]xfer.Direction{
+	xfer.Pinned:          {xfer.H2D, xfer.D2H, xfer.Bidir},
+	xfer.Pageable:        {xfer.H2D, xfer.D2H, xfer.Bidir},
+	xfer.Mapped:          {xfer.H2D, xfer.D2H, xfer.Bidir},
+	xfer.ManagedPrefetch: {xfer.H2D, xfer.D2H},
+	xfer.ManagedFault:    {xfer.H2D},
+	xfer.ManagedCPUFault: {xfer.D2H},
+	xfer.WriteCombined:   {xfer.H2D, xfer.D2H, xfer.Bidir},
+	xfer.Registered:      {xfer.H2D, xfer.D2H, xfer.Bidir},
+	xfer.Device:          {xfer.D2D},
+	xfer.Peer:            {xfer.D2D, xfer.Bidir},
 }
-
-var allDirections = []string{"h2d", "d2h", "bidir", "d2d"}
 
 // timeHorizon bounds a run's virtual time well inside sim.Time's range
 // (int64 picoseconds, about 106 days).
@@ -70,109 +64,53 @@ reading a word of every page of managed memory resident on the GPU,
 faulting it back, d2h). For bidir, GB/s is per direction, as
 nvbandwidth reports it. seconds is the time of one copy, overhead included.`,
 		Params: []Param{
-			{Name: "sizes", Default: defaultSizes, Help: "copy sizes, comma-separated, with units (B, KiB, MiB, GiB, TiB, or KB, MB, GB)", Check: checkSizes},
-			{Name: "paths", Default: strings.Join(allPaths, ","), Help: "paths to run: " + strings.Join(allPaths, ", "), Check: checkPaths},
-			{Name: "directions", Default: strings.Join(allDirections, ","), Help: "directions to run: h2d, d2h, bidir, d2d", Check: checkDirections},
-			{Name: "gpu", Default: "0", Help: "index of the GPU to measure", Check: checkIndex},
-			{Name: "peer", Default: "1", Help: "index of the peer GPU for the peer path", Check: checkIndex},
-			{Name: "node", Default: "gpu", Help: `NUMA node of the host buffer: a node number, or "gpu" for the GPU's own node`, Check: checkNode},
+			{Name: "sizes", Kind: dmalab.ParamSizes, Default: defaultSizes, Help: "copy sizes, comma-separated, with units (B, KiB, MiB, GiB, TiB, or KB, MB, GB)"},
+			{Name: "paths", Kind: dmalab.ParamList, Item: "path", Values: allPaths, Default: strings.Join(allPaths, ","), Help: "paths to run: " + strings.Join(allPaths, ", ")},
+			{Name: "directions", Kind: dmalab.ParamList, Item: "direction", Values: allDirections, Default: strings.Join(allDirections, ","), Help: "directions to run: h2d, d2h, bidir, d2d"},
+			{Name: "gpu", Kind: dmalab.ParamInt, Default: "0", Help: "index of the GPU to measure"},
+			{Name: "peer", Kind: dmalab.ParamInt, Default: "1", Help: "index of the peer GPU for the peer path"},
+			{Name: "node", Kind: dmalab.ParamInt, Word: "gpu", Default: "gpu", Help: `NUMA node of the host buffer: a node number, or "gpu" for the GPU's own node`},
 		},
 		Run: runTransfers,
 	})
 }
 
-func parseSizes(s string) ([]int64, error) {
-	var out []int64
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		n, err := platform.ParseBytes(f)
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			return nil, fmt.Errorf("size %q: must be positive", f)
-		}
-		out = append(out, int64(n))
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no sizes")
-	}
-	return out, nil
-}
-
-func checkSizes(s string) error { _, err := parseSizes(s); return err }
-
-func parseList(s string, known []string, what string) ([]string, error) {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		if !slices.Contains(known, f) {
-			return nil, fmt.Errorf("unknown %s %q (known: %s)", what, f, strings.Join(known, ", "))
-		}
-		if !slices.Contains(out, f) {
-			out = append(out, f)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no %ss", what)
-	}
-	return out, nil
-}
-
-func checkPaths(s string) error { _, err := parseList(s, allPaths, "path"); return err }
-
-func checkDirections(s string) error { _, err := parseList(s, allDirections, "direction"); return err }
-
-func checkIndex(s string) error {
-	if n, err := strconv.Atoi(s); err != nil || n < 0 {
-		return fmt.Errorf("want a non-negative integer, got %q", s)
-	}
-	return nil
-}
-
-func checkNode(s string) error {
-	if s == "gpu" {
-		return nil
-	}
-	return checkIndex(s)
-}
+var (
+	allPaths      = xfer.Names(xfer.CopyPaths())
+	allDirections = xfer.Names(xfer.CopyDirections())
+)
 
 // transfer is one measurement: a path, a direction and a size.
 type transfer struct {
-	path, dir string
-	bytes     int64
+	path  xfer.Path
+	dir   xfer.Direction
+	bytes int64
 }
 
 func runTransfers(c *Context) error {
 	m := c.Machine
-	sizes, _ := parseSizes(c.Params["sizes"])
-	paths, _ := parseList(c.Params["paths"], allPaths, "path")
-	dirs, _ := parseList(c.Params["directions"], allDirections, "direction")
-	gi, _ := strconv.Atoi(c.Params["gpu"])
+	sizes := c.Sizes("sizes")
+	paths := pathsOf(c.List("paths"))
+	dirs := directionsOf(c.List("directions"))
+	gi := c.Int("gpu")
 	g, err := m.GPU(gi)
 	if err != nil {
-		return c.noGPU(gi)
+		return noGPU(c, gi)
 	}
 	node := g.Node
-	if c.Params["node"] != "gpu" {
-		node, _ = strconv.Atoi(c.Params["node"])
+	if !c.IsWord("node") {
+		node = c.Int("node")
 	}
 	host, err := m.HostMemory(node)
 	if err != nil {
 		return usagef("--set node=%d: %v", node, err)
 	}
 	var peer *machine.GPU
-	if slices.Contains(paths, "peer") {
-		pi, _ := strconv.Atoi(c.Params["peer"])
+	if slices.Contains(paths, xfer.Peer) {
+		pi := c.Int("peer")
 		switch {
-		case len(m.GPUs) < 2 && !c.Explicit["paths"] && !c.Explicit["peer"]:
-			paths = slices.DeleteFunc(paths, func(p string) bool { return p == "peer" })
+		case len(m.GPUs) < 2 && !c.Explicit("paths") && !c.Explicit("peer"):
+			paths = slices.DeleteFunc(paths, func(p xfer.Path) bool { return p == xfer.Peer })
 		case pi == gi:
 			return usagef("--set peer=%d: the peer must be another GPU than gpu=%d", pi, gi)
 		default:
@@ -186,7 +124,7 @@ func runTransfers(c *Context) error {
 	// on an integrated GPU (CUDA for Tegra: "supported only on I/O
 	// coherent platforms"; not before Xavier).
 	if coherent, _ := m.Spec.DeviceCoherent(g.Name); g.Spec.Integrated && !coherent {
-		if paths, err = dropPath(c, paths, "registered", fmt.Sprintf("%s is integrated without I/O coherence: no cuMemHostRegister", g.Name)); err != nil {
+		if paths, err = dropPath(c, paths, xfer.Registered, fmt.Sprintf("%s is integrated without I/O coherence: no cuMemHostRegister", g.Name)); err != nil {
 			return err
 		}
 	}
@@ -209,7 +147,7 @@ func runTransfers(c *Context) error {
 		// first.
 		if !drv.ConcurrentManagedAccess() {
 			why := fmt.Sprintf("%s has no concurrent managed access: no cuMemPrefetchAsync", g.Name)
-			for _, p := range []string{"managed-prefetch", "managed-cpu-fault"} {
+			for _, p := range []xfer.Path{xfer.ManagedPrefetch, xfer.ManagedCPUFault} {
 				if paths, err = dropPath(c, paths, p, why); err != nil {
 					return err
 				}
@@ -235,7 +173,7 @@ func runTransfers(c *Context) error {
 			}
 			for _, n := range sizes {
 				if isCUDAPath(p) && n > limit {
-					if c.Explicit["paths"] {
+					if c.Explicit("paths") {
 						return usagef("path %s: %s does not fit in the memory it needs (%s: the smaller of node%d's DRAM and %s's VRAM)",
 							p, report.FormatBytes(n), report.FormatBytes(limit), node, g.Name)
 					}
@@ -246,7 +184,7 @@ func runTransfers(c *Context) error {
 		}
 	}
 	if len(todo) == 0 {
-		return usagef("no measurement matches paths=%s and directions=%s", c.Params["paths"], c.Params["directions"])
+		return usagef("no measurement matches paths=%s and directions=%s", c.Text("paths"), c.Text("directions"))
 	}
 
 	var runErr error
@@ -289,21 +227,37 @@ func runTransfers(c *Context) error {
 // dropPath removes path from paths when the platform does not have it:
 // a usage error naming why when the user asked for it, silently when it
 // came with the default list.
-func dropPath(c *Context, paths []string, path, why string) ([]string, error) {
+func dropPath(c *Context, paths []xfer.Path, path xfer.Path, why string) ([]xfer.Path, error) {
 	if !slices.Contains(paths, path) {
 		return paths, nil
 	}
-	if c.Explicit["paths"] {
+	if c.Explicit("paths") {
 		return nil, usagef("path %s on %s: %s", path, c.Machine.Spec.Name, why)
 	}
-	return slices.DeleteFunc(paths, func(p string) bool { return p == path }), nil
+	return slices.DeleteFunc(paths, func(p xfer.Path) bool { return p == path }), nil
+}
+
+func pathsOf(names []string) []xfer.Path {
+	out := make([]xfer.Path, len(names))
+	for i, n := range names {
+		out[i] = xfer.Path(n)
+	}
+	return out
+}
+
+func directionsOf(names []string) []xfer.Direction {
+	out := make([]xfer.Direction, len(names))
+	for i, n := range names {
+		out[i] = xfer.Direction(n)
+	}
+	return out
 }
 
 // engineFor picks the copy engine the driver would: host-to-device and
 // device-to-host copies on different engines, so both directions can run
 // at once; with a single engine they share it and serialise.
-func engineFor(g *machine.GPU, dir string) *machine.Engine {
-	if dir == "d2h" && len(g.CopyEngines) > 1 {
+func engineFor(g *machine.GPU, dir xfer.Direction) *machine.Engine {
+	if dir == xfer.D2H && len(g.CopyEngines) > 1 {
 		return g.CopyEngines[1]
 	}
 	return g.CopyEngines[0]
@@ -313,32 +267,32 @@ func engineFor(g *machine.GPU, dir string) *machine.Engine {
 // direction started together; the row's time is that of the slower.
 func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, host machine.Endpoint) (report.Row, error) {
 	type leg struct {
-		dir      string
+		dir      xfer.Direction
 		en       *machine.Engine
 		src, dst machine.Endpoint
 		overhead sim.Time
 	}
 	var legs []leg
 	switch {
-	case t.path == "pageable":
+	case t.path == xfer.Pageable:
 		return measurePageable(p, m, t, g, host)
-	case t.path == "pinned", t.path == "writecombined", t.path == "registered":
-		h2d := leg{"h2d", engineFor(g, "h2d"), host, g.Memory(), g.Spec.CopyOverhead.V}
-		d2h := leg{"d2h", engineFor(g, "d2h"), g.Memory(), host, g.Spec.CopyOverhead.V}
+	case t.path == xfer.Pinned, t.path == xfer.WriteCombined, t.path == xfer.Registered:
+		h2d := leg{xfer.H2D, engineFor(g, xfer.H2D), host, g.Memory(), g.Spec.CopyOverhead.V}
+		d2h := leg{xfer.D2H, engineFor(g, xfer.D2H), g.Memory(), host, g.Spec.CopyOverhead.V}
 		switch t.dir {
-		case "h2d":
+		case xfer.H2D:
 			legs = []leg{h2d}
-		case "d2h":
+		case xfer.D2H:
 			legs = []leg{d2h}
-		case "bidir":
+		case xfer.Bidir:
 			legs = []leg{h2d, d2h}
 		}
-	case t.path == "device":
-		legs = []leg{{"d2d", engineFor(g, "d2d"), g.Memory(), g.Memory(), g.Spec.CopyOverhead.V}}
-	case t.path == "peer":
-		legs = []leg{{"d2d", engineFor(g, "d2d"), g.Memory(), peer.Memory(), g.Spec.CopyOverhead.V}}
-		if t.dir == "bidir" {
-			legs = append(legs, leg{"d2d", engineFor(peer, "d2d"), peer.Memory(), g.Memory(), peer.Spec.CopyOverhead.V})
+	case t.path == xfer.Device:
+		legs = []leg{{xfer.D2D, engineFor(g, xfer.D2D), g.Memory(), g.Memory(), g.Spec.CopyOverhead.V}}
+	case t.path == xfer.Peer:
+		legs = []leg{{xfer.D2D, engineFor(g, xfer.D2D), g.Memory(), peer.Memory(), g.Spec.CopyOverhead.V}}
+		if t.dir == xfer.Bidir {
+			legs = append(legs, leg{xfer.D2D, engineFor(peer, xfer.D2D), peer.Memory(), g.Memory(), peer.Spec.CopyOverhead.V})
 		}
 	}
 	name := fmt.Sprintf("%s %s %s", t.path, t.dir, report.FormatBytes(t.bytes))
@@ -360,7 +314,7 @@ func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, 
 	}
 	secs := (p.Now() - start).Seconds()
 	return report.Row{
-		Name: name, Path: t.path, Direction: t.dir, Bytes: t.bytes,
+		Name: name, Path: string(t.path), Direction: string(t.dir), Bytes: t.bytes,
 		Seconds: secs, GBps: float64(t.bytes) / secs / 1e9,
 	}, nil
 }
@@ -369,9 +323,9 @@ func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, 
 // one or both directions: each direction is its own staged pipeline.
 func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU, host machine.Endpoint) (report.Row, error) {
 	name := fmt.Sprintf("%s %s %s", t.path, t.dir, report.FormatBytes(t.bytes))
-	dirs := []string{t.dir}
-	if t.dir == "bidir" {
-		dirs = []string{"h2d", "d2h"}
+	dirs := []xfer.Direction{t.dir}
+	if t.dir == xfer.Bidir {
+		dirs = []xfer.Direction{xfer.H2D, xfer.D2H}
 	}
 	start := p.Now()
 	errs := make([]error, len(dirs))
@@ -380,7 +334,7 @@ func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU
 		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
 			errs[i] = cuda.StagedCopy(q, m, cuda.Staging{
 				Name: name, GPU: g, Host: host, Node: g.Node,
-				ToDevice: d == "h2d", Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V,
+				ToDevice: d == xfer.H2D, Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V,
 			})
 		}))
 	}
@@ -391,14 +345,14 @@ func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU
 		return report.Row{}, err
 	}
 	secs := (p.Now() - start).Seconds()
-	return report.Row{Name: name, Path: t.path, Direction: t.dir, Bytes: t.bytes,
+	return report.Row{Name: name, Path: string(t.path), Direction: string(t.dir), Bytes: t.bytes,
 		Seconds: secs, GBps: float64(t.bytes) / secs / 1e9}, nil
 }
 
 // isCUDAPath says whether a path runs through the CUDA driver model
 // (kernels, unified memory) rather than straight on the copy engines.
-func isCUDAPath(path string) bool {
-	return path == "mapped" || strings.HasPrefix(path, "managed-")
+func isCUDAPath(path xfer.Path) bool {
+	return path == xfer.Mapped || strings.HasPrefix(string(path), string(xfer.Managed)+"-")
 }
 
 // measureCUDA runs one measurement of a zero-copy or managed path as a
@@ -410,7 +364,7 @@ func measureCUDA(p *sim.Proc, c *cuda.Context, t transfer) (report.Row, error) {
 	var took sim.Time
 	var err error
 	switch t.path {
-	case "mapped":
+	case xfer.Mapped:
 		took, err = zeroCopy(p, c, name, t.dir, n)
 	default:
 		took, err = managed(p, c, name, t.path, t.dir, n)
@@ -419,14 +373,14 @@ func measureCUDA(p *sim.Proc, c *cuda.Context, t transfer) (report.Row, error) {
 		return report.Row{}, fmt.Errorf("%s: %w", name, err)
 	}
 	secs := took.Seconds()
-	return report.Row{Name: name, Path: t.path, Direction: t.dir, Bytes: t.bytes,
+	return report.Row{Name: name, Path: string(t.path), Direction: string(t.dir), Bytes: t.bytes,
 		Seconds: secs, GBps: float64(t.bytes) / secs / 1e9}, nil
 }
 
 // zeroCopy times a copy kernel between device memory and pinned host
 // memory mapped into the GPU (cuMemHostAlloc with DEVICEMAP): the kernel's
 // loads or stores of host memory cross PCIe; launch included.
-func zeroCopy(p *sim.Proc, c *cuda.Context, name, dir string, n uint64) (sim.Time, error) {
+func zeroCopy(p *sim.Proc, c *cuda.Context, name string, dir xfer.Direction, n uint64) (sim.Time, error) {
 	host, err := c.MemHostAlloc(p, n, cuda.HostAllocPortable|cuda.HostAllocDeviceMap)
 	if err != nil {
 		return 0, err
@@ -448,10 +402,10 @@ func zeroCopy(p *sim.Proc, c *cuda.Context, name, dir string, n uint64) (sim.Tim
 		}
 	}
 	k := gpu.Kernel{Name: name}
-	if dir != "d2h" {
+	if dir != xfer.D2H {
 		k.Accesses = append(k.Accesses, copyOf(hptr, dev)...)
 	}
-	if dir != "h2d" {
+	if dir != xfer.H2D {
 		k.Accesses = append(k.Accesses, copyOf(dev, hptr)...)
 	}
 	t0 := p.Now()
@@ -467,7 +421,7 @@ func zeroCopy(p *sim.Proc, c *cuda.Context, name, dir string, n uint64) (sim.Tim
 // managed times one unified-memory movement of n bytes of a fresh
 // managed allocation: a prefetch either way, a kernel's fault-driven
 // migration to the GPU, or the CPU faulting GPU-resident pages back.
-func managed(p *sim.Proc, c *cuda.Context, name, path, dir string, n uint64) (sim.Time, error) {
+func managed(p *sim.Proc, c *cuda.Context, name string, path xfer.Path, dir xfer.Direction, n uint64) (sim.Time, error) {
 	buf, err := c.MemAllocManaged(p, n, cuda.MemAttachGlobal)
 	if err != nil {
 		return 0, err
@@ -484,20 +438,20 @@ func managed(p *sim.Proc, c *cuda.Context, name, path, dir string, n uint64) (si
 		}
 		return c.Synchronize(p)
 	}
-	if dir == "d2h" {
+	if dir == xfer.D2H {
 		if err := toGPU(); err != nil {
 			return 0, err
 		}
 	}
 	t0 := p.Now()
 	switch {
-	case path == "managed-prefetch" && dir == "h2d":
+	case path == xfer.ManagedPrefetch && dir == xfer.H2D:
 		err = toGPU()
-	case path == "managed-prefetch":
+	case path == xfer.ManagedPrefetch:
 		if err = c.MemPrefetchAsync(p, buf, n, cuda.DeviceCPU, nil); err == nil {
 			err = c.Synchronize(p)
 		}
-	case path == "managed-fault":
+	case path == xfer.ManagedFault:
 		// The probe's page-touch kernel: many threads, one 4-byte read
 		// per 4 KiB page.
 		pages := (n + mem.PageSize - 1) / mem.PageSize
@@ -506,7 +460,7 @@ func managed(p *sim.Proc, c *cuda.Context, name, path, dir string, n uint64) (si
 		if err = c.LaunchKernel(p, k, nil); err == nil {
 			err = c.Synchronize(p)
 		}
-	case path == "managed-cpu-fault":
+	case path == xfer.ManagedCPUFault:
 		// As the probe does: the CPU reads one word of every page.
 		for off := uint64(0); off < n && err == nil; off += mem.PageSize {
 			err = c.CPUAccess(p, buf+mem.GPUAddr(off), min(8, n-off), false)

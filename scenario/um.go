@@ -1,23 +1,32 @@
 package scenario
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
+	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/gpu"
-	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/sim"
 	"github.com/dmalab/dmalab/uvm"
+	"github.com/dmalab/dmalab/xfer"
 )
 
 var umPrefetchModes = []string{"on-demand", "prefetch", "advise", "device"}
+
+// Bounds of the unified-memory scenarios' parameters. The model raises a
+// fault per 4 KiB page and keeps state per touched 2 MiB block, so a
+// managed buffer costs time and memory with its size: 1 TiB is well above
+// any GPU's memory (an H200 has 141 GiB) and still a bounded run. The
+// counts bound the rows.
+const (
+	maxManaged = 1 << 40
+	maxKernels = 10000
+	maxPasses  = 10000
+)
 
 func init() {
 	register(&Scenario{
@@ -51,13 +60,10 @@ prefetch or copy before the first kernel (ops 0); seconds between the events,
 GB/s the buffer over that time. Each row's name says what the unified-memory
 driver did meanwhile: GPU faults, bytes migrated, chunks evicted.`,
 		Params: []Param{
-			{Name: "size", Default: "256MiB", Help: "the buffer", Check: checkSize},
-			{Name: "kernels", Default: "5", Help: "kernels launched over it, one after the other", Check: checkPositive},
-			{Name: "modes", Default: "on-demand,prefetch,advise,device", Help: "variants to run: on-demand, prefetch, advise, device", Check: func(s string) error {
-				_, err := parseList(s, umPrefetchModes, "mode")
-				return err
-			}},
-			{Name: "gpu", Default: "0", Help: "index of the GPU", Check: checkIndex},
+			{Name: "size", Kind: dmalab.ParamSize, Max: maxManaged, Default: "256MiB", Help: "the buffer"},
+			{Name: "kernels", Kind: dmalab.ParamInt, Min: 1, Max: maxKernels, Default: "5", Help: "kernels launched over it, one after the other"},
+			{Name: "modes", Kind: dmalab.ParamList, Item: "mode", Values: umPrefetchModes, Default: "on-demand,prefetch,advise,device", Help: "variants to run: on-demand, prefetch, advise, device"},
+			{Name: "gpu", Kind: dmalab.ParamInt, Default: "0", Help: "index of the GPU"},
 		},
 		Run: runUMPrefetch,
 	})
@@ -110,7 +116,7 @@ type umGPU struct {
 // there: prefetch needs concurrent managed access (Pascal and later).
 func newUMGPU(c *Context, dev int, modes *[]string) (*umGPU, error) {
 	if dev >= len(c.Machine.GPUs) {
-		return nil, c.noGPU(dev)
+		return nil, noGPU(c, dev)
 	}
 	d, err := c.CUDA()
 	if err != nil {
@@ -119,7 +125,7 @@ func newUMGPU(c *Context, dev int, modes *[]string) (*umGPU, error) {
 	if d.UVM() == nil {
 		return nil, usagef("platform %s: no unified-memory model for its GPUs", c.Machine.Spec.Name)
 	}
-	if slices.Contains(*modes, "prefetch") && !d.ConcurrentManagedAccess() && !c.Explicit["modes"] {
+	if slices.Contains(*modes, "prefetch") && !d.ConcurrentManagedAccess() && !c.Explicit("modes") {
 		// Left out of the default modes, as a GPU without it would.
 		*modes = slices.DeleteFunc(*modes, func(m string) bool { return m == "prefetch" })
 	}
@@ -197,25 +203,25 @@ func runUMPrefetch(c *Context) error {
 }
 
 func umPrefetchRow(s umSample) report.Row {
-	path := map[string]string{"on-demand": "managed-fault", "prefetch": "managed-prefetch",
-		"advise": "managed-advise", "device": "device"}[s.mode]
-	dir, what := "kernel", fmt.Sprintf("kernel %d", s.step)
+	path := map[string]xfer.Path{"on-demand": xfer.ManagedFault, "prefetch": xfer.ManagedPrefetch,
+		"advise": xfer.ManagedAdvise, "device": xfer.Device}[s.mode]
+	dir, what := xfer.Kernel, fmt.Sprintf("kernel %d", s.step)
 	if s.step == 0 {
-		dir, what = "h2d", "setup"
+		dir, what = xfer.H2D, "setup"
 	}
 	return report.Row{
 		Name: fmt.Sprintf("%s %s of %s", s.mode, what, report.FormatBytes(s.bytes)),
-		Path: path, Direction: dir, Mode: s.mode, Bytes: s.bytes, Step: s.step,
+		Path: string(path), Direction: string(dir), Mode: s.mode, Bytes: s.bytes, Step: s.step,
 		Faults: s.faults, MigratedBytes: s.migrated, Evictions: s.evictions,
 		Seconds: s.took.Seconds(), GBps: float64(s.bytes) / s.took.Seconds() / 1e9,
 	}
 }
 
 func measureUMPrefetch(c *Context) ([]umSample, error) {
-	size, _ := platform.ParseBytes(c.Params["size"])
-	kernels, _ := strconv.Atoi(c.Params["kernels"])
-	modes, _ := parseList(c.Params["modes"], umPrefetchModes, "mode")
-	dev, _ := strconv.Atoi(c.Params["gpu"])
+	size := c.Size("size")
+	kernels := c.Int("kernels")
+	modes := c.List("modes")
+	dev := c.Int("gpu")
 	g, err := newUMGPU(c, dev, &modes)
 	if err != nil {
 		return nil, err
@@ -341,81 +347,44 @@ from 1), h2d for the prefetch; GB/s is the working set over the pass's time
 did. GPUs without concurrent managed access (pre-Pascal) have no prefetch
 and cannot oversubscribe: there only zero-copy runs above 1x.`,
 		Params: []Param{
-			{Name: "vram", Default: "1GiB", Help: `the GPU's memory for this run ("platform": the platform's own)`, Check: checkVRAM},
-			{Name: "ratios", Default: "0.5,1,1.5,2", Help: "working sets, as multiples of the GPU's memory", Check: checkRatios},
-			{Name: "passes", Default: "2", Help: "passes of the kernel over the working set", Check: checkPositive},
-			{Name: "chunk", Default: "64MiB", Help: "the span one launch streams (a pass is launches over consecutive chunks; at most a quarter of the GPU's memory)", Check: checkSize},
-			{Name: "modes", Default: "on-demand,prefetch,zero-copy", Help: "variants to run: on-demand, prefetch, zero-copy", Check: func(s string) error {
-				_, err := parseList(s, umOversubModes, "mode")
-				return err
-			}},
-			{Name: "gpu", Default: "0", Help: "index of the GPU", Check: checkIndex},
+			{Name: "vram", Kind: dmalab.ParamSize, Max: maxManaged, Word: "platform", Default: "1GiB", Help: `the GPU's memory for this run ("platform": the platform's own)`},
+			{Name: "ratios", Kind: dmalab.ParamFloats, Item: "ratio", Max: 64, Default: "0.5,1,1.5,2", Help: "working sets, as multiples of the GPU's memory"},
+			{Name: "passes", Kind: dmalab.ParamInt, Min: 1, Max: maxPasses, Default: "2", Help: "passes of the kernel over the working set"},
+			{Name: "chunk", Kind: dmalab.ParamSize, Default: "64MiB", Help: "the span one launch streams (a pass is launches over consecutive chunks; at most a quarter of the GPU's memory)"},
+			{Name: "modes", Kind: dmalab.ParamList, Item: "mode", Values: umOversubModes, Default: "on-demand,prefetch,zero-copy", Help: "variants to run: on-demand, prefetch, zero-copy"},
+			{Name: "gpu", Kind: dmalab.ParamInt, Default: "0", Help: "index of the GPU"},
 		},
-		Run: runUMOversubscribe,
+		Adjust: withVRAM,
+		Run:    runUMOversubscribe,
 	})
 }
 
-func checkVRAM(s string) error {
-	if s == "platform" {
-		return nil
+// withVRAM gives GPU gpu vram bytes of memory for the run (the spec
+// through platform.Set, as --set platform.gpus.NAME.vram would), before
+// the system boots: a 141 GiB working set costs the model a fault per
+// 4 KiB page, and a smaller GPU keeps the run quick. The system is then
+// built once, with every option of the run (payload, checker, trace).
+func withVRAM(spec *platform.Spec, v *dmalab.Values) (*platform.Spec, error) {
+	dev := v.Int("gpu")
+	if dev >= len(spec.GPUs) {
+		return nil, noGPUIn(spec.Name, len(spec.GPUs), dev)
 	}
-	return checkSize(s)
-}
-
-func parseRatios(s string) ([]float64, error) {
-	var out []float64
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		r, err := strconv.ParseFloat(f, 64)
-		if err != nil || !(r > 0) || r > 64 {
-			return nil, fmt.Errorf("ratio %q: want a number above 0, at most 64", f)
-		}
-		out = append(out, r)
+	g := spec.GPUs[dev]
+	if g.Integrated {
+		return nil, usagef("platform %s: %s is an integrated GPU with no memory of its own to oversubscribe", spec.Name, g.Name)
 	}
-	if len(out) == 0 {
-		return nil, errors.New("no ratios")
+	if v.IsWord("vram") {
+		return spec, nil
 	}
-	return out, nil
-}
-
-func checkRatios(s string) error { _, err := parseRatios(s); return err }
-
-// withVRAM rebuilds the scenario's machine with GPU dev given vram bytes
-// of memory (the platform's spec through platform.Set, as --set
-// platform.gpus.NAME.vram would), with the tracer and the checker
-// attached as Run attaches them (not the DMA layer, which the scenario
-// does not use, nor payload mode: managed memory's content is not
-// followed). The scenario cannot change the spec before Run builds the
-// machine, and a 141 GiB working set costs the model a fault per 4 KiB
-// page; a smaller GPU keeps the run quick.
-func withVRAM(c *Context, dev int, vram string) (close func(), err error) {
-	if vram == "platform" {
-		return func() {}, nil
-	}
-	g := c.Machine.Spec.GPUs[dev]
-	spec, err := platform.Set(c.Machine.Spec, "gpus."+g.Name+".vram.value", vram)
+	vram := v.Text("vram")
+	spec, err := platform.Set(spec, "gpus."+g.Name+".vram.value", vram)
 	if err == nil {
 		spec, err = platform.Set(spec, "gpus."+g.Name+".vram.source", "the scenario's vram parameter")
 	}
 	if err != nil {
 		return nil, usagef("--set vram=%s: %v", vram, err)
 	}
-	seed, _ := strconv.ParseUint(c.Params["seed"], 10, 64)
-	m, err := machine.New(spec, seed)
-	if err != nil {
-		return nil, usagef("--set vram=%s: %v", vram, err)
-	}
-	if c.Trace != nil {
-		traceMachine(m, c.Trace)
-	}
-	if c.Checker != nil {
-		m.Mem.Observe(c.Checker.Access)
-	}
-	c.Machine, c.cuda = m, nil
-	return m.Close, nil
+	return spec, nil
 }
 
 func runUMOversubscribe(c *Context) error {
@@ -437,36 +406,25 @@ type umPass struct {
 }
 
 func umOversubRow(s umPass) report.Row {
-	path := map[string]string{"on-demand": "managed-fault", "prefetch": "managed-prefetch", "zero-copy": "mapped"}[s.mode]
-	dir, what := "kernel", fmt.Sprintf("pass %d", s.step)
+	path := map[string]xfer.Path{"on-demand": xfer.ManagedFault, "prefetch": xfer.ManagedPrefetch, "zero-copy": xfer.Mapped}[s.mode]
+	dir, what := xfer.Kernel, fmt.Sprintf("pass %d", s.step)
 	if s.step == 0 {
-		dir, what = "h2d", "prefetch"
+		dir, what = xfer.H2D, "prefetch"
 	}
 	return report.Row{
 		Name: fmt.Sprintf("%s %gx %s of %s", s.mode, s.ratio, what, report.FormatBytes(s.bytes)),
-		Path: path, Direction: dir, Mode: s.mode, Bytes: s.bytes, Step: s.step,
+		Path: string(path), Direction: string(dir), Mode: s.mode, Bytes: s.bytes, Step: s.step,
 		Faults: s.faults, MigratedBytes: s.migrated, Evictions: s.evictions,
 		Seconds: s.took.Seconds(), GBps: float64(s.bytes) / s.took.Seconds() / 1e9,
 	}
 }
 
 func measureUMOversubscribe(c *Context) ([]umPass, error) {
-	dev, _ := strconv.Atoi(c.Params["gpu"])
-	if dev >= len(c.Machine.GPUs) {
-		return nil, c.noGPU(dev)
-	}
-	if c.Machine.Spec.GPUs[dev].Integrated {
-		return nil, usagef("platform %s: %s is an integrated GPU with no memory of its own to oversubscribe", c.Machine.Spec.Name, c.Machine.GPUs[dev].Name)
-	}
-	done, err := withVRAM(c, dev, c.Params["vram"])
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	ratios, _ := parseRatios(c.Params["ratios"])
-	passes, _ := strconv.Atoi(c.Params["passes"])
-	chunk, _ := platform.ParseBytes(c.Params["chunk"])
-	modes, _ := parseList(c.Params["modes"], umOversubModes, "mode")
+	dev := c.Int("gpu") // withVRAM checked it
+	ratios := c.Floats("ratios")
+	passes := c.Int("passes")
+	chunk := c.Size("chunk")
+	modes := c.List("modes")
 	g, err := newUMGPU(c, dev, &modes)
 	if err != nil {
 		return nil, err
