@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -322,7 +322,7 @@ func TestProbeWithoutDriver(t *testing.T) {
 // TestProbeInput re-prints a saved report (the H200 run in
 // docs/measurements) in every format, without a GPU.
 func TestProbeInput(t *testing.T) {
-	saved := "../../docs/measurements/2026-11-21-h200-probe.json"
+	saved := "../docs/measurements/2026-11-21-h200-probe.json"
 	for _, f := range []string{"table", "json", "nvbandwidth"} {
 		code, out, errs := dmalab(t, "probe", "--input", saved, "--format", f)
 		if code != exitOK || len(out) == 0 {

@@ -1,0 +1,12 @@
+// Package cli is the dmalab command line as a library: the subcommands
+// run, check, list, platform, probe and topo, their flags, and the exit
+// statuses (0 success, 1 findings, 2 bad usage or input). Command
+// cmd/dmalab is Main and nothing else.
+//
+// The scenarios run and check offer are those of the dmalab catalogue:
+// the built-in ones of package scenario, and any a program registers
+// with dmalab.Register before calling Main. A program that measures its
+// own driver thus gets the whole command line for it — --set of its
+// parameters, --platform, --json, --trace, check with the diagnostics —
+// by registering a scenario and calling cli.Main from its own main.
+package cli
