@@ -232,3 +232,53 @@ func TestUMUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestUMOneSystem: the unified-memory scenarios run on the one system
+// the run booted, with every option of the run. um-oversubscribe used to
+// rebuild the machine inside Run, without payload mode and with the DMA
+// layer left on the old machine.
+func TestUMOneSystem(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sets []string
+		vram uint64 // the GPU memory the run must see; 0: the platform's
+	}{
+		{"um-oversubscribe", []string{"vram=256MiB", "chunk=16MiB", "ratios=0.5", "passes=1", "modes=on-demand"}, 256 << 20},
+		{"um-prefetch", []string{"size=8MiB", "kernels=1", "modes=on-demand"}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Lookup(c.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := *s
+			sc.Run = func(ctx *Context) error {
+				sys, m := ctx.System, ctx.Machine
+				if err := s.Run(ctx); err != nil {
+					return err
+				}
+				d, err := ctx.CUDA()
+				if err != nil {
+					return err
+				}
+				if ctx.System != sys || ctx.Machine != m || d.Machine() != m {
+					t.Error("the scenario changed the system it runs on")
+				}
+				if !m.Mem.Payload() {
+					t.Error("payload mode lost")
+				}
+				if got := uint64(m.Spec.GPUs[0].VRAM.V); c.vram != 0 && got != c.vram {
+					t.Errorf("the system's GPU has %d bytes, want %d", got, c.vram)
+				}
+				return nil
+			}
+			out, err := Run(&sc, Options{Sets: c.sets, Payload: true, Check: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Result.Results) == 0 {
+				t.Error("no rows")
+			}
+		})
+	}
+}
