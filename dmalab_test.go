@@ -2,6 +2,7 @@ package dmalab
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -243,17 +244,22 @@ func TestParamErrors(t *testing.T) {
 	}
 }
 
+// registered counts TestRegister's runs: the catalogue lives as long as
+// the test binary, and go test -count=2 runs the test twice.
+var registered int
+
 func TestRegister(t *testing.T) {
 	s := testScenario(func(*Context) error { return nil })
-	s.Name = "test-register"
+	registered++
+	s.Name = fmt.Sprintf("test-register-%d", registered)
 	Register(s)
-	if got, err := Lookup("test-register"); err != nil || got != s {
+	if got, err := Lookup(s.Name); err != nil || got != s {
 		t.Fatalf("Lookup = %v, %v", got, err)
 	}
 	if !slices.Contains(Scenarios(), s) {
 		t.Error("Scenarios lacks the registered scenario")
 	}
-	if _, err := Lookup("test-nosuch"); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "test-register") {
+	if _, err := Lookup("test-nosuch"); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), s.Name) {
 		t.Errorf("Lookup(test-nosuch) = %v; want a usage error listing the scenarios", err)
 	}
 	defer func() {
