@@ -7,6 +7,6 @@
 //
 // A scenario is the model's counterpart of a benchmark on real hardware:
 // "transfers" is what nvbandwidth and CUDA's bandwidthTest measure, with
-// the path and direction names (package xfer) "dmalab probe" uses, so the model's
-// predictions and the hardware's measurements print side by side.
+// the path and direction names (package xfer) "dmalab probe" uses, so the
+// model's predictions and the hardware's measurements print side by side.
 package scenario
