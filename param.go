@@ -208,25 +208,28 @@ type Values struct {
 	explicit map[string]bool
 }
 
-// parseParams parses every parameter of params: text[name] when the user
-// set it, else its default. A bad value the user gave is a usage error
-// naming it; a bad default is the scenario's bug.
-func parseParams(scenario string, params []Param, set map[string]string) (*Values, error) {
+// setting is a parameter the user set: its text and its parsed value.
+type setting struct {
+	text  string
+	value any
+}
+
+// parseParams gives every parameter of params its value: the one the
+// user set, parsed already, else its default, parsed here. A bad default
+// is the scenario's bug, not the user's.
+func parseParams(scenario string, params []Param, set map[string]setting) (*Values, error) {
 	v := &Values{text: map[string]string{}, val: map[string]any{}, kind: map[string]ParamKind{}, explicit: map[string]bool{}}
 	for i := range params {
 		p := &params[i]
-		s, ok := set[p.Name]
+		st, ok := set[p.Name]
 		if !ok {
-			s = p.Default
-		}
-		x, err := p.parse(s)
-		if err != nil {
-			if ok {
-				return nil, Usagef("--set %s=%s: %v", p.Name, s, err)
+			x, err := p.parse(p.Default)
+			if err != nil {
+				return nil, fmt.Errorf("scenario %s: parameter %s: default %q: %w", scenario, p.Name, p.Default, err)
 			}
-			return nil, fmt.Errorf("scenario %s: parameter %s: default %q: %w", scenario, p.Name, s, err)
+			st = setting{p.Default, x}
 		}
-		v.text[p.Name], v.val[p.Name], v.kind[p.Name], v.explicit[p.Name] = s, x, p.Kind, ok
+		v.text[p.Name], v.val[p.Name], v.kind[p.Name], v.explicit[p.Name] = st.text, st.value, p.Kind, ok
 	}
 	return v, nil
 }

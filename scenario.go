@@ -129,7 +129,7 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	seedText := "1"
-	set := map[string]string{}
+	set := map[string]setting{}
 	for _, kv := range opt.Sets {
 		key, value, ok := strings.Cut(kv, "=")
 		key = strings.TrimSpace(key)
@@ -152,12 +152,13 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 			if i < 0 {
 				return nil, Usagef("--set %s: unknown key for scenario %s (keys: %s)", key, s.Name, strings.Join(paramNames(s), ", "))
 			}
-			// Checked here, in the order given, so that the first bad
+			// Parsed here, in the order given, so that the first bad
 			// assignment is the one reported.
-			if _, err := s.Params[i].parse(value); err != nil {
+			x, err := s.Params[i].parse(value)
+			if err != nil {
 				return nil, Usagef("--set %s=%s: %v", key, value, err)
 			}
-			set[key] = value
+			set[key] = setting{value, x}
 		}
 	}
 	v, err := parseParams(s.Name, s.Params, set)
