@@ -222,6 +222,7 @@ func TestParamErrors(t *testing.T) {
 		{"ratios=-1", "ratios=-1"},
 		{"on=maybe", "on=maybe"},
 		{"wait=-1us", "wait=-1us"},
+		{"wait=2562047h", "wait=2562047h"},
 		{"node=some", "node=some"},
 		{"colour=blue", "unknown key"},
 	}
@@ -290,4 +291,48 @@ func TestAdjust(t *testing.T) {
 	if !sys.Mem.Payload() || sys.Checker == nil || sys.Trace == nil {
 		t.Errorf("options lost: payload %v, checker %v, trace %v", sys.Mem.Payload(), sys.Checker != nil, sys.Trace != nil)
 	}
+}
+
+// FuzzParam: any text given to any kind of parameter parses to a value
+// within the parameter's bounds, or is refused; it never panics.
+func FuzzParam(f *testing.F) {
+	for _, s := range []string{"3", "4KiB", "1KiB,2MiB", "rx", "c,a", "0.5,2", "true", "20us", "any", "-1", "1e9", ",,", "NaN"} {
+		f.Add(s)
+	}
+	params := testScenario(nil).Params
+	f.Fuzz(func(t *testing.T, s string) {
+		for i := range params {
+			p := &params[i]
+			x, err := p.parse(s)
+			if err != nil || x == nil {
+				continue
+			}
+			switch v := x.(type) {
+			case int:
+				if int64(v) < p.Min || p.Max != 0 && int64(v) > p.Max {
+					t.Errorf("%s=%q: %d outside [%d, %d]", p.Name, s, v, p.Min, p.Max)
+				}
+			case int64:
+				if v <= 0 || p.Max != 0 && v > p.Max {
+					t.Errorf("%s=%q: size %d outside (0, %d]", p.Name, s, v, p.Max)
+				}
+			case []int64:
+				for _, n := range v {
+					if n <= 0 {
+						t.Errorf("%s=%q: size %d", p.Name, s, n)
+					}
+				}
+			case []float64:
+				for _, r := range v {
+					if !(r > 0) || r > float64(p.Max) {
+						t.Errorf("%s=%q: %g outside (0, %d]", p.Name, s, r, p.Max)
+					}
+				}
+			case sim.Time:
+				if v < 0 {
+					t.Errorf("%s=%q: negative duration %v", p.Name, s, v)
+				}
+			}
+		}
+	})
 }

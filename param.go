@@ -3,6 +3,7 @@ package dmalab
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,8 +159,9 @@ func (p *Param) parse(s string) (any, error) {
 		return b, nil
 	case ParamDuration:
 		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 {
-			return nil, fmt.Errorf("want a time with units (20us, 1.5ms), got %q", s)
+		if err != nil || d < 0 || d.Nanoseconds() > math.MaxInt64/int64(sim.Nanosecond) {
+			// The last: sim.Time counts picoseconds, about 106 days.
+			return nil, fmt.Errorf("want a time with units (20us, 1.5ms), at most 100 days, got %q", s)
 		}
 		return sim.Time(d.Nanoseconds()) * sim.Nanosecond, nil
 	}
