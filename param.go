@@ -161,7 +161,7 @@ func (p *Param) parse(s string) (any, error) {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 0 || d.Nanoseconds() > math.MaxInt64/int64(sim.Nanosecond) {
 			// The last: sim.Time counts picoseconds, about 106 days.
-			return nil, fmt.Errorf("want a time with units (20us, 1.5ms), at most 100 days, got %q", s)
+			return nil, fmt.Errorf("want a time with units (20us, 1.5ms), at most about 106 days, got %q", s)
 		}
 		return sim.Time(d.Nanoseconds()) * sim.Nanosecond, nil
 	}
