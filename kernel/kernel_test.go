@@ -128,3 +128,60 @@ func TestAddressSpace(t *testing.T) {
 		t.Errorf("Unmap: %v, %d left", err, len(as.VMAs()))
 	}
 }
+
+// TestOpenFileGet: a reference taken with Get (an importer's
+// dma_buf_get) keeps the file past its last descriptor, even past its
+// process's exit; the Put that drops it releases the file.
+func TestOpenFileGet(t *testing.T) {
+	eng := sim.New(1)
+	k := New(eng, 1)
+	var rel []Event
+	k.Hooks.Hook(func(e *Event) {
+		if e.Op == OpRelease {
+			rel = append(rel, *e)
+		}
+	})
+	a, _ := k.NewProcess("exporter", 0)
+	f := &testFile{name: "dmabuf:7"}
+	eng.Spawn("main", func(p *sim.Proc) {
+		fd, err := a.Install(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		of, err := a.OpenFile("dma_buf_get", fd)
+		if err != nil || of.File() != f {
+			t.Fatalf("OpenFile = %v, %v", of, err)
+		}
+		if _, err := a.OpenFile("dma_buf_get", fd+1); !errors.Is(err, syscall.EBADF) {
+			t.Errorf("OpenFile of a closed fd: %v, want EBADF", err)
+		}
+		if err := of.Get(); err != nil {
+			t.Fatal(err)
+		}
+		if of.Refs() != 2 || a.Refs(fd) != 2 {
+			t.Errorf("refs %d (by fd %d), want 2", of.Refs(), a.Refs(fd))
+		}
+		if err := a.Exit(p); err != nil {
+			t.Fatal(err)
+		}
+		if f.released != 0 || of.Released() || of.Refs() != 1 {
+			t.Fatalf("after exit: released %d, %v, refs %d; want 0, false, 1", f.released, of.Released(), of.Refs())
+		}
+		if err := of.Put(p); err != nil {
+			t.Fatal(err)
+		}
+		if f.released != 1 || !of.Released() || of.Refs() != 0 {
+			t.Errorf("after put: released %d, %v, refs %d; want 1, true, 0", f.released, of.Released(), of.Refs())
+		}
+		if err := of.Put(p); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("put with no reference: %v, want EINVAL", err)
+		}
+		if err := of.Get(); !errors.Is(err, syscall.EBADF) {
+			t.Errorf("get of a released file: %v, want EBADF", err)
+		}
+	})
+	eng.Run()
+	if len(rel) != 1 || rel[0].PID != 0 || rel[0].Proc != "main" || rel[0].File != "dmabuf:7" {
+		t.Errorf("release events %+v, want one, by main, of no process", rel)
+	}
+}
