@@ -48,8 +48,8 @@ type Driver struct {
 	procs []*Process
 	// exports numbers the dma-bufs exported, for their file names.
 	exports int
-	ctxs   []*Context // by ID - 1
-	allocs map[uint64]*alloc
+	ctxs    []*Context // by ID - 1
+	allocs  map[uint64]*alloc
 	// freed is a ring of the last FreedRemembered frees.
 	freed  [FreedRemembered]freedAlloc
 	nFreed int
