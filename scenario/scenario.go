@@ -13,6 +13,7 @@ import (
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/gpu"
+	"github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
@@ -97,7 +98,7 @@ func (c *Context) CUDA() (*cuda.Driver, error) {
 	if err != nil {
 		return nil, usagef("platform %s: %v", c.Machine.Spec.Name, err)
 	}
-	d, err := cuda.New(sys)
+	d, err := cuda.New(sys, cuda.WithKernel(kernel.New(c.Machine.Engine, c.Machine.Mem.Nodes())))
 	if err != nil {
 		return nil, usagef("platform %s: %v", c.Machine.Spec.Name, err)
 	}
