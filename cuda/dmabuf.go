@@ -94,11 +94,12 @@ func (b *DMABuf) Released() bool { return b.file.Released() }
 // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: it exports [addr, addr+size) of
 // device memory as a dma-buf and returns a new file descriptor of the
 // process referring to it (the lowest free, as open(2) gives), in the
-// kernel process's table. The range
-// must lie in one allocation of device memory and be aligned to the
-// host page; other memory, handle types or flags are
-// CUDA_ERROR_INVALID_VALUE; an integrated GPU CUDA_ERROR_NOT_SUPPORTED
-// (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0 there). The host pays
+// kernel process's table. The range must lie in one allocation of
+// device memory and be aligned to the host page; other memory, handle
+// types or flags are CUDA_ERROR_INVALID_VALUE; an integrated GPU
+// CUDA_ERROR_NOT_SUPPORTED (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0
+// there); a full descriptor table CUDA_ERROR_OPERATING_SYSTEM (assumed:
+// the driver passes dma_buf_fd's EMFILE on so). The host pays
 // gpu.EnqueueCost (assumed: one ioctl into nvidia.ko).
 func (c *Context) MemGetHandleForAddressRange(p *sim.Proc, addr mem.GPUAddr, size uint64, handleType int, flags uint64) (int, error) {
 	const call = "cuMemGetHandleForAddressRange"
