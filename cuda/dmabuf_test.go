@@ -238,3 +238,29 @@ func TestAttach(t *testing.T) {
 		t.Error("New took a kernel of another machine (2 nodes, the GPU's has 1)")
 	}
 }
+
+// TestDMABufFDLimit: an export into a full descriptor table fails with
+// CUDA_ERROR_OPERATING_SYSTEM and leaves nothing exported: the memory
+// is freed at once by cuMemFree.
+func TestDMABufFDLimit(t *testing.T) {
+	r := h200(t)
+	r.run(func(p *sim.Proc) {
+		free0, _ := r.ctx.MemGetInfo()
+		kp := r.pr.KernelProcess()
+		must(t, kp.SetFDLimit(4))
+		dv, err := r.ctx.MemAlloc(p, 2<<20)
+		must(t, err)
+		fd, err := r.ctx.MemGetHandleForAddressRange(p, dv, 2<<20, MemRangeHandleTypeDMABufFD, 0)
+		must(t, err)
+		_, err = r.ctx.MemGetHandleForAddressRange(p, dv, 2<<20, MemRangeHandleTypeDMABufFD, 0)
+		wantResult(t, err, ErrorOperatingSystem)
+		if !errors.Is(err, syscall.EMFILE) {
+			t.Errorf("%v does not say EMFILE", err)
+		}
+		must(t, kp.Close(p, fd))
+		must(t, r.ctx.MemFree(p, dv))
+		if free, _ := r.ctx.MemGetInfo(); free != free0 {
+			t.Errorf("free VRAM %d after the free, want %d: the failed export kept it", free, free0)
+		}
+	})
+}

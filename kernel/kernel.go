@@ -112,7 +112,7 @@ func (k *Kernel) NewProcess(name string, node int) (*Process, error) {
 	if _, dup := k.Process(name); dup {
 		return nil, fmt.Errorf("kernel: a process called %s exists", name)
 	}
-	p := &Process{k: k, pid: k.nextPID, name: name, node: node, fds: make([]*OpenFile, firstFD)}
+	p := &Process{k: k, pid: k.nextPID, name: name, node: node, fds: make([]*OpenFile, firstFD), nofile: MaxFDs}
 	p.aff = []int{node}
 	k.nextPID++
 	k.procs = append(k.procs, p)

@@ -185,3 +185,62 @@ func TestOpenFileGet(t *testing.T) {
 		t.Errorf("release events %+v, want one, by main, of no process", rel)
 	}
 }
+
+// TestFDAllocation: a new descriptor is the lowest free one, however
+// the table got its holes; RLIMIT_NOFILE bounds it (EMFILE), and a
+// lowered limit leaves descriptors above it open.
+func TestFDAllocation(t *testing.T) {
+	k := New(sim.New(1), 1)
+	p, _ := k.NewProcess("app", 0)
+	f := &testFile{name: "f"}
+	install := func() int {
+		t.Helper()
+		fd, err := p.Install(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	for want := 3; want < 10; want++ {
+		if fd := install(); fd != want {
+			t.Fatalf("install %d, want %d", fd, want)
+		}
+	}
+	for _, fd := range []int{7, 4, 8} {
+		if err := p.Close(nil, fd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []int{4, 7, 8, 10} {
+		if fd := install(); fd != want {
+			t.Errorf("after closes: install %d, want %d", fd, want)
+		}
+	}
+	for _, c := range []struct {
+		limit int
+		ok    bool
+	}{{2, false}, {MaxFDs + 1, false}, {3, true}, {MaxFDs, true}, {12, true}} {
+		if err := p.SetFDLimit(c.limit); (err == nil) != c.ok || err != nil && !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("SetFDLimit(%d): %v, want ok %v", c.limit, err, c.ok)
+		}
+	}
+	if fd := install(); fd != 11 {
+		t.Errorf("install %d below the limit 12, want 11", fd)
+	}
+	if _, err := p.Install(f); !errors.Is(err, syscall.EMFILE) {
+		t.Errorf("install past the limit: %v, want EMFILE", err)
+	}
+	p.SetFDLimit(5)
+	if got := p.FDs(); len(got) != 9 || got[8] != 11 {
+		t.Errorf("descriptors after lowering the limit: %v, want 3-11 still open", got)
+	}
+	if err := p.Close(nil, 3); err != nil {
+		t.Fatal(err)
+	}
+	if fd := install(); fd != 3 {
+		t.Errorf("install %d below the lowered limit, want 3", fd)
+	}
+	if _, err := p.Dup(3); !errors.Is(err, syscall.EMFILE) {
+		t.Errorf("dup past the lowered limit: %v, want EMFILE", err)
+	}
+}

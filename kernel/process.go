@@ -14,7 +14,9 @@ import (
 const firstFD = 3
 
 // MaxFDs bounds a process's descriptor table (RLIMIT_NOFILE's usual
-// hard limit); a table that is full refuses new descriptors with EMFILE.
+// hard limit, fs.nr_open's default); a table that is full refuses new
+// descriptors with EMFILE. It is every process's limit until
+// SetFDLimit lowers it.
 const MaxFDs = 1 << 20
 
 // Process is one process (task_struct and the per-process state it points
@@ -34,7 +36,12 @@ type Process struct {
 	// MM is the process's address space.
 	MM AddressSpace
 
-	fds     []*OpenFile
+	fds []*OpenFile
+	// nextFD is no more than the lowest free descriptor
+	// (files_struct.next_fd), so that opening n files costs n, not n².
+	nextFD int
+	// nofile is RLIMIT_NOFILE: descriptors are below it.
+	nofile  int
 	onExit  []exitFn
 	exited  bool
 	threads []*sim.Proc
@@ -149,19 +156,32 @@ func (p *Process) install(of *OpenFile) (int, error) {
 	if p.exited {
 		return -1, fmt.Errorf("%s: %w", p.name, ErrExited)
 	}
-	for fd := firstFD; fd < len(p.fds); fd++ {
-		if p.fds[fd] == nil {
-			p.fds[fd] = of
-			of.refs++
-			return fd, nil
-		}
+	fd := max(p.nextFD, firstFD)
+	for fd < len(p.fds) && p.fds[fd] != nil {
+		fd++
 	}
-	if len(p.fds) >= MaxFDs {
-		return -1, fmt.Errorf("%s: %d descriptors open: %w", p.name, MaxFDs, syscall.EMFILE)
+	if fd >= p.nofile {
+		p.nextFD = fd
+		return -1, fmt.Errorf("%s: descriptors 0-%d open: %w", p.name, p.nofile-1, syscall.EMFILE)
 	}
-	p.fds = append(p.fds, of)
+	if fd == len(p.fds) {
+		p.fds = append(p.fds, nil)
+	}
+	p.fds[fd] = of
+	p.nextFD = fd + 1
 	of.refs++
-	return len(p.fds) - 1, nil
+	return fd, nil
+}
+
+// SetFDLimit is setrlimit(RLIMIT_NOFILE) to n: descriptors from then on
+// are below n (those already open above stay, as in Linux). EINVAL for
+// a limit below 3 (stdio's) or above MaxFDs.
+func (p *Process) SetFDLimit(n int) error {
+	if n < firstFD || n > MaxFDs {
+		return fmt.Errorf("setrlimit(RLIMIT_NOFILE, %d) in %s: limits are %d-%d: %w", n, p.name, firstFD, MaxFDs, syscall.EINVAL)
+	}
+	p.nofile = n
+	return nil
 }
 
 func (p *Process) open(call string, fd int) (*OpenFile, error) {
@@ -248,6 +268,7 @@ func (p *Process) Close(t *sim.Proc, fd int) error {
 		return err
 	}
 	p.fds[fd] = nil
+	p.nextFD = min(p.nextFD, fd)
 	p.k.emit(OpClose, t, p, "", fd, of.f.FileName())
 	return p.k.put(t, p, of)
 }
