@@ -127,15 +127,18 @@ func (notDMABuf) FileName() string          { return "/dev/null" }
 func (notDMABuf) Release(t *sim.Proc) error { return nil }
 
 // TestProcessExitReclaims: a process that exits with device, pinned and
-// managed memory allocated in two contexts and a dma-buf exported (its
-// descriptor passed to another process) gives back all the memory but
-// the exported allocation at once; that one goes when the importer
-// closes the last descriptor. The exited process's contexts are
-// destroyed and it can make no new ones.
+// managed memory allocated in two contexts, malloc'd memory (one buffer
+// registered), and a dma-buf exported (its descriptor passed to another
+// process) gives back all the memory but the exported allocation at
+// once; that one goes when the importer closes the last descriptor.
+// The exited process's contexts are destroyed and it can make no new
+// ones.
 func TestProcessExitReclaims(t *testing.T) {
 	r := h200(t)
+	hostFree := func() uint64 { lo, hi := r.m.Mem.NodeFree(0); return lo + hi }
 	r.run(func(p *sim.Proc) {
 		free0, _ := r.ctx.MemGetInfo()
+		host0 := hostFree()
 		live0 := len(r.d.System().Allocations())
 		pr, err := r.d.NewProcess("exporter", 0)
 		must(t, err)
@@ -154,6 +157,23 @@ func TestProcessExitReclaims(t *testing.T) {
 		must(t, err)
 		_, err = ctx2.MemAllocManaged(p, 2<<20, MemAttachGlobal)
 		must(t, err)
+		big, err := pr.Malloc(4 << 20)
+		must(t, err)
+		must(t, ctx.MemHostRegister(p, big, 4<<20, 0))
+		_, err = pr.Malloc(8 << 10)
+		must(t, err)
+		freed, err := pr.Malloc(8 << 10)
+		must(t, err)
+		must(t, pr.FreePageable(freed))
+		if err := pr.FreePageable(freed); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("double free: %v, want EINVAL", err)
+		}
+		if vmas := pr.KernelProcess().MM.VMAs(); len(vmas) != 2 {
+			t.Errorf("address space %v, want the two live malloc'd buffers", vmas)
+		}
+		if hostFree() >= host0 {
+			t.Fatal("the process's host memory is not taken from node 0")
+		}
 		fd, err := ctx.MemGetHandleForAddressRange(p, dv, 2<<20, MemRangeHandleTypeDMABufFD, 0)
 		must(t, err)
 		b, err := pr.DMABuf(fd)
@@ -172,6 +192,9 @@ func TestProcessExitReclaims(t *testing.T) {
 		}
 		if n := len(r.d.System().Allocations()); n != live0+1 {
 			t.Errorf("%d allocations live after exit, want %d (the exported one)", n, live0+1)
+		}
+		if got := hostFree(); got != host0 {
+			t.Errorf("node 0 free %d after exit, want %d", got, host0)
 		}
 		if len(pr.Contexts()) != 0 {
 			t.Errorf("contexts %v live after exit", pr.Contexts())

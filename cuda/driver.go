@@ -318,19 +318,29 @@ func (pr *Process) Malloc(size uint64) (mem.VirtAddr, error) {
 	if pr.kp.Exited() {
 		return 0, fmt.Errorf("cuda: malloc(%#x) in %s: %w", size, pr.name, kern.ErrExited)
 	}
-	m := pr.d.m.Mem
-	if size >= HugePage {
-		if va, err := m.Kmalloc(pr.node, size); err == nil {
-			pr.d.reclaim(mem.GPUAddr(va), size)
-			return va, nil
-		}
-	}
-	va, err := m.Vmalloc(pr.node, size)
+	va, err := pr.malloc(size)
 	if err != nil {
 		return 0, fmt.Errorf("cuda: malloc(%#x) in %s: %w", size, pr.name, err)
 	}
+	// The kernel process's address space records it, so that the
+	// process's exit frees what the program did not.
+	err = pr.kp.MM.Map(kern.VMA{Start: va, Size: size, Name: "anon",
+		Close: func(*sim.Proc) error { return pr.free(va) }})
+	if err != nil {
+		return 0, errors.Join(fmt.Errorf("cuda: malloc(%#x) in %s: %w", size, pr.name, err), pr.free(va))
+	}
 	pr.d.reclaim(mem.GPUAddr(va), size)
 	return va, nil
+}
+
+func (pr *Process) malloc(size uint64) (mem.VirtAddr, error) {
+	m := pr.d.m.Mem
+	if size >= HugePage {
+		if va, err := m.Kmalloc(pr.node, size); err == nil {
+			return va, nil
+		}
+	}
+	return m.Vmalloc(pr.node, size)
 }
 
 // reclaim forgets the freed allocations that [base, base+size) reuses:
@@ -350,19 +360,24 @@ func (d *Driver) reclaim(base mem.GPUAddr, size uint64) {
 // memory contiguously (x86-64 PMD pages, THP).
 const HugePage = 2 << 20
 
-// FreePageable is free(3) of what Malloc returned.
+// FreePageable is free(3) of what Malloc returned: EINVAL for an
+// address Malloc of this process did not return or that was freed.
 func (pr *Process) FreePageable(va mem.VirtAddr) error {
-	m := pr.d.m.Mem
-	if c, _, _ := m.Classify(va); c == mem.ClassLinear {
-		if err := m.Kfree(va); err != nil {
-			return fmt.Errorf("cuda: free(%v) in %s: %w", va, pr.name, err)
-		}
-		return nil
+	if _, err := pr.kp.MM.Unmap(va); err != nil {
+		return fmt.Errorf("cuda: free(%v) in %s: %w", va, pr.name, err)
 	}
-	if err := m.Vfree(va); err != nil {
+	if err := pr.free(va); err != nil {
 		return fmt.Errorf("cuda: free(%v) in %s: %w", va, pr.name, err)
 	}
 	return nil
+}
+
+func (pr *Process) free(va mem.VirtAddr) error {
+	m := pr.d.m.Mem
+	if c, _, _ := m.Classify(va); c == mem.ClassLinear {
+		return m.Kfree(va)
+	}
+	return m.Vfree(va)
 }
 
 // Context is a CUDA context: one process's use of one GPU (CUcontext).

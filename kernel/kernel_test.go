@@ -3,6 +3,7 @@ package kernel
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -242,5 +243,53 @@ func TestFDAllocation(t *testing.T) {
 	}
 	if _, err := p.Dup(3); !errors.Is(err, syscall.EMFILE) {
 		t.Errorf("dup past the lowered limit: %v, want EMFILE", err)
+	}
+}
+
+// TestExitOrder: exit closes the descriptors, then runs the callbacks
+// (newest first), then closes the mappings left (address order), and
+// runs them all even when some fail.
+func TestExitOrder(t *testing.T) {
+	eng := sim.New(1)
+	k := New(eng, 1)
+	p, _ := k.NewProcess("app", 0)
+	var order []string
+	f := &testFile{name: "f"}
+	if _, err := p.Install(f); err != nil {
+		t.Fatal(err)
+	}
+	vma := func(start mem.VirtAddr, name string, fail bool) VMA {
+		return VMA{Start: start, Size: 0x1000, Name: name, Close: func(*sim.Proc) error {
+			order = append(order, name)
+			if fail {
+				return errors.New("bad page")
+			}
+			return nil
+		}}
+	}
+	for _, v := range []VMA{vma(0x3000, "heap2", false), vma(0x1000, "heap1", true), {Start: 0x5000, Size: 0x1000, Name: "no-close"}} {
+		if err := p.MM.Map(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.OnExit("first", func(*sim.Proc) error {
+		order = append(order, "first")
+		return nil
+	})
+	p.OnExit("second", func(*sim.Proc) error {
+		order = append(order, fmt.Sprintf("second(released %d)", f.released))
+		return errors.New("device gone")
+	})
+	var err error
+	eng.Spawn("main", func(tp *sim.Proc) { err = p.Exit(tp) })
+	eng.Run()
+	if got, want := fmt.Sprint(order), "[second(released 1) first heap1 heap2]"; got != want {
+		t.Errorf("exit order %s, want %s", got, want)
+	}
+	if err == nil || !strings.Contains(err.Error(), "device gone") || !strings.Contains(err.Error(), "bad page") {
+		t.Errorf("exit error %v, want both failures", err)
+	}
+	if len(p.MM.VMAs()) != 0 {
+		t.Errorf("mappings after exit: %v", p.MM.VMAs())
 	}
 }

@@ -298,8 +298,13 @@ func (p *Process) OnExit(name string, fn func(t *sim.Proc) error) {
 
 // Exit ends the process from thread t (do_exit): every descriptor is
 // closed (exit_files), releasing the files whose last reference it held,
-// then the exit callbacks run. All of them run even if some fail; the
-// errors are joined. A second Exit is ESRCH.
+// then the exit callbacks run, then every mapping of the address space
+// is closed, in address order (exit_mmap). Linux tears the address
+// space down before the files; the model does it last because its
+// memory has no page references: pages a driver pinned (registered
+// host memory) would be freed under it if the mappings went before the
+// driver's callback unpinned them. All of them run even if some fail;
+// the errors are joined. A second Exit is ESRCH.
 func (p *Process) Exit(t *sim.Proc) error {
 	if p.exited {
 		return fmt.Errorf("exit of %s: %w", p.name, ErrExited)
@@ -321,6 +326,14 @@ func (p *Process) Exit(t *sim.Proc) error {
 		}
 	}
 	p.onExit = nil
+	for _, v := range p.MM.vmas {
+		if v.Close == nil {
+			continue
+		}
+		if err := v.Close(t); err != nil {
+			errs = append(errs, fmt.Errorf("unmap %s at %v: %w", v.Name, v.Start, err))
+		}
+	}
 	p.MM.vmas = nil
 	p.k.emit(OpExit, t, p, "", -1, "")
 	if err := errors.Join(errs...); err != nil {
