@@ -15,9 +15,11 @@
 //     kernel; New's WithKernel, or one of its own). Process is the
 //     driver's state in one kernel process (Attach, or NewProcess, which
 //     makes the kernel process too): its contexts. Its descriptors,
-//     address space and exit are the kernel process's; at exit the
-//     driver destroys its contexts and frees their memory, as nvidia.ko
-//     does when a dying process's /dev/nvidia* files are released.
+//     address space and exit are the kernel process's (Malloc's memory
+//     is a mapping there, freed at exit if the program did not); at
+//     exit the driver destroys its contexts and frees their memory, as
+//     nvidia.ko does when a dying process's /dev/nvidia* files are
+//     released.
 //     Context is a CUcontext (cuDevicePrimaryCtxRetain, cuCtxCreate,
 //     cuCtxDestroy, cuCtxSynchronize, cuCtxEnablePeerAccess); its
 //     methods are the calls made with it current.
