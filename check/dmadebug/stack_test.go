@@ -1,9 +1,10 @@
-package check_test
+package dmadebug_test
 
 import (
 	"testing"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
@@ -18,6 +19,7 @@ type stack struct {
 	memory *mem.Memory
 	dma    *dma.DMA
 	chk    *check.Checker
+	pack   *dmadebug.Pack
 }
 
 func newStack(t *testing.T, preset string) *stack {
@@ -36,16 +38,9 @@ func newStack(t *testing.T, preset string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chk := check.New(check.Options{Limits: func(name string) (check.SegLimits, bool) {
-		d, err := x.Device(name)
-		if err != nil {
-			return check.SegLimits{}, false
-		}
-		return check.SegLimits{MaxSegSize: d.MaxSegmentSize(), SegBoundaryMask: d.SegmentBoundary()}, true
-	}})
-	x.Observe(chk)
-	memory.Observe(chk.Access)
-	return &stack{m, memory, x, chk}
+	chk := check.New(check.Options{})
+	pack := dmadebug.Attach(chk, x, memory, dmadebug.Options{})
+	return &stack{m, memory, x, chk, pack}
 }
 
 // TestRealStackCorrectUse runs correct driver code through package dma
@@ -129,7 +124,7 @@ func TestRealStackCorrectUse(t *testing.T) {
 			for _, diag := range s.chk.Diagnostics() {
 				t.Errorf("correct use reported: %v", diag)
 			}
-			if n := s.chk.Active(); n != 0 {
+			if n := s.pack.Active(); n != 0 {
 				t.Errorf("%d mappings left", n)
 			}
 		})
@@ -156,7 +151,7 @@ func TestRealStackMisuse(t *testing.T) {
 		d.Unbind(p)
 	})
 	s.m.Engine.Run()
-	for _, code := range []string{check.UnmapSize, check.DeviceAccessUnmapped, check.MapIllegalMemory, check.SGSegment, check.UnbindLeak} {
+	for _, code := range []string{dmadebug.UnmapSize, dmadebug.DeviceAccessUnmapped, dmadebug.MapIllegalMemory, dmadebug.SGSegment, dmadebug.UnbindLeak} {
 		if s.chk.Count(code) != 1 {
 			t.Errorf("%s reported %d times", code, s.chk.Count(code))
 		}

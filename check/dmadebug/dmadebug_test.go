@@ -1,4 +1,4 @@
-package check
+package dmadebug
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/mem"
 )
@@ -148,11 +149,11 @@ func TestClasses(t *testing.T) {
 	for _, tc := range cases {
 		seen[tc.code] = true
 		t.Run(tc.code, func(t *testing.T) {
-			info, ok := Lookup(tc.code)
+			info, ok := check.Lookup(tc.code)
 			if !ok {
 				t.Fatalf("no class %q", tc.code)
 			}
-			c := New(Options{})
+			c := newRig(Options{})
 			run(c, tc.bad)
 			want := slices.Sorted(slices.Values(append([]string{tc.code}, tc.also...)))
 			if got := codes(c); !slices.Equal(got, want) {
@@ -173,7 +174,7 @@ func TestClasses(t *testing.T) {
 			}
 			t.Log(d)
 
-			c = New(Options{})
+			c = newRig(Options{})
 			run(c, tc.good)
 			for _, d := range c.Diagnostics() {
 				t.Errorf("correct use reported: %v", d)
@@ -204,7 +205,7 @@ func TestClassTable(t *testing.T) {
 		if c.Summary == "" || c.Source == "" || strings.Contains(c.Summary, "\n") {
 			t.Errorf("%s: want a one-line summary and a source: %+v", c.Code, c)
 		}
-		if c.Severity != Error && c.Severity != Warning {
+		if c.Severity != check.Error && c.Severity != check.Warning {
 			t.Errorf("%s: severity %q", c.Code, c.Severity)
 		}
 		kernel := strings.HasPrefix(c.Source, "kernel/dma/debug.c: ")
@@ -218,7 +219,7 @@ func TestClassTable(t *testing.T) {
 			}
 		}
 	}
-	// REFERENCE.md's numbering keys scenarios: pin the order.
+	// The numbering keys scenarios: pin the order.
 	order := []string{UnmapUnknown, UnmapSize, UnmapType, FreeCoherentAddress, UnmapSGCount, UnmapDirection,
 		MapErrorUnchecked, SyncUnknown, SyncRange, SyncDirection, SyncCPUToDeviceBuffer,
 		SyncDeviceFromDeviceBuffer, SyncSGCount, MapIllegalMemory, MapResourceRAM, SGSegment,
@@ -228,14 +229,14 @@ func TestClassTable(t *testing.T) {
 			t.Errorf("class #%d is %s, want %s", i+1, c.Code, order[i])
 		}
 	}
-	if _, ok := Lookup("no-such-class"); ok {
+	if _, ok := check.Lookup("no-such-class"); ok {
 		t.Error("Lookup found an unknown code")
 	}
 }
 
 func TestUnmapUnknown(t *testing.T) {
 	t.Run("never mapped", func(t *testing.T) {
-		c := New(Options{})
+		c := newRig(Options{})
 		run(c, unmapped(dma.FromDevice))
 		d, ok := first(c, UnmapUnknown)
 		if !ok || d.Origin != "" || !strings.Contains(d.Message, "never mapped") {
@@ -243,7 +244,7 @@ func TestUnmapUnknown(t *testing.T) {
 		}
 	})
 	t.Run("DMA_MAPPING_ERROR", func(t *testing.T) {
-		c := New(Options{})
+		c := newRig(Options{})
 		m := mapSingle(mappingError, physA, sizeA, dma.FromDevice)
 		m.Failed = true
 		run(c, steps{m, unmapSingle(mappingError, sizeA, dma.FromDevice)})
@@ -274,28 +275,28 @@ func TestMapIllegalMemory(t *testing.T) {
 		{dma.MemVmalloc, dma.KindPage, false, false}, // a vmalloc page is a page
 		{dma.MemLinear, dma.KindSingle, false, false},
 	} {
-		c := New(Options{})
+		c := newRig(Options{})
 		m := mapOf(tc.kind, bufA, physA, sizeA, dma.FromDevice)
 		m.Class, m.Failed = tc.class, tc.failed
-		c.Observe(m)
+		c.observe(m)
 		if got := c.Count(MapIllegalMemory) == 1; got != tc.want {
 			t.Errorf("%+v: reported %v, want %v", tc, got, tc.want)
 		}
 	}
-	c := New(Options{})
+	c := newRig(Options{})
 	sg := mapSG(2, twoSegs, dma.ToDevice)
 	sg.Class = dma.MemText
-	c.Observe(sg)
+	c.observe(sg)
 	if c.Count(MapIllegalMemory) != 1 {
 		t.Errorf("sg list of kernel text: %v", c.Diagnostics())
 	}
 }
 
 func TestMapResourceRAMFailed(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	m := mapResource(mappingError, physA, 4096, dma.MemLinear)
 	m.Failed = true
-	c.Observe(m)
+	c.observe(m)
 	if c.Count(MapResourceRAM) != 1 || c.Active() != 0 {
 		t.Errorf("failed dma_map_resource of RAM: %v, %d active", c.Diagnostics(), c.Active())
 	}
@@ -303,7 +304,7 @@ func TestMapResourceRAMFailed(t *testing.T) {
 
 func TestSGSegmentBoundary(t *testing.T) {
 	var asked []string
-	c := New(Options{Limits: func(dev string) (SegLimits, bool) {
+	c := newRig(Options{Limits: func(dev string) (SegLimits, bool) {
 		asked = append(asked, dev)
 		return SegLimits{MaxSegSize: 1 << 20, SegBoundaryMask: 0xffff}, dev == nic
 	}})
@@ -320,14 +321,14 @@ func TestSGSegmentBoundary(t *testing.T) {
 	other := mapSG(1, inside, dma.ToDevice)
 	other.Device = "nvme0"
 	other.SG = []dma.Segment{{Phys: 0x400000, Addr: 0x20000, Len: 0x20000}}
-	c.Observe(other)
+	c.observe(other)
 	if c.Count(SGSegment) != 2 {
 		t.Errorf("default limits: %v", c.Diagnostics())
 	}
 }
 
 func TestSyncBidirectionalExempt(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	run(c, cat(mapped(dma.Bidirectional), steps{
 		syncOf(true, bufA, sizeA, dma.ToDevice),
 		syncOf(false, bufA, sizeA, dma.FromDevice),
@@ -337,7 +338,7 @@ func TestSyncBidirectionalExempt(t *testing.T) {
 		t.Errorf("syncs of a DMA_BIDIRECTIONAL mapping reported: %v", d)
 	}
 	// The direction still has to match at unmap.
-	c = New(Options{})
+	c = newRig(Options{})
 	run(c, cat(mapped(dma.Bidirectional), unmapped(dma.ToDevice)))
 	if !slices.Equal(codes(c), []string{UnmapDirection}) {
 		t.Errorf("got %v", c.Diagnostics())
@@ -345,7 +346,7 @@ func TestSyncBidirectionalExempt(t *testing.T) {
 }
 
 func TestCachelineToDeviceExempt(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	run(c, steps{
 		mapSingle(bufA, physA, 32, dma.ToDevice), checked(bufA),
 		mapSingle(bufA+0x1000, physA+32, 32, dma.ToDevice), checked(bufA + 0x1000),
@@ -356,14 +357,14 @@ func TestCachelineToDeviceExempt(t *testing.T) {
 	if d := c.Diagnostics(); len(d) != 0 {
 		t.Errorf("TO_DEVICE overlaps reported: %v", d)
 	}
-	c.Observe(mapSingle(bufA+0x3000, physA+48, 16, dma.Bidirectional))
+	c.observe(mapSingle(bufA+0x3000, physA+48, 16, dma.Bidirectional))
 	if !slices.Equal(codes(c), []string{CachelineOverlap}) {
 		t.Errorf("BIDIRECTIONAL overlap: %v", c.Diagnostics())
 	}
 }
 
 func TestCachelineOverflow(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	mapN := func(i int) {
 		a := bufA + mem.DMAAddr(i)*0x1000
 		run(c, steps{mapSingle(a, physA+mem.PhysAddr(i*4), 4, dma.FromDevice), checked(a)})
@@ -379,7 +380,7 @@ func TestCachelineOverflow(t *testing.T) {
 		t.Fatalf("9 mappings: %d overlaps, %d overflows", c.Count(CachelineOverlap), c.Count(CachelineOverflow))
 	}
 	d, _ := first(c, CachelineOverflow)
-	if d.Severity != Warning || !strings.Contains(d.Message, "9 mappings") {
+	if d.Severity != check.Warning || !strings.Contains(d.Message, "9 mappings") {
 		t.Errorf("got %v", d)
 	}
 	// The overlap names the oldest mapping still there.
@@ -388,7 +389,7 @@ func TestCachelineOverflow(t *testing.T) {
 		t.Errorf("overlap does not name the first mapping: %s", d.Message)
 	}
 	for i := range 9 {
-		c.Observe(unmapSingle(bufA+mem.DMAAddr(i)*0x1000, 4, dma.FromDevice))
+		c.observe(unmapSingle(bufA+mem.DMAAddr(i)*0x1000, 4, dma.FromDevice))
 	}
 	if c.phys.n != 0 || len(c.phys.buckets) != 0 || c.Active() != 0 {
 		t.Errorf("after unmapping all: %d indexed, %d active", c.phys.n, c.Active())
@@ -401,7 +402,7 @@ func TestCachelineOverflow(t *testing.T) {
 }
 
 func TestUnbind(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	run(c, steps{unbind()})
 	if len(c.Diagnostics()) != 0 {
 		t.Fatalf("unbind with nothing mapped: %v", c.Diagnostics())
@@ -414,14 +415,14 @@ func TestUnbind(t *testing.T) {
 	// Another device's mappings are not this one's leak.
 	other := unbind()
 	other.Device = "nvme0"
-	c.Observe(other)
+	c.observe(other)
 	if c.Count(UnbindLeak) != 1 {
 		t.Errorf("unbind of nvme0 reported nic0's mappings: %v", c.Diagnostics())
 	}
 }
 
 func TestOwnershipPartialSync(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	run(c, cat(mapped(dma.FromDevice), steps{
 		syncOf(true, bufA, 64, dma.FromDevice), // the header only
 		cpuRead(physA, 64),
@@ -447,7 +448,7 @@ func TestOwnershipPartialSync(t *testing.T) {
 }
 
 func TestOwnershipCoherentAndResource(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	run(c, steps{
 		allocCoherent(0x50000, 0x500000, 4096), cpuWrite(0x500000, 64),
 		mapResource(0x60000, 0xf0000000, 4096, dma.MemMMIO), checked(0x60000), cpuRead(0xf0000000, 8),
@@ -458,7 +459,7 @@ func TestOwnershipCoherentAndResource(t *testing.T) {
 }
 
 func TestFailedAccessIgnored(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	a := staleCPURead(physA, 64, 1, 2)
 	a.Err = mem.ErrBadAddr
 	run(c, cat(mapped(dma.FromDevice), steps{a}))
@@ -468,11 +469,11 @@ func TestFailedAccessIgnored(t *testing.T) {
 }
 
 func TestStaleReadWithoutMapping(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	a := staleCPURead(physA, 64, 1, 2)
 	a.Kind = mem.DeviceRead
 	a.Proc = "nvme0"
-	c.Access(a)
+	c.access(a)
 	d, ok := first(c, StaleRead)
 	if !ok || d.Device != "nvme0" || d.Origin != "" || !strings.Contains(d.Message, "version 1") || !strings.Contains(d.Message, "version 2") {
 		t.Errorf("got %+v", d)
@@ -480,7 +481,7 @@ func TestStaleReadWithoutMapping(t *testing.T) {
 }
 
 func TestDeviceAccessAcrossMappings(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	run(c, steps{
 		mapSingle(0x10000, 0x100000, 0x1000, dma.FromDevice), checked(0x10000),
 		mapSingle(0x11000, 0x200000, 0x1000, dma.FromDevice), checked(0x11000),
@@ -497,7 +498,7 @@ func TestDeviceAccessAcrossMappings(t *testing.T) {
 	// Another device's mapping does not cover this one's access.
 	other := deviceAccess(0x10000, 64, false)
 	other.Device, other.Proc = "nvme0", "nvme0"
-	c.Observe(other)
+	c.observe(other)
 	if c.Count(DeviceAccessUnmapped) != 2 {
 		t.Errorf("nvme0 used nic0's mapping: %v", c.Diagnostics())
 	}
@@ -506,7 +507,7 @@ func TestDeviceAccessAcrossMappings(t *testing.T) {
 func TestSameAddressBestFit(t *testing.T) {
 	// Without an IOMMU, mapping one buffer twice gives one bus address
 	// twice; each unmap must find its own mapping.
-	c := New(Options{})
+	c := newRig(Options{})
 	run(c, steps{
 		mapSingle(bufA, physA, sizeA, dma.ToDevice), checked(bufA),
 		mapSingle(bufA, physA, 64, dma.ToDevice), checked(bufA),
@@ -517,7 +518,7 @@ func TestSameAddressBestFit(t *testing.T) {
 		t.Errorf("got %v, %d active", c.Diagnostics(), c.Active())
 	}
 	// dma_mapping_error marks the oldest unchecked one.
-	c = New(Options{})
+	c = newRig(Options{})
 	run(c, steps{
 		mapSingle(bufA, physA, sizeA, dma.ToDevice), checked(bufA),
 		mapSingle(bufA, physA, 64, dma.ToDevice),
@@ -534,7 +535,7 @@ func TestSGAggregatesPerCall(t *testing.T) {
 	for i := range segs {
 		segs[i] = dma.Segment{Phys: mem.PhysAddr(0x200000 + i*0x10000), Addr: mem.DMAAddr(0x80000 + i*0x1000), Len: 4096}
 	}
-	c := New(Options{})
+	c := newRig(Options{})
 	run(c, steps{mapSG(8, segs, dma.ToDevice), unmapSG(8, segs, dma.FromDevice)})
 	if c.Count(UnmapDirection) != 1 || c.Active() != 0 {
 		t.Fatalf("got %v, %d active", c.Diagnostics(), c.Active())
@@ -546,7 +547,8 @@ func TestSGAggregatesPerCall(t *testing.T) {
 
 func TestBounded(t *testing.T) {
 	var notified int
-	c := New(Options{MaxDiagnostics: 5, Notify: func(Diagnostic) { notified++ }})
+	chk := check.New(check.Options{MaxDiagnostics: 5, Notify: func(check.Diagnostic) { notified++ }})
+	c := &rig{chk, New(chk, Options{})}
 	for range 8 {
 		run(c, unmapped(dma.FromDevice))
 	}
@@ -559,7 +561,7 @@ func TestBounded(t *testing.T) {
 }
 
 func TestJSON(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	b, err := json.Marshal(c.Report())
 	if err != nil || string(b) != `{"diagnostics":[]}` {
 		t.Errorf("empty report: %s, %v", b, err)
@@ -581,13 +583,13 @@ func TestJSON(t *testing.T) {
 			t.Errorf("no %q in %s", k, b)
 		}
 	}
-	if d["class"] != UnmapDirection || d["severity"] != Error || d["time_ps"] != float64(3*us) || d["device"] != nic {
+	if d["class"] != UnmapDirection || d["severity"] != check.Error || d["time_ps"] != float64(3*us) || d["device"] != nic {
 		t.Errorf("got %s", b)
 	}
 }
 
 func TestString(t *testing.T) {
-	c := New(Options{})
+	c := newRig(Options{})
 	run(c, cat(mapped(dma.FromDevice), unmapped(dma.ToDevice)))
 	want := "3us error unmap-direction nic0 (rx) [dma:0x10000 +1500]: unmapped with DMA_TO_DEVICE, mapped with DMA_FROM_DEVICE; " +
 		"made by dma_map_single(nic0, va:0xffff888000100000, 1500, DMA_FROM_DEVICE) at 1us by rx"
@@ -601,7 +603,7 @@ func TestDeterministic(t *testing.T) {
 	for _, tc := range classCases() {
 		all = cat(all, tc.bad, tc.good)
 	}
-	a, b := New(Options{}), New(Options{})
+	a, b := newRig(Options{}), newRig(Options{})
 	run(a, all)
 	run(b, all)
 	if !slices.Equal(a.Diagnostics(), b.Diagnostics()) || len(a.Diagnostics()) == 0 {

@@ -1,9 +1,10 @@
-package check_test
+package dmadebug_test
 
 import (
 	"fmt"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/platform"
@@ -23,8 +24,7 @@ func Example() {
 	memory := m.Mem
 	x, _ := dma.New(m, memory)
 	chk := check.New(check.Options{})
-	x.Observe(chk)
-	memory.Observe(chk.Access)
+	dmadebug.Attach(chk, x, memory, dmadebug.Options{})
 	gem, _ := x.Device("gem0")
 
 	m.Engine.Spawn("rx", func(p *sim.Proc) {
