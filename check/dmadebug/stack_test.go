@@ -162,3 +162,53 @@ func TestRealStackMisuse(t *testing.T) {
 		}
 	}
 }
+
+// TestAttachTakesPlatformValues: attached with zero options, the pack
+// tracks the memory's cache line (the Zynq's is 32 bytes: two receive
+// buffers 32 bytes apart share no line there) and asks the device for
+// its segment limits; options given win.
+func TestAttachTakesPlatformValues(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opt      dmadebug.Options
+		overlaps int
+	}{
+		{"from the platform", dmadebug.Options{}, 0},
+		{"given", dmadebug.Options{LineSize: 64}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := platform.Preset("zynq-7000")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := machine.New(spec, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			x, err := dma.New(m, m.Mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chk := check.New(check.Options{})
+			dmadebug.Attach(chk, x, m.Mem, tc.opt)
+			d, err := x.Device("gem0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Engine.Spawn("driver", func(p *sim.Proc) {
+				buf, _ := m.Mem.Kmalloc(0, 128)
+				buf += 64 - buf%64 // two 32-byte buffers in one 64-byte block
+				for _, b := range []mem.VirtAddr{buf, buf + 32} {
+					if d.MappingError(d.MapSingle(p, b, 32, dma.FromDevice)) {
+						t.Error("map failed")
+					}
+				}
+			})
+			m.Engine.Run()
+			if n := chk.Count(dmadebug.CachelineOverlap); n != tc.overlaps {
+				t.Errorf("%d cache-line overlaps, want %d: %v", n, tc.overlaps, chk.Diagnostics())
+			}
+		})
+	}
+}
