@@ -32,14 +32,14 @@ func Example() {
 		dev, _ := ctx.MemAlloc(p, 4096)
 		ctx.MemFree(p, dev)
 		err := ctx.Memcpy(p, dev, mem.GPUAddr(host), 4096)
-		fmt.Println("cuMemcpy:", err)
+		fmt.Println("cuMemcpy failed:", err != nil)
 	})
 	m.Engine.Run()
 	for _, d := range chk.Diagnostics() {
 		fmt.Printf("%s %s\n  %s\n  allocated by %s\n", d.Severity, d.Class, d.Message, d.Origin)
 	}
 	// Output:
-	// cuMemcpy: cuda: cuMemcpy: CUDA_ERROR_INVALID_VALUE (1): gpu:0x1000000000 was freed by cuMemFree at 57.1335us by main
+	// cuMemcpy failed: true
 	// error use-after-free
 	//   cuMemcpy (copy-write) uses memory [gpu:0x1000000000 +4096] freed by cuMemFree at 57.1335us by main
 	//   allocated by cuMemAlloc(gpu0, 0x1000) at 28.6335us by main
