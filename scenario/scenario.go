@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
+	"github.com/dmalab/dmalab/check/gpumem"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/fabric"
@@ -47,8 +49,9 @@ type Context struct {
 	Machine *machine.Machine
 	// DMA is the machine's DMA API layer (dma-direct and swiotlb).
 	DMA *dma.DMA
-	// Checker is attached to the DMA layer and the memory when the run
-	// checks (dmalab check); nil otherwise.
+	// Checker collects the diagnostics when the run checks (dmalab
+	// check); nil otherwise. The DMA-API pack is attached to the DMA
+	// layer and the memory, the GPU-memory pack to the CUDA driver.
 	Checker *check.Checker
 	// Params holds every parameter's value, defaults filled in.
 	Params map[string]string
@@ -58,6 +61,7 @@ type Context struct {
 	Trace    *report.Trace
 
 	cuda     *cuda.Driver
+	dmaDebug *dmadebug.Pack
 	progress io.Writer
 }
 
@@ -103,7 +107,7 @@ func (c *Context) CUDA() (*cuda.Driver, error) {
 		return nil, usagef("platform %s: %v", c.Machine.Spec.Name, err)
 	}
 	if c.Checker != nil {
-		d.Observe(c.Checker.CUDA)
+		gpumem.Attach(c.Checker, d)
 	}
 	c.cuda = d
 	return d, nil
@@ -255,18 +259,8 @@ func Run(s *Scenario, opt Options) (*Outcome, error) {
 		traceMachine(m, c.Trace)
 	}
 	if opt.Check {
-		c.Checker = check.New(check.Options{
-			LineSize: uint64(m.Mem.LineSize(0)),
-			Limits: func(name string) (check.SegLimits, bool) {
-				dev, err := d.Device(name)
-				if err != nil {
-					return check.SegLimits{}, false
-				}
-				return check.SegLimits{MaxSegSize: dev.MaxSegmentSize(), SegBoundaryMask: dev.SegmentBoundary()}, true
-			},
-		})
-		d.Observe(c.Checker)
-		m.Mem.Observe(c.Checker.Access)
+		c.Checker = check.New(check.Options{})
+		c.dmaDebug = dmadebug.Attach(c.Checker, d, m.Mem, dmadebug.Options{})
 	}
 	err = s.Run(c)
 	c.progressDone()

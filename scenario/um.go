@@ -411,8 +411,8 @@ func withVRAM(c *Context, dev int, vram string) (close func(), err error) {
 	if c.Trace != nil {
 		traceMachine(m, c.Trace)
 	}
-	if c.Checker != nil {
-		m.Mem.Observe(c.Checker.Access)
+	if c.dmaDebug != nil {
+		c.dmaDebug.AttachMemory(m.Mem)
 	}
 	c.Machine, c.cuda = m, nil
 	return m.Close, nil

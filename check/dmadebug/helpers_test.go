@@ -1,9 +1,10 @@
-package check
+package dmadebug
 
 import (
 	"fmt"
 	"slices"
 
+	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
@@ -21,20 +22,37 @@ const (
 
 func vaOf(pa mem.PhysAddr) mem.VirtAddr { return mem.VirtAddr(0xffff888000000000 + uint64(pa)) }
 
+// rig is a Pack on its own Checker, fed synthetic events: the tests ask
+// both (Diagnostics, Count of the Checker; Active of the Pack).
+type rig struct {
+	*check.Checker
+	*Pack
+}
+
+// newRig is a rig with the pack's options.
+func newRig(opt Options) *rig {
+	c := check.New(check.Options{})
+	return &rig{c, New(c, opt)}
+}
+
+// observe and access feed one event by value.
+func (r *rig) observe(ev dma.Event) { r.DMA(&ev) }
+func (r *rig) access(a mem.Access)  { r.Access(&a) }
+
 // steps is a sequence of dma.Event and mem.Access values.
 type steps []any
 
 // run feeds s to c, one microsecond apart, starting at 1us.
-func run(c *Checker, s steps) {
+func run(c *rig, s steps) {
 	for i, x := range s {
 		t := sim.Time(i+1) * us
 		switch v := x.(type) {
 		case dma.Event:
 			v.Time = t
-			c.Observe(v)
+			c.DMA(&v)
 		case mem.Access:
 			v.Time = t
-			c.Access(v)
+			c.Access(&v)
 		default:
 			panic(fmt.Sprintf("step %d: %T", i, x))
 		}
@@ -153,7 +171,7 @@ func staleCPURead(pa mem.PhysAddr, size uint64, got, want mem.Version) mem.Acces
 }
 
 // codes is the set of classes c reported, sorted.
-func codes(c *Checker) []string {
+func codes(c *rig) []string {
 	var out []string
 	for _, d := range c.Diagnostics() {
 		if !slices.Contains(out, d.Class) {
@@ -164,11 +182,11 @@ func codes(c *Checker) []string {
 	return out
 }
 
-func first(c *Checker, code string) (Diagnostic, bool) {
+func first(c *rig, code string) (check.Diagnostic, bool) {
 	for _, d := range c.Diagnostics() {
 		if d.Class == code {
 			return d, true
 		}
 	}
-	return Diagnostic{}, false
+	return check.Diagnostic{}, false
 }
