@@ -251,9 +251,7 @@ func (c *Checker) Active() int {
 	return n
 }
 
-var _ dma.Observer = (*Checker)(nil)
-
-// Observe implements dma.Observer.
+// Observe takes one DMA event (hooked on dma.DMA.Hooks through Hook).
 func (c *Checker) Observe(ev dma.Event) {
 	switch ev.Op {
 	case dma.OpMap:
@@ -274,6 +272,9 @@ func (c *Checker) Observe(ev dma.Event) {
 		c.onUnbind(&ev)
 	}
 }
+
+// Hook is the checker's hook on the DMA layer: d.Hooks.Hook(c.Hook).
+func (c *Checker) Hook(ev *dma.Event) { c.Observe(*ev) }
 
 // Access observes one memory access (mem.Memory.Observe(c.Access)). An
 // access that could not happen (Err set) touched nothing and is ignored.
@@ -956,7 +957,7 @@ func hand(e *entry, r *ref, toCPU bool) {
 // the union of its active mappings (an sg list merged into one bus range
 // may be crossed in one access).
 func (c *Checker) onDeviceAccess(ev *dma.Event) {
-	if ev.Size == 0 {
+	if ev.Size == 0 || ev.Pinned {
 		return
 	}
 	dev, d := c.device(ev.Device)

@@ -23,7 +23,7 @@ func Example() {
 	memory := m.Mem
 	x, _ := dma.New(m, memory)
 	chk := check.New(check.Options{})
-	x.Observe(chk)
+	x.Hooks.Hook(chk.Hook)
 	memory.Observe(chk.Access)
 	gem, _ := x.Device("gem0")
 

@@ -31,7 +31,7 @@ func BenchmarkCheckedMapUnmap(b *testing.B) {
 				b.Fatal(err)
 			}
 			chk := check.New(check.Options{LineSize: uint64(m.Mem.LineSize(0))})
-			d.Observe(chk)
+			d.Hooks.Hook(chk.Hook)
 			m.Mem.Observe(chk.Access)
 			dev, err := d.Device(c.dev)
 			if err != nil {

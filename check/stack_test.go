@@ -43,7 +43,7 @@ func newStack(t *testing.T, preset string) *stack {
 		}
 		return check.SegLimits{MaxSegSize: d.MaxSegmentSize(), SegBoundaryMask: d.SegmentBoundary()}, true
 	}})
-	x.Observe(chk)
+	x.Hooks.Hook(chk.Hook)
 	memory.Observe(chk.Access)
 	return &stack{m, memory, x, chk}
 }

@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"fmt"
+	"github.com/dmalab/dmalab/dma"
 
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/gpu"
@@ -17,7 +18,8 @@ func Example() {
 	spec, _ := platform.Preset("h200-pcie")
 	m, _ := machine.New(spec, 1)
 	defer m.Close()
-	sys, _ := gpu.New(m)
+	x, _ := dma.New(m, m.Mem)
+	sys, _ := gpu.New(x)
 	drv, _ := cuda.New(sys)
 	proc, _ := drv.NewProcess("app", 0)
 	ctx, _ := proc.PrimaryContext(0)
