@@ -9,7 +9,6 @@ import (
 	"github.com/dmalab/dmalab/sim"
 )
 
-
 // discard is a hook that keeps nothing, as a cheap subscriber would.
 func discard(*Event) {}
 

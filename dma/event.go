@@ -120,5 +120,3 @@ type Event struct {
 	// "dma_map_single(nic0, va:0xffff888100000000, 1500, DMA_FROM_DEVICE)".
 	Call string
 }
-
-
