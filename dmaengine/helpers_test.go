@@ -41,7 +41,7 @@ func newRig(t testing.TB, preset, device string, payload bool) *rig {
 		t.Fatal(err)
 	}
 	ck := check.New(check.Options{})
-	d.Observe(ck)
+	d.Hooks.Hook(ck.Hook)
 	memory.Observe(ck.Access)
 	ctl, err := dmaengine.New(m, memory, d, device)
 	if err != nil {

@@ -67,7 +67,7 @@ func run(t testing.TB, platformName string, payload bool, opt Options, setup ...
 		t.Fatal(err)
 	}
 	ck := check.New(check.Options{})
-	d.Observe(ck)
+	d.Hooks.Hook(ck.Hook)
 	memory.Observe(ck.Access)
 	for _, f := range setup {
 		f(d)
