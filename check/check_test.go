@@ -27,7 +27,7 @@ func TestNewPack(t *testing.T) {
 	attachIOMMU(c, u)
 	dbg := dmadebug.New(c, dmadebug.Options{})
 
-	ev := dma.Event{Op: dma.OpUnmap, Kind: dma.KindSingle, Proc: "rx", Device: "nic0",
+	ev := dma.Event{Op: dma.OpUnmap, Kind: dma.KindSingle, Header: sim.Header{Proc: "rx"}, Device: "nic0",
 		Addr: 0x1000, Size: 64, Dir: dma.FromDevice}
 	ev.Time = sim.Microsecond
 	dbg.DMA(&ev)

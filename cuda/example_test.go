@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"fmt"
+	"github.com/dmalab/dmalab/dma"
 
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/gpu"
@@ -18,7 +19,8 @@ func Example() {
 	spec, _ := platform.Preset("h200-pcie")
 	m, _ := machine.New(spec, 1)
 	defer m.Close()
-	sys, _ := gpu.New(m)
+	x, _ := dma.New(m, m.Mem)
+	sys, _ := gpu.New(x)
 	drv, _ := cuda.New(sys)
 	proc, _ := drv.NewProcess("app", 0)
 	ctx, _ := proc.PrimaryContext(0)
@@ -59,7 +61,8 @@ func ExampleContext_MemGetHandleForAddressRange() {
 	spec, _ := platform.Preset("h200-pcie")
 	m, _ := machine.New(spec, 1)
 	defer m.Close()
-	sys, _ := gpu.New(m)
+	x, _ := dma.New(m, m.Mem)
+	sys, _ := gpu.New(x)
 	k := kernel.New(m.Engine, m.Mem.Nodes())
 	drv, _ := cuda.New(sys, cuda.WithKernel(k))
 	exporter, _ := drv.NewProcess("exporter", 0)

@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"errors"
+	"github.com/dmalab/dmalab/dma"
 	"testing"
 
 	"github.com/dmalab/dmalab/check"
@@ -33,7 +34,11 @@ func TestTegraChecker(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			sys, err := gpu.New(m)
+			x, err := dma.New(m, m.Mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sys, err := gpu.New(x)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -98,7 +98,7 @@ func (c *Context) CUDA() (*cuda.Driver, error) {
 	if c.cuda != nil {
 		return c.cuda, nil
 	}
-	sys, err := gpu.New(c.Machine)
+	sys, err := gpu.New(c.DMA)
 	if err != nil {
 		return nil, usagef("platform %s: %v", c.Machine.Spec.Name, err)
 	}
@@ -256,7 +256,7 @@ func Run(s *Scenario, opt Options) (*Outcome, error) {
 	}
 	if opt.Trace {
 		c.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", s.Name, spec.Name))
-		traceMachine(m, c.Trace)
+		traceMachine(m, d, c.Trace)
 	}
 	if opt.Check {
 		c.Checker = check.New(check.Options{})
@@ -313,11 +313,16 @@ func factors(spec *platform.Spec) map[string]report.Factor {
 	return f
 }
 
-// traceMachine records a slice per transfer on its engine's track and a
-// slice per flow on every link direction it crossed.
-func traceMachine(m *machine.Machine, t *report.Trace) {
-	m.Observe(func(tr machine.Transfer) {
-		t.Slice(tr.Engine.Name, tr.Name, tr.Start, tr.End, map[string]any{
+// traceMachine records a slice per transfer of a copy engine (the DMA
+// layer's OpTransfer events) on the engine's track and a slice per flow
+// on every link direction it crossed.
+func traceMachine(m *machine.Machine, d *dma.DMA, t *report.Trace) {
+	d.Hooks.Hook(func(e *dma.Event) {
+		tr := e.Transfer
+		if e.Op != dma.OpTransfer || tr.Engine == "" {
+			return
+		}
+		t.Slice(tr.Engine, tr.Name, tr.Start, tr.End, map[string]any{
 			"bytes": tr.Bytes, "src": tr.Src.String(), "dst": tr.Dst.String(),
 			"call_us": float64(tr.Call) / 1e6,
 		})

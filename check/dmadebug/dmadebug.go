@@ -179,7 +179,7 @@ func Attach(c *check.Checker, d *dma.DMA, m *mem.Memory, opt Options) *Pack {
 	}
 	x := New(c, opt)
 	if d != nil {
-		d.Observe(dmaObserver{x})
+		x.AttachDMA(d)
 	}
 	if m != nil {
 		x.AttachMemory(m)
@@ -187,12 +187,8 @@ func Attach(c *check.Checker, d *dma.DMA, m *mem.Memory, opt Options) *Pack {
 	return x
 }
 
-// dmaObserver adapts DMA to dma.Observer with one copy of the event and
-// one indirect call per event (a dma.ObserverFunc around a closure costs
-// a second of each on the map+unmap hot path).
-type dmaObserver struct{ x *Pack }
-
-func (o dmaObserver) Observe(ev dma.Event) { o.x.DMA(&ev) }
+// AttachDMA hooks x to a DMA layer's events.
+func (x *Pack) AttachDMA(d *dma.DMA) { d.Hooks.Hook(x.DMA) }
 
 // AttachMemory hooks x to another memory's accesses as well.
 func (x *Pack) AttachMemory(m *mem.Memory) {
@@ -895,7 +891,9 @@ func hand(e *entry, r *ref, toCPU bool) {
 // the union of its active mappings (an sg list merged into one bus range
 // may be crossed in one access).
 func (x *Pack) onDeviceAccess(ev *dma.Event) {
-	if ev.Size == 0 {
+	// A GPU's DMA of the memory its driver pinned for it is covered by
+	// the driver's own mapping, not one the program made (Event.Pinned).
+	if ev.Size == 0 || ev.Pinned {
 		return
 	}
 	dev, d := x.device(ev.Device)

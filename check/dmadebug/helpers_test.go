@@ -64,7 +64,7 @@ func cat(parts ...steps) steps { return slices.Concat(parts...) }
 func mapOf(kind dma.Kind, addr mem.DMAAddr, pa mem.PhysAddr, size uint64, dir dma.Direction) dma.Event {
 	va := vaOf(pa)
 	fn := map[dma.Kind]string{dma.KindSingle: "dma_map_single", dma.KindPage: "dma_map_page"}[kind]
-	return dma.Event{Op: dma.OpMap, Kind: kind, Proc: "rx", Device: nic, Addr: addr, Size: size, Dir: dir,
+	return dma.Event{Op: dma.OpMap, Kind: kind, Header: sim.Header{Proc: "rx"}, Device: nic, Addr: addr, Size: size, Dir: dir,
 		CPUAddr: va, Phys: pa, Class: dma.MemLinear,
 		Call: fmt.Sprintf("%s(%s, %v, %d, %s)", fn, nic, va, size, dirName(dir))}
 }
@@ -74,12 +74,12 @@ func mapSingle(addr mem.DMAAddr, pa mem.PhysAddr, size uint64, dir dma.Direction
 }
 
 func checked(addr mem.DMAAddr) dma.Event {
-	return dma.Event{Op: dma.OpMappingError, Proc: "rx", Device: nic, Addr: addr,
+	return dma.Event{Op: dma.OpMappingError, Header: sim.Header{Proc: "rx"}, Device: nic, Addr: addr,
 		Call: fmt.Sprintf("dma_mapping_error(%s, %v)", nic, addr)}
 }
 
 func unmapOf(kind dma.Kind, addr mem.DMAAddr, size uint64, dir dma.Direction) dma.Event {
-	return dma.Event{Op: dma.OpUnmap, Kind: kind, Proc: "rx", Device: nic, Addr: addr, Size: size, Dir: dir,
+	return dma.Event{Op: dma.OpUnmap, Kind: kind, Header: sim.Header{Proc: "rx"}, Device: nic, Addr: addr, Size: size, Dir: dir,
 		Call: fmt.Sprintf("dma_unmap_%s(%s, %v, %d, %s)", kindName(kind), nic, addr, size, dirName(dir))}
 }
 
@@ -99,24 +99,24 @@ func syncOf(toCPU bool, addr mem.DMAAddr, size uint64, dir dma.Direction) dma.Ev
 	if toCPU {
 		op, fn = dma.OpSyncForCPU, "dma_sync_single_for_cpu"
 	}
-	return dma.Event{Op: op, Kind: dma.KindSingle, Proc: "rx", Device: nic, Addr: addr, Size: size, Dir: dir,
+	return dma.Event{Op: op, Kind: dma.KindSingle, Header: sim.Header{Proc: "rx"}, Device: nic, Addr: addr, Size: size, Dir: dir,
 		Call: fmt.Sprintf("%s(%s, %v, %d, %s)", fn, nic, addr, size, dirName(dir))}
 }
 
 func allocCoherent(addr mem.DMAAddr, pa mem.PhysAddr, size uint64) dma.Event {
-	return dma.Event{Op: dma.OpAllocCoherent, Kind: dma.KindCoherent, Proc: "probe", Device: nic,
+	return dma.Event{Op: dma.OpAllocCoherent, Kind: dma.KindCoherent, Header: sim.Header{Proc: "probe"}, Device: nic,
 		Addr: addr, Size: size, Dir: dma.Bidirectional, CPUAddr: vaOf(pa), Phys: pa, Class: dma.MemLinear,
 		Call: fmt.Sprintf("dma_alloc_coherent(%s, %d, &handle, GFP_KERNEL)", nic, size)}
 }
 
 func freeCoherent(addr mem.DMAAddr, va mem.VirtAddr, size uint64) dma.Event {
-	return dma.Event{Op: dma.OpFreeCoherent, Kind: dma.KindCoherent, Proc: "remove", Device: nic,
+	return dma.Event{Op: dma.OpFreeCoherent, Kind: dma.KindCoherent, Header: sim.Header{Proc: "remove"}, Device: nic,
 		Addr: addr, Size: size, CPUAddr: va,
 		Call: fmt.Sprintf("dma_free_coherent(%s, %d, %v, %v)", nic, size, va, addr)}
 }
 
 func sgEvent(op dma.Op, nents int, segs []dma.Segment, dir dma.Direction, call string) dma.Event {
-	return dma.Event{Op: op, Kind: dma.KindSG, Proc: "blk", Device: nic, Addr: segs[0].Addr, Size: segs[0].Len,
+	return dma.Event{Op: op, Kind: dma.KindSG, Header: sim.Header{Proc: "blk"}, Device: nic, Addr: segs[0].Addr, Size: segs[0].Len,
 		Dir: dir, Phys: segs[0].Phys, Class: dma.MemLinear, SG: segs, NEnts: nents, Mapped: len(segs),
 		Call: fmt.Sprintf("%s(%s, sgl, %d, %s)", call, nic, nents, dirName(dir))}
 }
@@ -143,7 +143,7 @@ var twoSegs = []dma.Segment{
 }
 
 func mapResource(addr mem.DMAAddr, pa mem.PhysAddr, size uint64, class dma.MemClass) dma.Event {
-	return dma.Event{Op: dma.OpMap, Kind: dma.KindResource, Proc: "p2p", Device: nic, Addr: addr, Size: size,
+	return dma.Event{Op: dma.OpMap, Kind: dma.KindResource, Header: sim.Header{Proc: "p2p"}, Device: nic, Addr: addr, Size: size,
 		Dir: dma.Bidirectional, Phys: pa, Class: class,
 		Call: fmt.Sprintf("dma_map_resource(%s, %v, %d, DMA_BIDIRECTIONAL, 0)", nic, pa, size)}
 }
@@ -153,7 +153,7 @@ func deviceAccess(addr mem.DMAAddr, size uint64, write bool) dma.Event {
 }
 
 func unbind() dma.Event {
-	return dma.Event{Op: dma.OpUnbind, Proc: "rmmod", Device: nic, Call: "device_release_driver(" + nic + ")"}
+	return dma.Event{Op: dma.OpUnbind, Header: sim.Header{Proc: "rmmod"}, Device: nic, Call: "device_release_driver(" + nic + ")"}
 }
 
 func cpuRead(pa mem.PhysAddr, size uint64) mem.Access {

@@ -2,6 +2,7 @@ package gpumem_test
 
 import (
 	"fmt"
+	"github.com/dmalab/dmalab/dma"
 
 	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/check/gpumem"
@@ -20,7 +21,8 @@ func Example() {
 	spec, _ := platform.Preset("h200-pcie")
 	m, _ := machine.New(spec, 1)
 	defer m.Close()
-	sys, _ := gpu.New(m)
+	x, _ := dma.New(m, m.Mem)
+	sys, _ := gpu.New(x)
 	drv, _ := cuda.New(sys)
 	chk := check.New(check.Options{})
 	gpumem.Attach(chk, drv)

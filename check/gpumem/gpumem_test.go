@@ -1,6 +1,7 @@
 package gpumem
 
 import (
+	"github.com/dmalab/dmalab/dma"
 	"slices"
 	"strings"
 	"testing"
@@ -38,7 +39,11 @@ func newGPURig(t *testing.T, arch string) *gpuRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	sys, err := gpu.New(m)
+	x, err := dma.New(m, m.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := gpu.New(x)
 	if err != nil {
 		t.Fatal(err)
 	}
