@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
+	"github.com/dmalab/dmalab/check/gpumem"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/gpu"
@@ -106,7 +108,7 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	}
 	s := &System{
 		Spec: spec, Machine: m, Engine: m.Engine, Mem: m.Mem,
-		Kernel: kernel.New(m.Engine, len(spec.Nodes)),
+		Kernel: kernel.New(m.Engine, m.Mem.Nodes()),
 		DMA:    d,
 		Result: &report.Result{
 			Scenario: opt.Name,
@@ -119,43 +121,34 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	}
 	if opt.Trace {
 		s.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", opt.Name, spec.Name))
-		traceMachine(m, s.Trace)
+		traceMachine(m, d, s.Trace)
 	}
 	if opt.Check {
-		// The checker judges cache-line sharing and sg segments with the
-		// platform's own line size and each device's limits, not
+		// The DMA-API pack judges cache-line sharing and sg segments with
+		// the memory's own line size and each device's limits, not
 		// defaults: a 32-byte-line Zynq and a 64-byte-line x86 differ.
-		s.Checker = check.New(check.Options{
-			LineSize: s.LineSize(),
-			Limits: func(name string) (check.SegLimits, bool) {
-				dev, err := d.Device(name)
-				if err != nil {
-					return check.SegLimits{}, false
-				}
-				return check.SegLimits{MaxSegSize: dev.MaxSegmentSize(), SegBoundaryMask: dev.SegmentBoundary()}, true
-			},
-		})
-		d.Observe(s.Checker)
-		m.Mem.Observe(s.Checker.Access)
+		s.Checker = check.New(check.Options{})
+		dmadebug.Attach(s.Checker, d, m.Mem, dmadebug.Options{})
 	}
-	s.cuda, s.cudaErr = bootCUDA(m)
+	s.cuda, s.cudaErr = s.bootCUDA()
 	if s.cuda != nil && s.Checker != nil {
-		s.cuda.Observe(s.Checker.CUDA)
+		gpumem.Attach(s.Checker, s.cuda)
 	}
 	return s, nil
 }
 
-// bootCUDA builds the GPUs and the CUDA façade over them. A platform
-// whose GPUs the façade cannot drive still boots (its DMA devices work);
-// the error is kept for System.CUDA.
-func bootCUDA(m *machine.Machine) (*cuda.Driver, error) {
-	sys, err := gpu.New(m)
+// bootCUDA builds the GPUs and the CUDA façade over them, its processes
+// those of the system's kernel. A platform whose GPUs the façade cannot
+// drive still boots (its DMA devices work); the error is kept for
+// System.CUDA.
+func (s *System) bootCUDA() (*cuda.Driver, error) {
+	sys, err := gpu.New(s.DMA)
 	if err != nil {
-		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, m.Spec.Name, err)
+		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, s.Spec.Name, err)
 	}
-	d, err := cuda.New(sys)
+	d, err := cuda.New(sys, cuda.WithKernel(s.Kernel))
 	if err != nil {
-		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, m.Spec.Name, err)
+		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, s.Spec.Name, err)
 	}
 	return d, nil
 }

@@ -1,6 +1,7 @@
 package dmalab
 
 import (
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/platform"
@@ -37,11 +38,16 @@ func factors(spec *platform.Spec) map[string]report.Factor {
 	return f
 }
 
-// traceMachine records a slice per transfer on its engine's track and a
-// slice per flow on every link direction it crossed.
-func traceMachine(m *machine.Machine, t *report.Trace) {
-	m.Observe(func(tr machine.Transfer) {
-		t.Slice(tr.Engine.Name, tr.Name, tr.Start, tr.End, map[string]any{
+// traceMachine records a slice per transfer of a copy engine (the DMA
+// layer's OpTransfer events) on the engine's track and a slice per flow
+// on every link direction it crossed.
+func traceMachine(m *machine.Machine, d *dma.DMA, t *report.Trace) {
+	d.Hooks.Hook(func(e *dma.Event) {
+		tr := e.Transfer
+		if e.Op != dma.OpTransfer || tr.Engine == "" {
+			return
+		}
+		t.Slice(tr.Engine, tr.Name, tr.Start, tr.End, map[string]any{
 			"bytes": tr.Bytes, "src": tr.Src.String(), "dst": tr.Dst.String(),
 			"call_us": float64(tr.Call) / 1e6,
 		})

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"github.com/dmalab/dmalab/dma"
 	"testing"
 
 	"github.com/dmalab/dmalab/fabric"
@@ -27,7 +28,11 @@ func newRig(t testing.TB, spec *platform.Spec, payload bool) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	sys, err := New(m)
+	x, err := dma.New(m, m.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := New(x)
 	if err != nil {
 		t.Fatal(err)
 	}

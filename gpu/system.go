@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
@@ -159,6 +160,7 @@ type buffer struct {
 // address map, the buffer-ID counter and the managed-memory handler.
 type System struct {
 	m       *machine.Machine
+	dma     *dma.DMA
 	Devices []*Device
 
 	// bufs is the unified address map, sorted by address, disjoint.
@@ -180,8 +182,9 @@ type System struct {
 // New builds the GPU model of machine m: a Device for each of its GPUs,
 // with a VA window, a VRAM allocator over the GPU's device memory in
 // m.Mem, a BAR1 aperture, the copy engines and the default stream.
-func New(m *machine.Machine) (*System, error) {
-	s := &System{m: m, nextID: 1, compute: fabric.New(m.Engine, fabric.Factors{})}
+func New(x *dma.DMA) (*System, error) {
+	m := x.Machine()
+	s := &System{m: m, dma: x, nextID: 1, compute: fabric.New(m.Engine, fabric.Factors{})}
 	va := uint64(DeviceVABase)
 	barBase := uint64(BARWindowBase)
 	for n := range m.Mem.Nodes() {

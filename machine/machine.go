@@ -33,7 +33,6 @@ type Machine struct {
 	// sockets is the fabric vertex of each NUMA node's uncore/mesh, where
 	// DRAM, root complexes and socket links meet.
 	sockets     []*fabric.Node
-	observers   []func(Transfer)
 	socketLinks []socketLink
 	// socketRoutes caches node-to-node routes over socket links.
 	socketRoutes map[[2]int]fabric.Route

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/cuda"
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
@@ -196,7 +197,7 @@ func runTransfers(c *Context) error {
 			if isCUDAPath(t.path) {
 				row, err = measureCUDA(p, ctx, t)
 			} else {
-				row, err = measure(p, m, t, g, peer, host)
+				row, err = measure(p, c.DMA, t, g, peer, host)
 			}
 			if err != nil {
 				runErr = err
@@ -253,32 +254,23 @@ func directionsOf(names []string) []xfer.Direction {
 	return out
 }
 
-// engineFor picks the copy engine the driver would: host-to-device and
-// device-to-host copies on different engines, so both directions can run
-// at once; with a single engine they share it and serialise.
-func engineFor(g *machine.GPU, dir xfer.Direction) *machine.Engine {
-	if dir == xfer.D2H && len(g.CopyEngines) > 1 {
-		return g.CopyEngines[1]
-	}
-	return g.CopyEngines[0]
-}
-
 // measure runs one measurement: one copy, or for bidir one copy in each
 // direction started together; the row's time is that of the slower.
-func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, host machine.Endpoint) (report.Row, error) {
+// Each leg is one transfer of the DMA layer by the GPU that issues it,
+// on the copy engine the GPU model picks for its direction.
+func measure(p *sim.Proc, x *dma.DMA, t transfer, g, peer *machine.GPU, host machine.Endpoint) (report.Row, error) {
 	type leg struct {
-		dir      xfer.Direction
-		en       *machine.Engine
+		by       *machine.GPU
+		kind     machine.CopyKind
 		src, dst machine.Endpoint
-		overhead sim.Time
 	}
 	var legs []leg
 	switch {
 	case t.path == xfer.Pageable:
-		return measurePageable(p, m, t, g, host)
+		return measurePageable(p, x, t, g, host)
 	case t.path == xfer.Pinned, t.path == xfer.WriteCombined, t.path == xfer.Registered:
-		h2d := leg{xfer.H2D, engineFor(g, xfer.H2D), host, g.Memory(), g.Spec.CopyOverhead.V}
-		d2h := leg{xfer.D2H, engineFor(g, xfer.D2H), g.Memory(), host, g.Spec.CopyOverhead.V}
+		h2d := leg{g, machine.HostToDevice, host, g.Memory()}
+		d2h := leg{g, machine.DeviceToHost, g.Memory(), host}
 		switch t.dir {
 		case xfer.H2D:
 			legs = []leg{h2d}
@@ -288,11 +280,11 @@ func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, 
 			legs = []leg{h2d, d2h}
 		}
 	case t.path == xfer.Device:
-		legs = []leg{{xfer.D2D, engineFor(g, xfer.D2D), g.Memory(), g.Memory(), g.Spec.CopyOverhead.V}}
+		legs = []leg{{g, machine.DeviceToDevice, g.Memory(), g.Memory()}}
 	case t.path == xfer.Peer:
-		legs = []leg{{xfer.D2D, engineFor(g, xfer.D2D), g.Memory(), peer.Memory(), g.Spec.CopyOverhead.V}}
+		legs = []leg{{g, machine.PeerToPeer, g.Memory(), peer.Memory()}}
 		if t.dir == xfer.Bidir {
-			legs = append(legs, leg{xfer.D2D, engineFor(peer, xfer.D2D), peer.Memory(), g.Memory(), peer.Spec.CopyOverhead.V})
+			legs = append(legs, leg{peer, machine.PeerToPeer, peer.Memory(), g.Memory()})
 		}
 	}
 	name := fmt.Sprintf("%s %s %s", t.path, t.dir, report.FormatBytes(t.bytes))
@@ -300,9 +292,14 @@ func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, 
 	errs := make([]error, len(legs))
 	var kids []*sim.Proc
 	for i, l := range legs {
+		dev, err := x.Device(l.by.Name)
+		if err != nil {
+			return report.Row{}, err
+		}
 		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
-			_, errs[i] = m.Copy(q, machine.CopyOp{
-				Name: name, Engine: l.en, Src: l.src, Dst: l.dst, Bytes: t.bytes, Overhead: l.overhead,
+			_, errs[i] = dev.Transfer(q, &dma.Transfer{
+				Name: name, Engine: l.by.CopyEngine(l.kind), Src: l.src, Dst: l.dst, Bytes: t.bytes,
+				Overhead: l.by.Spec.CopyOverhead.V,
 			})
 		}))
 	}
@@ -321,7 +318,11 @@ func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, 
 
 // measurePageable is a synchronous cuMemcpy from or to pageable memory in
 // one or both directions: each direction is its own staged pipeline.
-func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU, host machine.Endpoint) (report.Row, error) {
+func measurePageable(p *sim.Proc, x *dma.DMA, t transfer, g *machine.GPU, host machine.Endpoint) (report.Row, error) {
+	dev, err := x.Device(g.Name)
+	if err != nil {
+		return report.Row{}, err
+	}
 	name := fmt.Sprintf("%s %s %s", t.path, t.dir, report.FormatBytes(t.bytes))
 	dirs := []xfer.Direction{t.dir}
 	if t.dir == xfer.Bidir {
@@ -332,8 +333,8 @@ func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU
 	var kids []*sim.Proc
 	for i, d := range dirs {
 		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
-			errs[i] = cuda.StagedCopy(q, m, cuda.Staging{
-				Name: name, GPU: g, Host: host, Node: g.Node,
+			errs[i] = cuda.StagedCopy(q, x.Machine(), cuda.Staging{
+				Name: name, GPU: g, DMA: dev, Host: host, Node: g.Node,
 				ToDevice: d == xfer.H2D, Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V,
 			})
 		}))
