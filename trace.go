@@ -52,7 +52,7 @@ func traceMachine(m *machine.Machine, d *dma.DMA, t *report.Trace) {
 			"call_us": float64(tr.Call) / 1e6,
 		})
 	})
-	m.Fabric.Observe(func(ev fabric.Event) {
+	m.Fabric.Hooks.Hook(func(ev *fabric.Event) {
 		if ev.Kind != fabric.FlowEnd {
 			return
 		}

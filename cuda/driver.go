@@ -55,10 +55,13 @@ type Driver struct {
 	nFreed int
 	// active[i]: GPU i has had a kernel launched and not synchronised
 	// since (what the no-concurrent-access rule looks at).
-	active    []bool
-	streams   [][]*Stream // per GPU: every stream made through the façade
-	coherent  []bool      // per GPU: its DMA snoops the CPU caches
-	observers []func(Observation)
+	active   []bool
+	streams  [][]*Stream // per GPU: every stream made through the façade
+	coherent []bool      // per GPU: its DMA snoops the CPU caches
+	// Hooks receives every Observation; it is valid only during the
+	// call.
+	Hooks sim.Hooks[Observation]
+	ev    Observation
 	// tegra is the managed memory awaiting cache maintenance on an
 	// integrated GPU (tegra.go).
 	tegra tegraState
@@ -167,10 +170,6 @@ func (d *Driver) DeviceCount() int { return len(d.sys.Devices) }
 func (d *Driver) ConcurrentManagedAccess() bool {
 	return d.um != nil && d.gen.ConcurrentAccess()
 }
-
-// Observe registers fn for every Observation, in order (the checker:
-// check.Checker.CUDA).
-func (d *Driver) Observe(fn func(Observation)) { d.observers = append(d.observers, fn) }
 
 // Process is the driver's state in one host process (a kernel.Process):
 // what libcuda and nvidia.ko keep per process, its contexts. Its threads
@@ -626,16 +625,15 @@ func (d *Driver) forget(a *alloc, freedBy string) {
 
 // observe reports one use of memory to the observers.
 func (c *Context) observe(p *sim.Proc, op Op, call string, addr mem.GPUAddr, size uint64, write bool, pl place, err error) {
-	if len(c.d.observers) == 0 {
+	if !c.d.Hooks.Active() {
 		return
 	}
-	o := Observation{
-		Op: op, Call: call, Time: p.Now(), Proc: p.Name(), Process: c.proc.name, Context: c.id,
+	c.d.ev = Observation{
+		Header: sim.Header{Time: p.Now(), Proc: p.Name(), Component: "cuda", Cause: sim.CauseCall},
+		Op:     op, Call: call, Process: c.proc.name, Context: c.id,
 		Device: c.dev.Index, DeviceName: c.dev.Name, Addr: addr, Size: size, Write: write, Target: pl.t, Err: err,
 	}
-	for _, fn := range c.d.observers {
-		fn(o)
-	}
+	c.d.Hooks.Emit(&c.d.ev)
 }
 
 // foreign reports whether memory of pl may not be used by c's process

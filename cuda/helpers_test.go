@@ -59,7 +59,7 @@ func newRig(t testing.TB, preset string, opt rigOpt) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, m: m, d: d}
-	d.Observe(func(o Observation) { r.obs = append(r.obs, o) })
+	d.Hooks.Hook(func(o *Observation) { r.obs = append(r.obs, *o) })
 	x.Hooks.Hook(func(e *dma.Event) {
 		if e.Op == dma.OpTransfer && e.Transfer.Engine != "" {
 			r.tr = append(r.tr, *e.Transfer)

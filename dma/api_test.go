@@ -427,7 +427,7 @@ func TestEventOrder(t *testing.T) {
 	d := r.dev("nic2")
 	var log []string
 	r.dma.Hooks.Hook(func(e *Event) { log = append(log, e.Op.String()) })
-	r.mem.Observe(func(a mem.Access) { log = append(log, a.Kind.String()) })
+	r.mem.Hooks.Hook(func(a *mem.Access) { log = append(log, a.Kind.String()) })
 	_, va := r.highPage(mem.PageSize)
 	r.run(func(p *sim.Proc) {
 		h := d.MapSingle(p, va, 100, FromDevice)

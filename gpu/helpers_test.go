@@ -37,7 +37,7 @@ func newRig(t testing.TB, spec *platform.Spec, payload bool) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, m: m, sys: sys, d: sys.Devices[0]}
-	sys.Observe(func(a Activity) { r.log = append(r.log, a) })
+	sys.Hooks.Hook(func(a *Activity) { r.log = append(r.log, *a) })
 	return r
 }
 

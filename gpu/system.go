@@ -174,7 +174,10 @@ type System struct {
 	// they stay out of the machine's link statistics).
 	compute *fabric.Fabric
 
-	observers []func(Activity)
+	// Hooks receives every Activity when it ends; it is valid only
+	// during the call.
+	Hooks     sim.Hooks[Activity]
+	ev        Activity
 	onFree    []func(*sim.Proc, Allocation)
 	nextEvent int
 }
@@ -226,7 +229,6 @@ func (s *System) Device(i int) (*Device, error) {
 func (s *System) SetManagedHandler(h ManagedHandler) { s.managed = h }
 
 // Observe registers fn to receive every Activity, in the order they end.
-func (s *System) Observe(fn func(Activity)) { s.observers = append(s.observers, fn) }
 
 // OnFree registers fn to run when an allocation is freed or host memory
 // unregistered, in the freeing process, before the memory is released:
@@ -236,9 +238,15 @@ func (s *System) Observe(fn func(Activity)) { s.observers = append(s.observers, 
 func (s *System) OnFree(fn func(p *sim.Proc, a Allocation)) { s.onFree = append(s.onFree, fn) }
 
 func (s *System) emit(a Activity) {
-	for _, fn := range s.observers {
-		fn(a)
+	if !s.Hooks.Active() {
+		return
 	}
+	s.ev = a
+	s.ev.Time, s.ev.Component, s.ev.Cause = s.m.Engine.Now(), "gpu", sim.CauseCall
+	if a.Kind == ActivityMemcpy || a.Kind == ActivityKernel {
+		s.ev.Cause = sim.CauseTransfer
+	}
+	s.Hooks.Emit(&s.ev)
 }
 
 func (s *System) newID() uint64 {

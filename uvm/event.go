@@ -129,11 +129,13 @@ const numCauses = int(CauseLaunch) + 1
 // Event is one thing the driver did, as the checker, the tracer and
 // statistics see it. Fields that do not apply to a Kind are zero.
 type Event struct {
+	// Header's Proc is the simulated process that did it (a faulting
+	// thread, the bottom half "uvm-bh-gpu0", a prefetching thread),
+	// empty for timers; its Component is "uvm" and its Cause
+	// sim.CauseFault (reached as Header.Cause: Cause below is the
+	// driver's reason for a migration).
+	sim.Header
 	Kind Kind
-	Time sim.Time
-	// Proc is the simulated process that did it (a faulting thread, the
-	// bottom half "uvm-bh-gpu0", a prefetching thread); empty for timers.
-	Proc string
 	// Processor is the processor concerned: the faulting, throttled or
 	// mapping one, the GPU of a batch or launch.
 	Processor Processor
@@ -168,17 +170,6 @@ func (e Event) String() string {
 	}
 	return fmt.Sprintf("%v %v %v %v", e.Time, e.Kind, e.Processor, e.Addr)
 }
-
-// Observer receives events in the order they happen.
-type Observer interface {
-	Observe(Event)
-}
-
-// ObserverFunc adapts a function to Observer.
-type ObserverFunc func(Event)
-
-// Observe calls f.
-func (f ObserverFunc) Observe(e Event) { f(e) }
 
 // Stats counts what the driver did.
 type Stats struct {

@@ -192,7 +192,7 @@ func (x *Pack) AttachDMA(d *dma.DMA) { d.Hooks.Hook(x.DMA) }
 
 // AttachMemory hooks x to another memory's accesses as well.
 func (x *Pack) AttachMemory(m *mem.Memory) {
-	m.Observe(func(a mem.Access) { x.Access(&a) })
+	m.Hooks.Hook(x.Access)
 }
 
 func fillSeg(s, def SegLimits) SegLimits {

@@ -157,11 +157,11 @@ func unbind() dma.Event {
 }
 
 func cpuRead(pa mem.PhysAddr, size uint64) mem.Access {
-	return mem.Access{Kind: mem.CPURead, Proc: "rx", Phys: pa, Size: size}
+	return mem.Access{Kind: mem.CPURead, Header: sim.Header{Proc: "rx"}, Phys: pa, Size: size}
 }
 
 func cpuWrite(pa mem.PhysAddr, size uint64) mem.Access {
-	return mem.Access{Kind: mem.CPUWrite, Proc: "tx", Phys: pa, Size: size}
+	return mem.Access{Kind: mem.CPUWrite, Header: sim.Header{Proc: "tx"}, Phys: pa, Size: size}
 }
 
 func staleCPURead(pa mem.PhysAddr, size uint64, got, want mem.Version) mem.Access {

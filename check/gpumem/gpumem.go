@@ -74,7 +74,7 @@ func New(c *check.Checker) *Pack { return &Pack{chk: c} }
 // Attach makes a Pack on c and hooks it to drv's observations.
 func Attach(c *check.Checker, drv *cuda.Driver) *Pack {
 	x := New(c)
-	drv.Observe(func(o cuda.Observation) { x.CUDA(&o) })
+	drv.Hooks.Hook(x.CUDA)
 	return x
 }
 
