@@ -336,3 +336,35 @@ func FuzzParam(f *testing.F) {
 		}
 	})
 }
+
+// TestProcessCUDA: a program's CUDA state belongs to its kernel process,
+// and the process's exit reclaims what it left allocated.
+func TestProcessCUDA(t *testing.T) {
+	sys, err := Boot("h200-pcie", Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	err = sys.Run("app", func(p *Process) error {
+		pr, err := p.CUDA()
+		if err != nil {
+			return err
+		}
+		ctx, err := pr.PrimaryContext(0)
+		if err != nil {
+			return err
+		}
+		_, err = ctx.MemAlloc(p.Thread, 1<<20) // left for exit to free
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := sys.CUDA()
+	if free, total := d.System().Devices[0].MemGetInfo(); free != total {
+		t.Errorf("after exit %d of %d bytes of VRAM free", free, total)
+	}
+	if n := len(sys.Diagnostics()); n != 0 {
+		t.Errorf("%d diagnostics: %v", n, sys.Diagnostics())
+	}
+}

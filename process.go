@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -22,6 +23,17 @@ type Process struct {
 
 // Now is the current virtual time.
 func (p *Process) Now() sim.Time { return p.Thread.Now() }
+
+// CUDA is the CUDA driver's state for this process (cuInit in it): its
+// contexts belong to the process and are reclaimed at its exit. The error
+// is System.CUDA's when the platform's GPUs cannot be driven.
+func (p *Process) CUDA() (*cuda.Process, error) {
+	d, err := p.System.CUDA()
+	if err != nil {
+		return nil, err
+	}
+	return d.Attach(p.Process)
+}
 
 // Run runs prog as process name on NUMA node 0 until virtual time ends
 // (every thread finished or blocked for good), and returns prog's error.
