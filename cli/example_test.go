@@ -1,9 +1,14 @@
 package cli_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+	"testing"
 
 	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/cli"
@@ -99,4 +104,39 @@ func Example_userScenario() {
 	//   fabric.cross_traffic = 0  (default: no measured reverse-direction load)
 	//   fabric.latency_factor = 1  (default: no measured reason to scale latencies)
 	// exit 0
+}
+
+// TestUserScenario: a scenario a program registered gets the whole
+// command line: list shows it, run --help its parameters, run --json and
+// --trace work, and a bad value of its parameters is bad usage.
+func TestUserScenario(t *testing.T) {
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := cli.Run(args, &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	if code, out, _ := run("list"); code != 0 || !strings.Contains(out, "my-tx") {
+		t.Errorf("list: exit %d, lacks my-tx:\n%s", code, out)
+	}
+	if code, out, _ := run("run", "my-tx", "--help"); code != 0 || !strings.Contains(out, "the mapping's direction") {
+		t.Errorf("run my-tx --help: exit %d:\n%s", code, out)
+	}
+	trace := filepath.Join(t.TempDir(), "trace.json")
+	code, out, errs := run("run", "my-tx", "--json", "--trace", trace, "--set", "size=4KiB")
+	if code != 0 {
+		t.Fatalf("run --json: exit %d: %s", code, errs)
+	}
+	var doc report.Result
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("run --json printed no JSON: %v\n%s", err, out)
+	}
+	if doc.Scenario != "my-tx" || doc.Params["size"] != "4KiB" || len(doc.Results) != 1 || doc.Results[0].Bytes != 4096 {
+		t.Errorf("run --json: %+v", doc)
+	}
+	if b, err := os.ReadFile(trace); err != nil || !bytes.Contains(b, []byte("traceEvents")) {
+		t.Errorf("trace: %v, %.80q", err, b)
+	}
+	if code, _, errs := run("run", "my-tx", "--set", "dir=sideways"); code != 2 || !strings.Contains(errs, "dir=sideways") {
+		t.Errorf("a bad dir: exit %d, stderr %q", code, errs)
+	}
 }
