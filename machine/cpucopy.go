@@ -15,6 +15,22 @@ func (m *Machine) CPUCopy(p *sim.Proc, name string, node int, bytes int64) error
 	return m.cpuCopy(p, name, node, bytes, false)
 }
 
+// CPUCopyCached is one CPU thread copying bytes whose source is in its
+// caches (a buffer it has just written) within node's memory: the
+// node's MemcpyRate, and no DRAM traffic or latency, the lines being
+// read from the cache and written into it. It blocks p until the copy
+// is done and counts as p's CPU time.
+func (m *Machine) CPUCopyCached(p *sim.Proc, name string, node int, bytes int64) error {
+	if _, err := m.HostMemory(node); err != nil {
+		return fmt.Errorf("memcpy %s: %w", name, err)
+	}
+	if bytes < 0 {
+		return fmt.Errorf("memcpy %s: negative size %d", name, bytes)
+	}
+	p.Sleep(sim.TransferTime(float64(bytes), float64(m.Nodes[node].Spec.MemcpyRate.V)))
+	return nil
+}
+
 // CPUCopyOut is one CPU thread copying bytes out of a buffer that stays
 // in its caches (a staging buffer a copy engine has just filled) into
 // node's memory with non-temporal stores: a flow that only writes the

@@ -183,7 +183,8 @@ func (m *Memory) checkStale(a *Access, s, e uint64) {
 // the caches (a memcpy in the linear map: swiotlb bouncing, staging).
 // It is a cached read of src and a cached write of dst (one new
 // version, carrying the bytes read in payload mode), reported as such,
-// and costs size/MemcpyRate once. Both ranges must be DRAM; otherwise
+// and costs what Options.CopyTime says (size/MemcpyRate once without
+// it). Both ranges must be DRAM; otherwise
 // nothing happens and the observers get the failed Access with Err.
 func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64) {
 	if size == 0 {
@@ -209,6 +210,7 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 	}
 	s, d := uint64(src), uint64(dst)
 	m.cacheRead(node, s, s+size)
+	cached := len(m.cand) == 0 // no line had to be filled
 	m.checkStale(&r, s, s+size)
 	var data []byte
 	if m.opt.Payload {
@@ -224,6 +226,10 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 	m.cacheWrite(node, d, d+size, v)
 	m.report(w)
 	m.invariants()
+	if m.opt.CopyTime != nil && p != nil {
+		m.opt.CopyTime(p, node, size, cached)
+		return
+	}
 	m.charge(p, node, size, Cached)
 }
 

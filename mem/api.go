@@ -41,6 +41,13 @@ type Options struct {
 	// bytes, not only versions. Costs memory proportional to bytes
 	// written; off for large runs.
 	Payload bool
+	// CopyTime, when set, is the CPU copy model: it blocks p for as long
+	// as one thread on node copying bytes takes, cached saying the
+	// source was all in the node's cache (the machine's: machine.CPUCopy
+	// for a copy from DRAM, which shares DRAM with everything else,
+	// CPUCopyCached for one from the cache). Without it a copy costs
+	// bytes at the node's memcpy rate, alone.
+	CopyTime func(p *sim.Proc, node int, bytes uint64, cached bool)
 }
 
 // Zone is where an allocation may come from (Linux's ZONE_DMA32 and

@@ -58,7 +58,7 @@ func (d *Driver) CPUAccess(p *sim.Proc, addr Addr, size int64, write bool) (Acce
 		}
 	}
 	acc.Stall = p.Now() - start
-	d.stats.FaultStall += acc.Stall
+	d.stall(p, CPU, addr, end, acc.Stall)
 	d.describe(&acc, CPU, addr, end)
 	return acc, nil
 }

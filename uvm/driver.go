@@ -481,6 +481,16 @@ func (d *Driver) closest(holders ProcSet, to Processor) Processor {
 
 func (d *Driver) observed() bool { return d.Hooks.Active() }
 
+// stall accounts an access by who to [start, end) that waited for faults
+// to be serviced, and reports it.
+func (d *Driver) stall(p *sim.Proc, who Processor, start, end Addr, wait sim.Time) {
+	d.stats.FaultStall += wait
+	if wait > 0 && d.observed() {
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindStall, Processor: who,
+			Addr: start, Bytes: int64(end - start), Stall: wait})
+	}
+}
+
 func (d *Driver) emit(e Event) {
 	if !d.Hooks.Active() {
 		return

@@ -78,10 +78,14 @@ const (
 	// KindError: misuse, Err says which (ErrConcurrentAccess,
 	// ErrInvalidAddress, ...). The checker turns it into a diagnostic.
 	KindError
+	// KindStall: an access by Processor to Bytes at Addr waited Stall
+	// for its faults to be serviced (the fault service time statistics
+	// attribute).
+	KindStall
 )
 
 var kindNames = [...]string{"", "fault", "batch", "migration", "eviction", "thrashing", "pin", "unpin",
-	"throttle", "remote-map", "revoke", "cache-maintenance", "launch", "complete", "error"}
+	"throttle", "remote-map", "revoke", "cache-maintenance", "launch", "complete", "error", "stall"}
 
 func (k Kind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
@@ -158,6 +162,8 @@ type Event struct {
 	Processors ProcSet
 	// Until: a throttle's or pin's end.
 	Until sim.Time
+	// Stall: how long a KindStall access waited.
+	Stall sim.Time
 	// Err: a KindError's error.
 	Err error
 }

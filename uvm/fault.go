@@ -94,7 +94,7 @@ func (d *Driver) GPUAccess(p *sim.Proc, gpu int, addr Addr, size int64, write bo
 		}
 	}
 	acc.Stall = p.Now() - start
-	d.stats.FaultStall += acc.Stall
+	d.stall(p, g.id, addr, end, acc.Stall)
 	d.describe(&acc, g.id, addr, end)
 	return acc, nil
 }

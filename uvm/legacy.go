@@ -209,7 +209,7 @@ func (d *Driver) legacyCPUAccess(p *sim.Proc, a *Allocation, start, end Addr, wr
 		d.unlock(b)
 	}
 	acc.Stall = p.Now() - t0
-	d.stats.FaultStall += acc.Stall
+	d.stall(p, CPU, start, end, acc.Stall)
 	return acc, nil
 }
 
