@@ -406,6 +406,9 @@ func runDMABugs(c *Context) error {
 			}
 		}
 	})
-	m.Engine.Run()
-	return runErr
+	guardErr := c.runEngine()
+	if runErr != nil {
+		return runErr
+	}
+	return guardErr
 }

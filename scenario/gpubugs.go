@@ -211,6 +211,9 @@ func commitGPUBugs(c *Context, seen func(class string, misuse error)) error {
 			}
 		}
 	})
-	c.Machine.Engine.Run()
-	return runErr
+	guardErr := c.runEngine()
+	if runErr != nil {
+		return runErr
+	}
+	return guardErr
 }

@@ -112,8 +112,11 @@ func runHostMemory(c *Context) error {
 			})
 		}
 	})
-	c.Machine.Engine.Run()
-	return runErr
+	guardErr := c.runEngine("size")
+	if runErr != nil {
+		return runErr
+	}
+	return guardErr
 }
 
 // unsupported says whether err is the driver refusing a memory type this

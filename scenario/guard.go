@@ -1,0 +1,80 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dmalab/dmalab/fabric"
+	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// eventBudget bounds the events of one run: the built-in scenarios at
+// their defaults fire at most about half a million, and a busy-polling
+// driver waiting on a transfer that takes days of virtual time would
+// otherwise spin for hours of real time before reaching the horizon.
+// At a few million events a second it stops such a run within a minute
+// or two.
+const eventBudget = 1 << 28
+
+// ErrModel is wrapped by the error of a run whose model deadlocked:
+// processes blocked with nothing left to wake them, not traceable to the
+// input. It is no finding, and the CLI exits 2 on it as on bad input.
+var ErrModel = errors.New("model error")
+
+// runEngine runs the machine's engine under sim's guard and turns a run
+// that did not end cleanly into an error that says why and what to
+// change. sizes names the scenario's parameters that set how much work
+// the run does ("size", "sizes", "packets"), the first things to make
+// smaller.
+//
+// A run stops short for three reasons. A transfer slower than sim.Time's
+// range can hold (a size far too large for a bandwidth, often one set
+// with --set platform.…) never gets its end scheduled, so its process
+// waits forever; the run reaches the horizon; or it exhausts the event
+// budget. All three are input the model cannot serve: usage errors.
+// Processes blocked with no such transfer are a deadlock in the model:
+// ErrModel, with each process and what it waits on.
+//
+// Every error wraps sim.ErrStalled or sim.ErrLimit.
+func (c *Context) runEngine(sizes ...string) error {
+	m := c.Machine
+	err := m.Engine.Guard(sim.Limits{Horizon: timeHorizon, Events: eventBudget})
+	if err == nil {
+		return nil
+	}
+	change := "use a smaller workload"
+	if len(sizes) > 0 {
+		change = fmt.Sprintf("make %s smaller (--set %s=…)", strings.Join(sizes, " or "), sizes[0])
+	}
+	if l := slowestLink(m.Fabric); l != nil {
+		change += fmt.Sprintf(", or use a faster platform (its slowest link is %s at %s)", l.Name(), platform.Rate(l.Effective()))
+	}
+	days := timeHorizon / (24 * 3600 * sim.Second)
+	var se *sim.StallError
+	var le *sim.LimitError
+	switch {
+	case errors.As(err, &le) && le.Events > 0:
+		return fmt.Errorf("%w: the run needs more than %d events (a driver polling a very slow transfer, or a very large workload): %s (%w)",
+			ErrUsage, le.Events, change, err)
+	case errors.As(err, &le):
+		return fmt.Errorf("%w: the run needs more than %d days of virtual time: %s (%w)", ErrUsage, days, change, err)
+	case errors.As(err, &se) && m.Fabric.Unending() > 0:
+		return fmt.Errorf("%w: %d transfer(s) would take longer than the model's clock can count (about 106 days of virtual time): %s (%w)",
+			ErrUsage, m.Fabric.Unending(), change, err)
+	}
+	return fmt.Errorf("%w: %w; a model bug, or parameters it cannot serve: %s", ErrModel, err, change)
+}
+
+// slowestLink is the fabric's link of least effective capacity, the
+// likeliest cause of a transfer that cannot end; nil without links.
+func slowestLink(f *fabric.Fabric) *fabric.Link {
+	var slow *fabric.Link
+	for _, l := range f.Links() {
+		if slow == nil || l.Effective() < slow.Effective() {
+			slow = l
+		}
+	}
+	return slow
+}
