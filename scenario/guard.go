@@ -16,7 +16,7 @@ import (
 // otherwise spin for hours of real time before reaching the horizon.
 // At a few million events a second it stops such a run within a minute
 // or two.
-const eventBudget = 1 << 28
+var eventBudget uint64 = 1 << 28
 
 // ErrModel is wrapped by the error of a run whose model deadlocked:
 // processes blocked with nothing left to wake them, not traceable to the
