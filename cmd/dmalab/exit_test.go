@@ -89,3 +89,28 @@ func TestPlatformCheckRefusesDevices(t *testing.T) {
 		t.Errorf("run --platform of a 17 MiB file: exit %d, stderr %q", code, errs)
 	}
 }
+
+// TestProbeInputOutOfBounds: a saved report with an ordinal, peer or GPU
+// count out of range is bad input (exit 2) in every format; a -1 ordinal
+// panicked in the nvbandwidth writer and a huge gpu_count allocated
+// gigabytes.
+func TestProbeInputOutOfBounds(t *testing.T) {
+	dir := t.TempDir()
+	peer := `{"schema":"dmalab.probe/v1","gpus":[{"device":{"ordinal":%s},"measurements":[{"family":"ce_copy","path":"peer","direction":"d2d",` +
+		`"operation":"read","method":"spin_events","unit":"GB/s","size_bytes":1,"repetitions":1,"samples":1,"values":[1],"median":1,"min":1,"max":1,"peer_gpu":0}]}]}`
+	for name, doc := range map[string]string{
+		"ordinal":   strings.Replace(peer, "%s", "-1", 1),
+		"gpu_count": `{"schema":"dmalab.probe/v1","machine":{"gpu_count":1000000000}}`,
+	} {
+		f := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, format := range []string{"table", "json", "nvbandwidth"} {
+			code, _, errs := dmalab(t, "probe", "--input", f, "--format", format)
+			if code != exitUsage || !strings.Contains(errs, name) {
+				t.Errorf("probe --input with a bad %s --format %s: exit %d, stderr %q", name, format, code, errs)
+			}
+		}
+	}
+}
