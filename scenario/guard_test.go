@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
 
@@ -79,6 +81,33 @@ func TestDeviceNotThere(t *testing.T) {
 		_, err = Run(s, Options{Sets: []string{"device=nosuch"}})
 		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "nosuch") {
 			t.Errorf("%s --set device=nosuch: %v, want a usage error naming it", name, err)
+		}
+	}
+}
+
+// TestGuardDeadlockIsAModelError: processes blocked with no transfer
+// pending are a deadlock of the model, not of the input: ErrModel, with
+// each process and what it waits on, and the knobs still named.
+func TestGuardDeadlockIsAModelError(t *testing.T) {
+	spec, err := platform.Preset("h200-pcie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := machine.New(spec, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c := &Context{Machine: m}
+	irq := m.Engine.NewNamedCompletion("irq")
+	m.Engine.Spawn("driver", func(p *sim.Proc) { p.Wait(irq) })
+	err = c.runEngine("size")
+	if !errors.Is(err, ErrModel) || errors.Is(err, ErrUsage) || !errors.Is(err, sim.ErrStalled) {
+		t.Fatalf("runEngine = %v, want a model error wrapping sim.ErrStalled", err)
+	}
+	for _, want := range []string{"driver (waiting on completion irq)", "--set size="} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
 }
