@@ -20,7 +20,9 @@ var eventBudget uint64 = 1 << 28
 
 // ErrModel is wrapped by the error of a run whose model deadlocked:
 // processes blocked with nothing left to wake them, not traceable to the
-// input. It is no finding, and the CLI exits 2 on it as on bad input.
+// input. It is a bug, but one the model itself detected and explained,
+// not a finding: the CLI exits 2 on it, as on bad input, and keeps 3 for
+// failures nothing explained (a panic).
 var ErrModel = errors.New("model error")
 
 // runEngine runs the machine's engine under sim's guard and turns a run
@@ -64,7 +66,11 @@ func (c *Context) runEngine(sizes ...string) error {
 		return fmt.Errorf("%w: %d transfer(s) would take longer than the model's clock can count (about 106 days of virtual time): %s (%w)",
 			ErrUsage, m.Fabric.Unending(), change, err)
 	}
-	return fmt.Errorf("%w: %w; a model bug, or parameters it cannot serve: %s", ErrModel, err, change)
+	avoid := ""
+	if len(sizes) > 0 {
+		avoid = fmt.Sprintf("; other values of %s may avoid it", strings.Join(sizes, " or "))
+	}
+	return fmt.Errorf("%w: %w: the model deadlocked, a bug in dmalab (please report it with the command line)%s", ErrModel, err, avoid)
 }
 
 // slowestLink is the fabric's link of least effective capacity, the

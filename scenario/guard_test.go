@@ -105,7 +105,7 @@ func TestGuardDeadlockIsAModelError(t *testing.T) {
 	if !errors.Is(err, ErrModel) || errors.Is(err, ErrUsage) || !errors.Is(err, sim.ErrStalled) {
 		t.Fatalf("runEngine = %v, want a model error wrapping sim.ErrStalled", err)
 	}
-	for _, want := range []string{"driver (waiting on completion irq)", "--set size="} {
+	for _, want := range []string{"driver (waiting on completion irq)", "please report it", "other values of size"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
