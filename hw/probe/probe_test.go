@@ -373,6 +373,8 @@ func TestBadOptions(t *testing.T) {
 		"empty sizes":      {Sizes: []int64{}},
 		"small too large":  {SmallSizes: []int64{1 << 20}},
 		"two samples":      {Samples: 2},
+		"too many samples": {Samples: MaxSamples + 1},
+		"too many sizes":   {Sizes: make([]int64, MaxSizes+1)},
 		"unknown family":   {Families: []string{"teleport"}},
 		"gpu out of range": {GPUs: []int{3}},
 	} {
