@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -374,7 +375,7 @@ func TestBadOptions(t *testing.T) {
 		"small too large":  {SmallSizes: []int64{1 << 20}},
 		"two samples":      {Samples: 2},
 		"too many samples": {Samples: MaxSamples + 1},
-		"too many sizes":   {Sizes: make([]int64, MaxSizes+1)},
+		"too many sizes":   {Sizes: slices.Repeat([]int64{MinSize}, MaxSizes+1)},
 		"unknown family":   {Families: []string{"teleport"}},
 		"gpu out of range": {GPUs: []int{3}},
 	} {
