@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
@@ -199,15 +200,14 @@ func (c *Context) copySync(p *sim.Proc, call string, d, s *copyEnd, size uint64)
 	case s.dev != d.dev:
 		kind = gpu.PeerToPeer
 	}
-	name := fmt.Sprintf("%s %s %d", call, kind, size)
-	data := c.d.dmaRead(dev, s, size)
-	if _, err := m.Copy(p, machine.CopyOp{
-		Name: name, Engine: dev.CopyEngine(kind), Src: s.ep, Dst: d.ep,
+	t := &dma.Transfer{
+		Name: fmt.Sprintf("%s %s %d", call, kind, size), Engine: dev.CopyEngine(kind), Src: s.ep, Dst: d.ep,
 		Bytes: int64(size), Overhead: dev.GPU.Spec.CopyOverhead.V,
-	}); err != nil {
+		Read: dev.Spans(s.phys, s.dev != nil), Write: dev.Spans(d.phys, d.dev != nil),
+	}
+	if _, err := dev.DMA().Transfer(p, t); err != nil {
 		return fail(call, ErrorUnknown, err)
 	}
-	c.d.dmaWrite(dev, d, size, data)
 	return nil
 }
 
@@ -227,17 +227,19 @@ func (c *Context) staged(p *sim.Proc, call string, dev *gpu.Device, toDevice boo
 	if toDevice {
 		data = c.d.cpuRead(c.proc.node, s, size)
 	} else {
-		data = c.d.dmaRead(dev, s, size)
+		data, _ = dev.DMA().Effect(dev.Spans(s.phys, s.dev != nil), nil, nil)
 	}
 	err = StagedCopy(p, m, Staging{
-		Name: fmt.Sprintf("%s pageable %s %d", call, kind, size), GPU: dev.GPU, Host: host, Node: c.proc.node,
+		Name: fmt.Sprintf("%s pageable %s %d", call, kind, size), GPU: dev.GPU, DMA: dev.DMA(), Host: host, Node: c.proc.node,
 		ToDevice: toDevice, Bytes: int64(size), Overhead: dev.GPU.Spec.CopyOverhead.V,
 	})
 	if err != nil {
 		return fail(call, ErrorUnknown, err)
 	}
 	if toDevice {
-		c.d.dmaWrite(dev, d, size, data)
+		if _, err := dev.DMA().Effect(nil, dev.Spans(d.phys, d.dev != nil), data); err != nil {
+			return fail(call, ErrorUnknown, err)
+		}
 	} else {
 		c.d.cpuWrite(c.proc.node, d, size, data)
 	}
@@ -308,43 +310,4 @@ func (d *Driver) cpuWrite(node int, e *copyEnd, size uint64, data []byte) {
 		return
 	}
 	m.WriteBytes(nil, node, va, data)
-}
-
-// dmaRead is GPU dev reading an end by DMA (pageable memory: the CPU
-// side of a staged copy, which cpuRead does).
-func (d *Driver) dmaRead(dev *gpu.Device, e *copyEnd, size uint64) []byte {
-	if e.phys == nil {
-		return nil
-	}
-	m := d.m.Mem
-	coherent := d.coherent[dev.Index]
-	if !m.Payload() {
-		for _, r := range e.phys {
-			m.DeviceRead(dev.Name, coherent, r.Start, r.Size)
-		}
-		return nil
-	}
-	buf := make([]byte, size)
-	off := uint64(0)
-	for _, r := range e.phys {
-		m.DeviceReadBytes(dev.Name, coherent, r.Start, buf[off:off+r.Size])
-		off += r.Size
-	}
-	return buf
-}
-
-// dmaWrite is GPU dev writing an end by DMA: new versions, with data's
-// bytes when it is not nil.
-func (d *Driver) dmaWrite(dev *gpu.Device, e *copyEnd, size uint64, data []byte) {
-	m := d.m.Mem
-	coherent := d.coherent[dev.Index]
-	off := uint64(0)
-	for _, r := range e.phys {
-		if data == nil {
-			m.DeviceWrite(dev.Name, coherent, r.Start, r.Size)
-		} else {
-			m.DeviceWriteBytes(dev.Name, coherent, r.Start, data[off:off+r.Size])
-		}
-		off += r.Size
-	}
 }

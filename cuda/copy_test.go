@@ -150,7 +150,7 @@ func TestUVADirection(t *testing.T) {
 				}
 				return
 			}
-			if len(r.tr) == 0 || !strings.HasPrefix(r.tr[0].Name, c.want) || r.tr[0].Engine.Name != c.engine {
+			if len(r.tr) == 0 || !strings.HasPrefix(r.tr[0].Name, c.want) || r.tr[0].Engine != c.engine {
 				t.Fatalf("transfers %+v, want %q on %s", r.tr, c.want, c.engine)
 			}
 		})

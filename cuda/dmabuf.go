@@ -5,6 +5,8 @@ import (
 	"syscall"
 
 	"github.com/dmalab/dmalab/gpu"
+	// Imported as kern: the package's tests name a gpu.Kernel builder kernel.
+	kern "github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -25,12 +27,14 @@ const DMABufPageSize = mem.PageSize
 
 // DMABuf is a dma-buf the GPU driver exported (struct dma_buf, with
 // nvidia.ko as its exporter): its size, the GPU memory it covers as
-// physical ranges of VRAM, and its file references. It is released when
-// the last file descriptor referring to it is closed; until then it
-// keeps the exported memory allocated, even if the program frees it
-// (the exporter holds a reference). The importer side (attach, map to a
-// device's addresses, fences) belongs to a dmabuf package that does not
-// exist yet.
+// physical ranges of VRAM, and the open file behind its descriptors
+// (dma_buf->file). It is a kernel.File: descriptors, dup, SCM_RIGHTS and
+// close are the kernel's, and its release runs when the last reference
+// goes (the last close, or the exit of the last process holding it);
+// until then it keeps the exported memory allocated, even if the
+// program frees it or its context is destroyed (the exporter holds a
+// reference). The importer side (attach, map to a device's addresses,
+// fences) belongs to a dmabuf package that does not exist yet.
 type DMABuf struct {
 	// Exporter is the exporting driver's name ("nvidia").
 	Exporter string
@@ -44,26 +48,58 @@ type DMABuf struct {
 	// Origin is the export call, with its time and thread.
 	Origin string
 
-	d        *Driver
-	a        *alloc
-	refs     int
-	released bool
+	// ino numbers the dma-buf among the driver's exports, from 1 (the
+	// inode number of its file in the dma-buf pseudo-filesystem, which
+	// /proc/PID/fdinfo shows).
+	ino  int
+	d    *Driver
+	a    *alloc
+	file *kern.OpenFile
 }
 
-// Refs is the number of file descriptors referring to the dma-buf.
-func (b *DMABuf) Refs() int { return b.refs }
+// FileName names the dma-buf's file: "dmabuf:N", N its export number.
+func (b *DMABuf) FileName() string { return fmt.Sprintf("dmabuf:%d", b.ino) }
 
-// Released reports whether the last reference was closed.
-func (b *DMABuf) Released() bool { return b.released }
+// Release is the exporter's dma_buf_ops.release, run by the kernel when
+// the file's last reference goes, in thread t: memory the program freed
+// while it was exported is freed now, by t (gpu.System.Free: its wait
+// and cost).
+func (b *DMABuf) Release(t *sim.Proc) error {
+	a := b.a
+	a.exports--
+	if a.exports > 0 || a.freedBy == "" {
+		return nil
+	}
+	if t == nil {
+		return fmt.Errorf("cuda: dma-buf release: freeing %v needs a thread", a.a.Addr)
+	}
+	if err := b.d.sys.Free(t, a.a.Addr); err != nil {
+		return fmt.Errorf("cuda: dma-buf release: freeing %v: %w", a.a.Addr, err)
+	}
+	b.d.forget(a, a.freedBy)
+	return nil
+}
+
+// File is the open file: its references and the kernel's Get and Put.
+func (b *DMABuf) File() *kern.OpenFile { return b.file }
+
+// Refs is the number of references to the dma-buf's file (file_count):
+// descriptors in every process and references taken with Get.
+func (b *DMABuf) Refs() int { return b.file.Refs() }
+
+// Released reports whether the last reference went.
+func (b *DMABuf) Released() bool { return b.file.Released() }
 
 // MemGetHandleForAddressRange is cuMemGetHandleForAddressRange with
 // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: it exports [addr, addr+size) of
 // device memory as a dma-buf and returns a new file descriptor of the
-// process referring to it (the lowest free, as open(2) gives). The range
-// must lie in one allocation of device memory and be aligned to the
-// host page; other memory, handle types or flags are
-// CUDA_ERROR_INVALID_VALUE; an integrated GPU CUDA_ERROR_NOT_SUPPORTED
-// (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0 there). The host pays
+// process referring to it (the lowest free, as open(2) gives), in the
+// kernel process's table. The range must lie in one allocation of
+// device memory and be aligned to the host page; other memory, handle
+// types or flags are CUDA_ERROR_INVALID_VALUE; an integrated GPU
+// CUDA_ERROR_NOT_SUPPORTED (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0
+// there); a full descriptor table CUDA_ERROR_OPERATING_SYSTEM (assumed:
+// the driver passes dma_buf_fd's EMFILE on so). The host pays
 // gpu.EnqueueCost (assumed: one ioctl into nvidia.ko).
 func (c *Context) MemGetHandleForAddressRange(p *sim.Proc, addr mem.GPUAddr, size uint64, handleType int, flags uint64) (int, error) {
 	const call = "cuMemGetHandleForAddressRange"
@@ -95,90 +131,41 @@ func (c *Context) MemGetHandleForAddressRange(p *sim.Proc, addr mem.GPUAddr, siz
 	if rerr != nil {
 		return -1, wrap(call, rerr)
 	}
+	c.d.exports++
 	b := &DMABuf{
 		Exporter: "nvidia", Device: c.d.sys.Devices[pl.t.Device].Name, Addr: addr, Size: size, Pages: phys,
-		Origin: origin(call, p.Now(), p), d: c.d, a: pl.a,
+		Origin: origin(call, p.Now(), p), ino: c.d.exports, d: c.d, a: pl.a,
+	}
+	kp := c.proc.kp
+	fd, err := kp.Install(b)
+	if err != nil {
+		// dma_buf_fd failed (EMFILE): the driver frees the export and
+		// says the operating system refused.
+		return -1, fail(call, ErrorOperatingSystem, err)
+	}
+	if b.file, err = kp.OpenFile(call, fd); err != nil {
+		return -1, fail(call, ErrorOperatingSystem, err)
 	}
 	pl.a.exports++
-	return c.proc.install(b), nil
+	return fd, nil
 }
 
-// install gives b the lowest free descriptor, taking a reference.
-func (pr *Process) install(b *DMABuf) int {
-	b.refs++
-	for fd := 3; fd < len(pr.fds); fd++ {
-		if pr.fds[fd] == nil {
-			pr.fds[fd] = b
-			return fd
-		}
-	}
-	pr.fds = append(pr.fds, b)
-	return len(pr.fds) - 1
-}
+// DMABuf is the dma-buf fd refers to in the process (dma_buf_get), or
+// syscall.EBADF.
+func (pr *Process) DMABuf(fd int) (*DMABuf, error) { return DMABufOf(pr.kp, fd) }
 
-// file is the dma-buf behind fd, or EBADF.
-func (pr *Process) file(call string, fd int) (*DMABuf, error) {
-	if fd < 3 || fd >= len(pr.fds) || pr.fds[fd] == nil {
-		return nil, fmt.Errorf("cuda: %s(%d) in %s: %w", call, fd, pr.name, syscall.EBADF)
-	}
-	return pr.fds[fd], nil
-}
-
-// DMABuf is the dma-buf fd refers to (what dma_buf_get does with an
-// fd), or syscall.EBADF.
-func (pr *Process) DMABuf(fd int) (*DMABuf, error) { return pr.file("dma_buf_get", fd) }
-
-// FDs lists the process's open descriptors above stderr, in order.
-func (pr *Process) FDs() []int {
-	var out []int
-	for fd := 3; fd < len(pr.fds); fd++ {
-		if pr.fds[fd] != nil {
-			out = append(out, fd)
-		}
-	}
-	return out
-}
-
-// Dup is dup(2): a new descriptor for the same dma-buf.
-func (pr *Process) Dup(fd int) (int, error) {
-	b, err := pr.file("dup", fd)
+// DMABufOf is dma_buf_get(fd) in kernel process kp, which need not use
+// CUDA (an importer that received the descriptor): the dma-buf behind
+// fd, syscall.EBADF for a closed descriptor, syscall.EINVAL for a file
+// that is not a dma-buf of this package.
+func DMABufOf(kp *kern.Process, fd int) (*DMABuf, error) {
+	f, err := kp.File("dma_buf_get", fd)
 	if err != nil {
-		return -1, err
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	return pr.install(b), nil
-}
-
-// SendFD passes fd to process to, as SCM_RIGHTS over a Unix socket
-// does: to gets a new descriptor of its own for the same dma-buf.
-func (pr *Process) SendFD(to *Process, fd int) (int, error) {
-	b, err := pr.file("sendmsg SCM_RIGHTS", fd)
-	if err != nil {
-		return -1, err
+	b, ok := f.(*DMABuf)
+	if !ok {
+		return nil, fmt.Errorf("cuda: dma_buf_get(%d) in %s: %s is not a dma-buf: %w", fd, kp.Name(), f.FileName(), syscall.EINVAL)
 	}
-	return to.install(b), nil
-}
-
-// Close is close(2) of fd. The last close releases the dma-buf (the
-// exporter's release op); memory the program freed while it was
-// exported is freed then, by p (gpu.System.Free: its wait and cost).
-func (pr *Process) Close(p *sim.Proc, fd int) error {
-	b, err := pr.file("close", fd)
-	if err != nil {
-		return err
-	}
-	pr.fds[fd] = nil
-	b.refs--
-	if b.refs > 0 {
-		return nil
-	}
-	b.released = true
-	a := b.a
-	a.exports--
-	if a.exports == 0 && a.freedBy != "" {
-		if err := pr.d.sys.Free(p, a.a.Addr); err != nil {
-			return fmt.Errorf("cuda: dma-buf release: freeing %v: %w", a.a.Addr, err)
-		}
-		pr.d.forget(a, a.freedBy)
-	}
-	return nil
+	return b, nil
 }

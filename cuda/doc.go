@@ -11,11 +11,18 @@
 // # Real counterparts
 //
 //   - Driver is the driver after cuInit: libcuda with nvidia.ko and
-//     nvidia-uvm.ko under it. Process is a host process: its contexts
-//     and its file descriptor table (dma-buf fds). Context is a CUcontext
-//     (cuDevicePrimaryCtxRetain, cuCtxCreate, cuCtxDestroy,
-//     cuCtxSynchronize, cuCtxEnablePeerAccess); its methods are the
-//     calls made with it current.
+//     nvidia-uvm.ko under it, serving the processes of a kernel (package
+//     kernel; New's WithKernel, or one of its own). Process is the
+//     driver's state in one kernel process (Attach, or NewProcess, which
+//     makes the kernel process too): its contexts. Its descriptors,
+//     address space and exit are the kernel process's (Malloc's memory
+//     is a mapping there, freed at exit if the program did not); at
+//     exit the driver destroys its contexts and frees their memory, as
+//     nvidia.ko does when a dying process's /dev/nvidia* files are
+//     released.
+//     Context is a CUcontext (cuDevicePrimaryCtxRetain, cuCtxCreate,
+//     cuCtxDestroy, cuCtxSynchronize, cuCtxEnablePeerAccess); its
+//     methods are the calls made with it current.
 //   - Memory: MemAlloc / MemFree (cuMemAlloc, cuMemFree), MemAllocHost,
 //     MemHostAlloc with CU_MEMHOSTALLOC_PORTABLE, _DEVICEMAP and
 //     _WRITECOMBINED, MemFreeHost, MemHostRegister / MemHostUnregister
@@ -36,9 +43,11 @@
 //     DEVICE_POINTER, HOST_POINTER, SYNC_MEMOPS, BUFFER_ID, IS_MANAGED,
 //     DEVICE_ORDINAL, RANGE_START_ADDR, RANGE_SIZE, MAPPED).
 //   - MemGetHandleForAddressRange with CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD:
-//     a dma-buf object (DMABuf: size, the VRAM it covers, references,
-//     release on the last close) behind a file descriptor of the
-//     process; Dup, SendFD (SCM_RIGHTS) and Close act on it.
+//     a dma-buf object (DMABuf: size, the VRAM it covers) that is a
+//     kernel.File, installed in the kernel process's descriptor table;
+//     the kernel's Dup, SendFD (SCM_RIGHTS), Close and Exit act on it,
+//     and its Release (dma_buf_ops.release) runs when the last reference
+//     goes. DMABufOf is dma_buf_get in any process.
 //   - LaunchKernel (cuLaunchKernel of a gpu.Kernel), streams
 //     (cuStreamCreate, Synchronize, Query, WaitEvent, LaunchHostFunc,
 //     Destroy) and events (cuEventCreate, Record, Synchronize, Query,
@@ -119,8 +128,13 @@
 //     keyed by its buffer ID (never reused); a freed one is in the ring
 //     of the last FreedRemembered frees, or in its record until the last
 //     dma-buf of it is released.
-//   - A Process's descriptors 0-2 are never handed out; open(2)'s lowest
-//     free rule gives the rest.
+//   - A Process belongs to one kernel process and is made once for it;
+//     its live contexts are listed in it until destroyed, by
+//     cuCtxDestroy or its exit. Descriptors are the kernel's (0-2 never
+//     handed out, the lowest free for the rest).
+//   - A dma-buf holds one export count on its allocation from its
+//     export to its release; an allocation freed while exported is freed
+//     by the release that drops the count to zero.
 //   - No Go map is iterated: the same program gives the same
 //     observations, diagnostics and times.
 //

@@ -1,9 +1,13 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dmalab/dmalab/gpu"
+	// Imported as kern: the package's tests name a gpu.Kernel builder kernel.
+	kern "github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
@@ -18,7 +22,10 @@ const FreedRemembered = 256
 // Driver is the CUDA driver of one machine (libcuda with nvidia.ko and
 // nvidia-uvm.ko under it), after cuInit: the GPUs' unified address map
 // (package gpu), the unified-memory driver (package uvm), the processes
-// that use them and their contexts. Build it with New.
+// that use them and their contexts. Build it with New. Processes are the
+// kernel's (package kernel): the driver keeps its per-process state
+// (contexts) beside each kernel process it is used in, and reclaims it
+// when that process exits.
 //
 // The model has one unified address space for all processes, which is
 // what lets it recognise a pointer of another process instead of
@@ -34,18 +41,27 @@ type Driver struct {
 	umErr error
 	gen   uvm.Generation
 
-	procs  []*Process
-	ctxs   []*Context // by ID - 1
-	allocs map[uint64]*alloc
+	// k is the operating system whose processes use the driver.
+	k *kern.Kernel
+	// procs are the processes attached, in order (a slice, not a map
+	// keyed by the kernel process: nothing here may depend on map order).
+	procs []*Process
+	// exports numbers the dma-bufs exported, for their file names.
+	exports int
+	ctxs    []*Context // by ID - 1
+	allocs  map[uint64]*alloc
 	// freed is a ring of the last FreedRemembered frees.
 	freed  [FreedRemembered]freedAlloc
 	nFreed int
 	// active[i]: GPU i has had a kernel launched and not synchronised
 	// since (what the no-concurrent-access rule looks at).
-	active    []bool
-	streams   [][]*Stream // per GPU: every stream made through the façade
-	coherent  []bool      // per GPU: its DMA snoops the CPU caches
-	observers []func(Observation)
+	active   []bool
+	streams  [][]*Stream // per GPU: every stream made through the façade
+	coherent []bool      // per GPU: its DMA snoops the CPU caches
+	// Hooks receives every Observation; it is valid only during the
+	// call.
+	Hooks sim.Hooks[Observation]
+	ev    Observation
 	// tegra is the managed memory awaiting cache maintenance on an
 	// integrated GPU (tegra.go).
 	tegra tegraState
@@ -78,15 +94,31 @@ type alloc struct {
 // freedAlloc is a freed allocation, remembered for provenance.
 type freedAlloc struct{ t Target }
 
+// Option configures New.
+type Option func(*Driver)
+
+// WithKernel makes the driver serve the processes of k, the machine's
+// operating system (the one its other drivers and programs share).
+// Without it New starts a kernel of its own for the machine.
+func WithKernel(k *kern.Kernel) Option { return func(d *Driver) { d.k = k } }
+
 // New is cuInit on the GPUs of sys: it builds the unified-memory driver
 // for the machine's GPUs (their generation from the platform's arch, its
 // parameters from the platform's UVM section, data movement over the
 // machine's links) and installs it as sys's ManagedHandler.
-func New(sys *gpu.System) (*Driver, error) {
+func New(sys *gpu.System, opts ...Option) (*Driver, error) {
 	m := sys.Machine()
 	d := &Driver{
 		m: m, sys: sys, allocs: map[uint64]*alloc{},
 		active: make([]bool, len(sys.Devices)), streams: make([][]*Stream, len(sys.Devices)),
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	if d.k == nil {
+		d.k = kern.New(m.Engine, m.Mem.Nodes())
+	} else if d.k.Engine() != m.Engine || d.k.Nodes() != m.Mem.Nodes() {
+		return nil, fmt.Errorf("cuda: the kernel given runs another machine (%d node(s), the GPUs' has %d)", d.k.Nodes(), m.Mem.Nodes())
 	}
 	for _, dev := range sys.Devices {
 		c, err := m.Spec.DeviceCoherent(dev.Name)
@@ -123,6 +155,9 @@ func (d *Driver) System() *gpu.System { return d.sys }
 // Machine is the machine.
 func (d *Driver) Machine() *machine.Machine { return d.m }
 
+// Kernel is the operating system whose processes use the driver.
+func (d *Driver) Kernel() *kern.Kernel { return d.k }
+
 // UVM is the unified-memory driver (nil when the GPUs have none).
 func (d *Driver) UVM() *uvm.Driver { return d.um }
 
@@ -136,39 +171,82 @@ func (d *Driver) ConcurrentManagedAccess() bool {
 	return d.um != nil && d.gen.ConcurrentAccess()
 }
 
-// Observe registers fn for every Observation, in order (the checker:
-// check.Checker.CUDA).
-func (d *Driver) Observe(fn func(Observation)) { d.observers = append(d.observers, fn) }
-
-// Process is a host process using the driver: the part of libcuda's
-// state that is per process (its contexts) and the part of the kernel's
-// (its file descriptors, for dma-buf handles). Its threads are the
-// sim.Procs that call its contexts' methods; it runs on NUMA node Node.
+// Process is the driver's state in one host process (a kernel.Process):
+// what libcuda and nvidia.ko keep per process, its contexts. Its threads
+// are the kernel process's sim.Procs that call its contexts' methods;
+// its file descriptors (dma-buf handles among them) are the kernel
+// process's. When the kernel process exits, its contexts are destroyed
+// and the memory they hold is reclaimed, as the driver does when a
+// process dies (the release of its /dev/nvidia* files).
 type Process struct {
-	d       *Driver
+	d  *Driver
+	kp *kern.Process
+	// name and node are kp's at attach: the node is where the process's
+	// host memory and CPU copies go (sched_setaffinity after attach does
+	// not move them; the model has no migration of a running process).
 	name    string
 	node    int
 	primary []*Context
-	// fds is the file descriptor table: fds[i] is fd i, nil when closed;
-	// 0, 1 and 2 are taken, as stdin, stdout and stderr are.
-	fds []*DMABuf
+	// ctxs are the live contexts, in creation order.
+	ctxs []*Context
 }
 
-// NewProcess starts a process called name whose threads run on NUMA
-// node (their CPU accesses and memcpys use that node's caches and
-// memory).
+// NewProcess starts a kernel process called name whose threads run on
+// NUMA node node (their CPU accesses and memcpys use that node's caches
+// and memory), and attaches the driver to it.
 func (d *Driver) NewProcess(name string, node int) (*Process, error) {
-	if node < 0 || node >= d.m.Mem.Nodes() {
-		return nil, fmt.Errorf("cuda: process %s on node %d: the machine has %d node(s)", name, node, d.m.Mem.Nodes())
+	kp, err := d.k.NewProcess(name, node)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: new process: %w", err)
 	}
-	for _, p := range d.procs {
-		if p.name == name {
-			return nil, fmt.Errorf("cuda: a process called %s exists", name)
+	return d.Attach(kp)
+}
+
+// Attach is the driver's first use in kernel process kp (cuInit in that
+// process: libcuda opens /dev/nvidiactl): it returns the driver's state
+// for kp, made on first use, and registers its reclaim at kp's exit. kp
+// must be a live process of the driver's kernel.
+func (d *Driver) Attach(kp *kern.Process) (*Process, error) {
+	for _, pr := range d.procs {
+		if pr.kp == kp {
+			return pr, nil
 		}
 	}
-	pr := &Process{d: d, name: name, node: node, primary: make([]*Context, len(d.sys.Devices)), fds: make([]*DMABuf, 3)}
+	switch {
+	case kp == nil || kp.Kernel() != d.k:
+		return nil, errors.New("cuda: attach: the process is not one of the driver's kernel")
+	case kp.Exited():
+		return nil, fmt.Errorf("cuda: attach %s: %w", kp.Name(), kern.ErrExited)
+	}
+	pr := &Process{d: d, kp: kp, name: kp.Name(), node: kp.Node(), primary: make([]*Context, len(d.sys.Devices))}
 	d.procs = append(d.procs, pr)
+	kp.OnExit("cuda", pr.exit)
 	return pr, nil
+}
+
+// exit reclaims what the process held when its kernel process exited
+// (after its descriptors were closed): every live context is destroyed,
+// newest first, which waits for its work and frees its memory. Memory a
+// dma-buf still exports stays until the dma-buf's last reference goes,
+// in another process (the exporter's reference, as with cuMemFree).
+func (pr *Process) exit(t *sim.Proc) error {
+	if t == nil {
+		return fmt.Errorf("cuda: exit of %s: no thread to wait for its contexts' work", pr.name)
+	}
+	var errs []error
+	for i := len(pr.ctxs) - 1; i >= 0; i-- {
+		c := pr.ctxs[i]
+		if err := c.Destroy(t); err != nil {
+			errs = append(errs, fmt.Errorf("context %d: %w", c.id, err))
+			c.gone = true
+		}
+	}
+	pr.ctxs = nil
+	clear(pr.primary)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cuda: exit of %s: %w", pr.name, err)
+	}
+	return nil
 }
 
 // Name is the process's name.
@@ -180,10 +258,28 @@ func (pr *Process) Node() int { return pr.node }
 // Driver is the driver the process uses.
 func (pr *Process) Driver() *Driver { return pr.d }
 
+// KernelProcess is the kernel's process: its pid, descriptors (Dup,
+// SendFD, Close), address space and exit.
+func (pr *Process) KernelProcess() *kern.Process { return pr.kp }
+
+// Contexts lists the process's live contexts, in creation order.
+func (pr *Process) Contexts() []*Context { return slices.Clone(pr.ctxs) }
+
+// live refuses calls of a process that has exited.
+func (pr *Process) live(call string) error {
+	if pr.kp.Exited() {
+		return failf(call, ErrorDeinitialized, "process %s has exited", pr.name)
+	}
+	return nil
+}
+
 // PrimaryContext is cuDevicePrimaryCtxRetain: the device's primary
 // context in this process, made on first use (what the runtime API
 // uses).
 func (pr *Process) PrimaryContext(dev int) (*Context, error) {
+	if err := pr.live("cuDevicePrimaryCtxRetain"); err != nil {
+		return nil, err
+	}
 	if dev < 0 || dev >= len(pr.primary) {
 		return nil, failf("cuDevicePrimaryCtxRetain", ErrorInvalidDevice, "device %d of %d", dev, len(pr.primary))
 	}
@@ -199,6 +295,9 @@ func (pr *Process) PrimaryContext(dev int) (*Context, error) {
 // primary one. Memory allocated in one context is not usable by kernels
 // of another (foreign-context-pointer).
 func (pr *Process) CtxCreate(dev int) (*Context, error) {
+	if err := pr.live("cuCtxCreate"); err != nil {
+		return nil, err
+	}
 	if dev < 0 || dev >= len(pr.primary) {
 		return nil, failf("cuCtxCreate", ErrorInvalidDevice, "device %d of %d", dev, len(pr.primary))
 	}
@@ -215,19 +314,32 @@ func (pr *Process) CtxCreate(dev int) (*Context, error) {
 // model holds one span, not one per 4 KiB page). The driver does not
 // know it: a copy from it is staged, a kernel may not touch it.
 func (pr *Process) Malloc(size uint64) (mem.VirtAddr, error) {
-	m := pr.d.m.Mem
-	if size >= HugePage {
-		if va, err := m.Kmalloc(pr.node, size); err == nil {
-			pr.d.reclaim(mem.GPUAddr(va), size)
-			return va, nil
-		}
+	if pr.kp.Exited() {
+		return 0, fmt.Errorf("cuda: malloc(%#x) in %s: %w", size, pr.name, kern.ErrExited)
 	}
-	va, err := m.Vmalloc(pr.node, size)
+	va, err := pr.malloc(size)
 	if err != nil {
 		return 0, fmt.Errorf("cuda: malloc(%#x) in %s: %w", size, pr.name, err)
 	}
+	// The kernel process's address space records it, so that the
+	// process's exit frees what the program did not.
+	err = pr.kp.MM.Map(kern.VMA{Start: va, Size: size, Name: "anon",
+		Close: func(*sim.Proc) error { return pr.free(va) }})
+	if err != nil {
+		return 0, errors.Join(fmt.Errorf("cuda: malloc(%#x) in %s: %w", size, pr.name, err), pr.free(va))
+	}
 	pr.d.reclaim(mem.GPUAddr(va), size)
 	return va, nil
+}
+
+func (pr *Process) malloc(size uint64) (mem.VirtAddr, error) {
+	m := pr.d.m.Mem
+	if size >= HugePage {
+		if va, err := m.Kmalloc(pr.node, size); err == nil {
+			return va, nil
+		}
+	}
+	return m.Vmalloc(pr.node, size)
 }
 
 // reclaim forgets the freed allocations that [base, base+size) reuses:
@@ -247,19 +359,24 @@ func (d *Driver) reclaim(base mem.GPUAddr, size uint64) {
 // memory contiguously (x86-64 PMD pages, THP).
 const HugePage = 2 << 20
 
-// FreePageable is free(3) of what Malloc returned.
+// FreePageable is free(3) of what Malloc returned: EINVAL for an
+// address Malloc of this process did not return or that was freed.
 func (pr *Process) FreePageable(va mem.VirtAddr) error {
-	m := pr.d.m.Mem
-	if c, _, _ := m.Classify(va); c == mem.ClassLinear {
-		if err := m.Kfree(va); err != nil {
-			return fmt.Errorf("cuda: free(%v) in %s: %w", va, pr.name, err)
-		}
-		return nil
+	if _, err := pr.kp.MM.Unmap(va); err != nil {
+		return fmt.Errorf("cuda: free(%v) in %s: %w", va, pr.name, err)
 	}
-	if err := m.Vfree(va); err != nil {
+	if err := pr.free(va); err != nil {
 		return fmt.Errorf("cuda: free(%v) in %s: %w", va, pr.name, err)
 	}
 	return nil
+}
+
+func (pr *Process) free(va mem.VirtAddr) error {
+	m := pr.d.m.Mem
+	if c, _, _ := m.Classify(va); c == mem.ClassLinear {
+		return m.Kfree(va)
+	}
+	return m.Vfree(va)
 }
 
 // Context is a CUDA context: one process's use of one GPU (CUcontext).
@@ -279,6 +396,7 @@ func (d *Driver) newContext(pr *Process, dev int) *Context {
 	c := &Context{d: d, proc: pr, dev: d.sys.Devices[dev], id: len(d.ctxs) + 1}
 	c.legacy = &Stream{ctx: c, s: c.dev.DefaultStream()}
 	d.ctxs = append(d.ctxs, c)
+	pr.ctxs = append(pr.ctxs, c)
 	if !d.hasStream(dev, c.legacy.s) {
 		d.streams[dev] = append(d.streams[dev], c.legacy)
 	}
@@ -387,9 +505,11 @@ func (c *Context) Destroy(p *sim.Proc) error {
 		}
 	}
 	c.gone = true
-	if c.proc.primary[c.dev.Index] == c {
-		c.proc.primary[c.dev.Index] = nil
+	pr := c.proc
+	if pr.primary[c.dev.Index] == c {
+		pr.primary[c.dev.Index] = nil
 	}
+	pr.ctxs = slices.DeleteFunc(pr.ctxs, func(x *Context) bool { return x == c })
 	return nil
 }
 
@@ -505,16 +625,15 @@ func (d *Driver) forget(a *alloc, freedBy string) {
 
 // observe reports one use of memory to the observers.
 func (c *Context) observe(p *sim.Proc, op Op, call string, addr mem.GPUAddr, size uint64, write bool, pl place, err error) {
-	if len(c.d.observers) == 0 {
+	if !c.d.Hooks.Active() {
 		return
 	}
-	o := Observation{
-		Op: op, Call: call, Time: p.Now(), Proc: p.Name(), Process: c.proc.name, Context: c.id,
+	c.d.ev = Observation{
+		Header: sim.Header{Time: p.Now(), Proc: p.Name(), Component: "cuda", Cause: sim.CauseCall},
+		Op:     op, Call: call, Process: c.proc.name, Context: c.id,
 		Device: c.dev.Index, DeviceName: c.dev.Name, Addr: addr, Size: size, Write: write, Target: pl.t, Err: err,
 	}
-	for _, fn := range c.d.observers {
-		fn(o)
-	}
+	c.d.Hooks.Emit(&c.d.ev)
 }
 
 // foreign reports whether memory of pl may not be used by c's process

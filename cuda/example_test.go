@@ -2,9 +2,11 @@ package cuda_test
 
 import (
 	"fmt"
+	"github.com/dmalab/dmalab/dma"
 
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/gpu"
+	"github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
@@ -17,7 +19,8 @@ func Example() {
 	spec, _ := platform.Preset("h200-pcie")
 	m, _ := machine.New(spec, 1)
 	defer m.Close()
-	sys, _ := gpu.New(m)
+	x, _ := dma.New(m, m.Mem)
+	sys, _ := gpu.New(x)
 	drv, _ := cuda.New(sys)
 	proc, _ := drv.NewProcess("app", 0)
 	ctx, _ := proc.PrimaryContext(0)
@@ -48,4 +51,43 @@ func Example() {
 	// h2d 256 MiB: 55.4 GB/s
 	// h2d 8 B: 6.60 µs
 	// CPU load of a device pointer: true
+}
+
+// A process exports device memory as a dma-buf, passes the descriptor to
+// another process (SCM_RIGHTS) and exits: the driver reclaims its
+// contexts and memory, except what the dma-buf still exports, which
+// goes when the importer closes its descriptor.
+func ExampleContext_MemGetHandleForAddressRange() {
+	spec, _ := platform.Preset("h200-pcie")
+	m, _ := machine.New(spec, 1)
+	defer m.Close()
+	x, _ := dma.New(m, m.Mem)
+	sys, _ := gpu.New(x)
+	k := kernel.New(m.Engine, m.Mem.Nodes())
+	drv, _ := cuda.New(sys, cuda.WithKernel(k))
+	exporter, _ := drv.NewProcess("exporter", 0)
+	importer, _ := k.NewProcess("importer", 0) // needs no CUDA
+	ctx, _ := exporter.PrimaryContext(0)
+	free0, _ := ctx.MemGetInfo()
+	used := func() uint64 { free, _ := ctx.MemGetInfo(); return (free0 - free) >> 20 }
+
+	m.Engine.Spawn("main", func(p *sim.Proc) {
+		dev, _ := ctx.MemAlloc(p, 64<<20)
+		ctx.MemAlloc(p, 32<<20)
+		fd, _ := ctx.MemGetHandleForAddressRange(p, dev, 64<<20, cuda.MemRangeHandleTypeDMABufFD, 0)
+		buf, _ := exporter.DMABuf(fd)
+		ifd, _ := exporter.KernelProcess().SendFD(importer, fd)
+		fmt.Printf("%s: %d references, %d MiB used\n", buf.FileName(), buf.Refs(), used())
+
+		exporter.KernelProcess().Exit(p)
+		fmt.Printf("exporter exited: %d reference, %d MiB used\n", buf.Refs(), used())
+
+		importer.Close(p, ifd)
+		fmt.Printf("importer closed: released %v, %d MiB used\n", buf.Released(), used())
+	})
+	m.Engine.Run()
+	// Output:
+	// dmabuf:1: 2 references, 96 MiB used
+	// exporter exited: 1 reference, 64 MiB used
+	// importer closed: released true, 0 MiB used
 }

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"github.com/dmalab/dmalab/dma"
 	"math"
 	"testing"
 
@@ -23,7 +24,7 @@ type rig struct {
 	pr  *Process
 	ctx *Context
 	obs []Observation
-	tr  []machine.Transfer
+	tr  []dma.TransferInfo
 }
 
 type rigOpt struct {
@@ -45,7 +46,11 @@ func newRig(t testing.TB, preset string, opt rigOpt) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	sys, err := gpu.New(m)
+	x, err := dma.New(m, m.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := gpu.New(x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +59,12 @@ func newRig(t testing.TB, preset string, opt rigOpt) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, m: m, d: d}
-	d.Observe(func(o Observation) { r.obs = append(r.obs, o) })
-	m.Observe(func(tr machine.Transfer) { r.tr = append(r.tr, tr) })
+	d.Hooks.Hook(func(o *Observation) { r.obs = append(r.obs, *o) })
+	x.Hooks.Hook(func(e *dma.Event) {
+		if e.Op == dma.OpTransfer && e.Transfer.Engine != "" {
+			r.tr = append(r.tr, *e.Transfer)
+		}
+	})
 	if r.pr, err = d.NewProcess("app", 0); err != nil {
 		t.Fatal(err)
 	}

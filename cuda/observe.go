@@ -109,12 +109,13 @@ type Target struct {
 // ahead). The façade decides what the real driver does; observers
 // decide what is misuse (package check).
 type Observation struct {
+	// Header's Proc is the thread (sim.Proc); its Component is "cuda",
+	// its Cause sim.CauseCall.
+	sim.Header
 	Op   Op
 	Call string
-	Time sim.Time
-	// Proc is the thread (sim.Proc), Process and Context the process and
-	// context it called through, Device that context's GPU.
-	Proc    string
+	// Process and Context are the process and context it called
+	// through, Device that context's GPU.
 	Process string
 	Context int
 	Device  int

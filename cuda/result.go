@@ -25,6 +25,7 @@ const (
 	ErrorNoDevice                    Result = 100 // CUDA_ERROR_NO_DEVICE
 	ErrorInvalidDevice               Result = 101 // CUDA_ERROR_INVALID_DEVICE
 	ErrorInvalidContext              Result = 201 // CUDA_ERROR_INVALID_CONTEXT
+	ErrorOperatingSystem             Result = 304 // CUDA_ERROR_OPERATING_SYSTEM
 	ErrorInvalidHandle               Result = 400 // CUDA_ERROR_INVALID_HANDLE
 	ErrorNotFound                    Result = 500 // CUDA_ERROR_NOT_FOUND
 	ErrorNotReady                    Result = 600 // CUDA_ERROR_NOT_READY
@@ -49,6 +50,7 @@ var resultNames = map[Result]string{
 	ErrorNoDevice:                    "CUDA_ERROR_NO_DEVICE",
 	ErrorInvalidDevice:               "CUDA_ERROR_INVALID_DEVICE",
 	ErrorInvalidContext:              "CUDA_ERROR_INVALID_CONTEXT",
+	ErrorOperatingSystem:             "CUDA_ERROR_OPERATING_SYSTEM",
 	ErrorInvalidHandle:               "CUDA_ERROR_INVALID_HANDLE",
 	ErrorNotFound:                    "CUDA_ERROR_NOT_FOUND",
 	ErrorNotReady:                    "CUDA_ERROR_NOT_READY",

@@ -22,6 +22,8 @@ func TestResultValues(t *testing.T) {
 		{ErrorNotInitialized, 3, "CUDA_ERROR_NOT_INITIALIZED"},
 		{ErrorInvalidDevice, 101, "CUDA_ERROR_INVALID_DEVICE"},
 		{ErrorInvalidContext, 201, "CUDA_ERROR_INVALID_CONTEXT"},
+		{ErrorOperatingSystem, 304, "CUDA_ERROR_OPERATING_SYSTEM"},
+		{ErrorDeinitialized, 4, "CUDA_ERROR_DEINITIALIZED"},
 		{ErrorInvalidHandle, 400, "CUDA_ERROR_INVALID_HANDLE"},
 		{ErrorNotReady, 600, "CUDA_ERROR_NOT_READY"},
 		{ErrorIllegalAddress, 700, "CUDA_ERROR_ILLEGAL_ADDRESS"},

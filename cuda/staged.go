@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -18,8 +19,9 @@ type Staging struct {
 	// Name names the flows and processes.
 	Name string
 	GPU  *machine.GPU
-	// Engine is the copy engine; nil means StagingEngine's choice.
-	Engine *machine.Engine
+	// DMA is the GPU as a bus master of the DMA layer: the chunks move
+	// through its Transfer.
+	DMA *dma.Device
 	// Host is the memory of the staging buffers (the DMA's end).
 	Host machine.Endpoint
 	// Node is the NUMA node whose memory the CPU memcpy between the
@@ -36,17 +38,6 @@ type Staging struct {
 	Chunk int64
 }
 
-// StagingEngine is the copy engine a staged copy uses: host-to-device on
-// the first, device-to-host on the second when there are two or more,
-// so that the two directions run at once (gpu.Device.CopyEngine's
-// rule).
-func StagingEngine(g *machine.GPU, toDevice bool) *machine.Engine {
-	if !toDevice && len(g.CopyEngines) > 1 {
-		return g.CopyEngines[1]
-	}
-	return g.CopyEngines[0]
-}
-
 // StagedCopy is one direction of a pageable copy, as the CUDA driver
 // does it (the CUDA C++ Best Practices Guide: pageable transfers go
 // through pinned staging buffers): the call's overhead once, then chunks
@@ -54,7 +45,7 @@ func StagingEngine(g *machine.GPU, toDevice bool) *machine.Engine {
 // calling thread copies a chunk from pageable memory into a free
 // staging buffer (a CPU memcpy, machine.CPUCopy: CPU time at the node's
 // memcpy rate) and hands it to the copy engine, which moves it (a
-// machine.Copy without overhead of its own); from the device, the
+// dma.Device.Transfer without overhead of its own); from the device, the
 // engine fills a staging buffer and the thread copies it out
 // (machine.CPUCopyOut: the buffer is still in the caches, so the copy is
 // bound by writing DRAM, at the node's stream rate). The two
@@ -63,8 +54,11 @@ func StagingEngine(g *machine.GPU, toDevice bool) *machine.Engine {
 //
 // It moves bytes, not content: Context.Memcpy does the memory effects.
 func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
-	if s.Bytes < 0 || s.GPU == nil {
-		return fmt.Errorf("staged copy %s: %d bytes, GPU %v", s.Name, s.Bytes, s.GPU)
+	if s.Bytes < 0 {
+		return fmt.Errorf("staged copy %s: negative size %d", s.Name, s.Bytes)
+	}
+	if s.GPU == nil || s.DMA == nil {
+		return fmt.Errorf("staged copy %s: needs the GPU and its DMA device", s.Name)
 	}
 	// Checked first, so that no DMA worker is left waiting for a chunk
 	// the memcpy cannot make.
@@ -75,28 +69,29 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 	if chunk <= 0 {
 		chunk = int64(s.GPU.Spec.Chunk())
 	}
-	en := s.Engine
-	if en == nil {
-		en = StagingEngine(s.GPU, s.ToDevice)
+	kind := machine.HostToDevice
+	if !s.ToDevice {
+		kind = machine.DeviceToHost
 	}
+	en := s.GPU.CopyEngine(kind)
 	name := s.Name
 	p.Sleep(s.Overhead)
 	free := StagingBuffers
 	var ready []int64 // chunks filled and waiting for the next stage
 	cond := sim.NewCond(name + " staging")
 	var dmaErr error
-	dma := func(q *sim.Proc, n int64) error {
+	move := func(q *sim.Proc, n int64) error {
 		src, dst := s.Host, s.GPU.Memory()
 		if !s.ToDevice {
 			src, dst = dst, src
 		}
-		_, err := m.Copy(q, machine.CopyOp{Name: name, Engine: en, Src: src, Dst: dst, Bytes: n})
+		_, err := s.DMA.Transfer(q, &dma.Transfer{Name: name, Engine: en, Src: src, Dst: dst, Bytes: n})
 		return err
 	}
 	nchunks := (s.Bytes + chunk - 1) / chunk
 	size := func(i int64) int64 { return min(chunk, s.Bytes-i*chunk) }
 	if nchunks > MaxStagedChunks {
-		return bulkStaged(p, m, s, name, chunk, size(nchunks-1), dma)
+		return bulkStaged(p, m, s, name, chunk, size(nchunks-1), move)
 	}
 	if s.ToDevice {
 		// The copy engine drains filled buffers in order.
@@ -105,7 +100,7 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 				q.WaitUntil(cond, func() bool { return len(ready) > 0 })
 				n := ready[0]
 				ready = ready[1:]
-				if err := dma(q, n); err != nil && dmaErr == nil {
+				if err := move(q, n); err != nil && dmaErr == nil {
 					dmaErr = err
 				}
 				free++
@@ -128,7 +123,7 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 		for i := range nchunks {
 			q.WaitUntil(cond, func() bool { return free > 0 })
 			free--
-			if err := dma(q, size(i)); err != nil && dmaErr == nil {
+			if err := move(q, size(i)); err != nil && dmaErr == nil {
 				dmaErr = err
 			}
 			ready = append(ready, size(i))

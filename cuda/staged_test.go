@@ -1,6 +1,7 @@
 package cuda_test
 
 import (
+	"github.com/dmalab/dmalab/dma"
 	"math"
 	"testing"
 
@@ -44,6 +45,7 @@ func TestStagedCopyMatchesTransfers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		gd := gpuDMA(t, m)
 		var took sim.Time
 		m.Engine.Spawn("copy", func(p *sim.Proc) {
 			legs := []bool{dir == "h2d"}
@@ -54,7 +56,7 @@ func TestStagedCopyMatchesTransfers(t *testing.T) {
 			for _, toDevice := range legs {
 				kids = append(kids, p.Spawn("leg", func(q *sim.Proc) {
 					err := cuda.StagedCopy(q, m, cuda.Staging{
-						Name: "pageable", GPU: g, Host: host, Node: g.Node, ToDevice: toDevice,
+						Name: "pageable", GPU: g, DMA: gd, Host: host, Node: g.Node, ToDevice: toDevice,
 						Bytes: size, Overhead: g.Spec.CopyOverhead.V,
 					})
 					if err != nil {
@@ -102,10 +104,11 @@ func TestStagedCopyOutAtStreamRate(t *testing.T) {
 		defer m.Close()
 		g := m.GPUs[0]
 		host, _ := m.HostMemory(g.Node)
+		gd := gpuDMA(t, m)
 		var d sim.Time
 		m.Engine.Spawn("copy", func(p *sim.Proc) {
 			t0 := p.Now()
-			if err := cuda.StagedCopy(p, m, cuda.Staging{Name: "pageable", GPU: g, Host: host, Node: g.Node,
+			if err := cuda.StagedCopy(p, m, cuda.Staging{Name: "pageable", GPU: g, DMA: gd, Host: host, Node: g.Node,
 				ToDevice: toDevice, Bytes: size}); err != nil {
 				t.Error(err)
 			}
@@ -127,4 +130,18 @@ func TestStagedCopyOutAtStreamRate(t *testing.T) {
 	if a, b := took(false, 10e9, 0), took(false, 10e9, 10e9); a != b {
 		t.Errorf("d2h with the stream rate unset took %v, with it equal to the memcpy rate %v", a, b)
 	}
+}
+
+// gpuDMA is the machine's first GPU as a device of a new DMA layer.
+func gpuDMA(t *testing.T, m *machine.Machine) *dma.Device {
+	t.Helper()
+	x, err := dma.New(m, m.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := x.Device(m.GPUs[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -2,9 +2,12 @@ package cuda_test
 
 import (
 	"errors"
+	"github.com/dmalab/dmalab/dma"
 	"testing"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
+	"github.com/dmalab/dmalab/check/gpumem"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/machine"
@@ -31,7 +34,11 @@ func TestTegraChecker(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			sys, err := gpu.New(m)
+			x, err := dma.New(m, m.Mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sys, err := gpu.New(x)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,8 +47,8 @@ func TestTegraChecker(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := check.New(check.Options{})
-			d.Observe(c.CUDA)
-			m.Mem.Observe(c.Access)
+			gpumem.Attach(c, d)
+			dmadebug.Attach(c, nil, m.Mem, dmadebug.Options{})
 			pr, err := d.NewProcess("app", 0)
 			if err != nil {
 				t.Fatal(err)
@@ -102,7 +109,7 @@ func TestTegraChecker(t *testing.T) {
 			if b := m.Engine.Blocked(); len(b) > 0 {
 				t.Fatalf("blocked: %v", b)
 			}
-			for code, want := range map[string]int{check.ManagedAccessRule: 1, check.CPUDerefDevicePointer: 1, check.StaleRead: 0} {
+			for code, want := range map[string]int{gpumem.ManagedAccessRule: 1, gpumem.CPUDerefDevicePointer: 1, dmadebug.StaleRead: 0} {
 				if got := c.Count(code); got != want {
 					t.Errorf("%s: %d, want %d (%v)", code, got, want, c.Diagnostics())
 				}

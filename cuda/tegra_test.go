@@ -202,11 +202,11 @@ func TestTegraCacheMaintenanceCost(t *testing.T) {
 		c := r.m.Spec.Nodes[0].Cache
 		lines := sim.Time(n / c.Line())
 		var maint int
-		r.d.UVM().Observe(uvm.ObserverFunc(func(e uvm.Event) {
+		r.d.UVM().Hooks.Hook(func(e *uvm.Event) {
 			if e.Kind == uvm.KindCacheMaintenance {
 				maint++
 			}
-		}))
+		})
 		r.run(func(p *sim.Proc) {
 			a := r.managedOnCPU(p, n)
 			run := func(write bool) sim.Time {
@@ -253,9 +253,9 @@ func TestTegraManagedCoherence(t *testing.T) {
 					t.Fatal("the CPU's write is not in its cache: the test shows nothing")
 				}
 			}
-			r.m.Mem.Observe(func(acc mem.Access) {
+			r.m.Mem.Hooks.Hook(func(acc *mem.Access) {
 				if acc.Stale {
-					stale = append(stale, acc)
+					stale = append(stale, *acc)
 				}
 			})
 			must(t, r.ctx.LaunchKernel(p, kernel("read", a, n, false), nil))

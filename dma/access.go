@@ -4,80 +4,134 @@ import (
 	"fmt"
 
 	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/sim"
 )
 
 // The device side. Read, Write, ReadBytes and WriteBytes are what the
-// device's DMA engine does at bus addresses: translate them (the
-// physical address under direct mapping, which for a bounced mapping is
-// the swiotlb slot, not the caller's buffer), then read or write memory
-// with the device's coherency (mem.DeviceRead / DeviceWrite). Each
-// access is reported (OpDeviceAccess) before it happens; whether the
-// range was mapped, and for which direction, is the checker's to decide.
-// These calls cost no time: moving the bytes over PCIe and the memory
-// bus is the DMA engine's job (flows on the fabric), which calls them
-// for the content once the transfer lands.
+// device's DMA does at bus addresses, at no cost in time: translate them
+// through the device's Translator (the physical address under
+// dma-direct, which for a bounced mapping is the swiotlb slot, not the
+// caller's buffer), then read or write memory with the device's
+// coherency (mem.DeviceRead / DeviceWrite). Each access is reported
+// (OpDeviceAccess) before it happens; whether the range was mapped, and
+// for which direction, is the checker's to decide. Moving bytes over the
+// fabric is Transfer's, which translates and reports the same way.
 
 // Read is the device reading [addr, addr+size). An address beyond the
-// device's mask or that is not RAM is an error wrapping mem.ErrBadAddr
-// (on real hardware an unsupported request or a master abort).
+// device's mask, that does not translate, or that is not RAM is an error
+// wrapping mem.ErrBadAddr (on real hardware an unsupported request, a
+// master abort or an IOMMU fault).
 func (d *Device) Read(addr mem.DMAAddr, size uint64) (mem.Access, error) {
-	pa, err := d.access(addr, size, false)
+	r, err := d.accessNow(addr, size, false)
 	if err != nil {
 		return mem.Access{}, err
 	}
-	return d.dma.mem.DeviceRead(d.name, d.coherent, pa, size), nil
+	var a mem.Access
+	for i, pr := range r {
+		x := d.dma.mem.DeviceRead(d.name, d.coherent, pr.Start, pr.Size)
+		if i == 0 {
+			a = x
+		}
+	}
+	return a, nil
 }
 
 // Write is the device writing [addr, addr+size).
 func (d *Device) Write(addr mem.DMAAddr, size uint64) (mem.Version, error) {
-	pa, err := d.access(addr, size, true)
+	r, err := d.accessNow(addr, size, true)
 	if err != nil {
 		return 0, err
 	}
-	return d.dma.mem.DeviceWrite(d.name, d.coherent, pa, size), nil
+	var v mem.Version
+	for _, pr := range r {
+		v = d.dma.mem.DeviceWrite(d.name, d.coherent, pr.Start, pr.Size)
+	}
+	return v, nil
 }
 
 // ReadBytes is Read into buf (payload mode).
 func (d *Device) ReadBytes(addr mem.DMAAddr, buf []byte) (mem.Access, error) {
-	pa, err := d.access(addr, uint64(len(buf)), false)
+	r, err := d.accessNow(addr, uint64(len(buf)), false)
 	if err != nil {
 		return mem.Access{}, err
 	}
-	return d.dma.mem.DeviceReadBytes(d.name, d.coherent, pa, buf), nil
+	var a mem.Access
+	off := uint64(0)
+	for i, pr := range r {
+		x := d.dma.mem.DeviceReadBytes(d.name, d.coherent, pr.Start, buf[off:off+pr.Size])
+		if i == 0 {
+			a = x
+		}
+		off += pr.Size
+	}
+	return a, nil
 }
 
 // WriteBytes is Write of data (payload mode).
 func (d *Device) WriteBytes(addr mem.DMAAddr, data []byte) (mem.Version, error) {
-	pa, err := d.access(addr, uint64(len(data)), true)
+	r, err := d.accessNow(addr, uint64(len(data)), true)
 	if err != nil {
 		return 0, err
 	}
-	return d.dma.mem.DeviceWriteBytes(d.name, d.coherent, pa, data), nil
+	var v mem.Version
+	off := uint64(0)
+	for _, pr := range r {
+		v = d.dma.mem.DeviceWriteBytes(d.name, d.coherent, pr.Start, data[off:off+pr.Size])
+		off += pr.Size
+	}
+	return v, nil
 }
 
-// access reports the access and translates it.
-func (d *Device) access(addr mem.DMAAddr, size uint64, write bool) (mem.PhysAddr, error) {
-	pa := d.mapper.toPhys(addr)
+// accessNow translates an access made at once (its translation cost, if
+// any, is the caller's to pay: Transfer pays it).
+func (d *Device) accessNow(addr mem.DMAAddr, size uint64, write bool) ([]mem.PhysRange, error) {
+	r, _, err := d.access(d.scratch[:0], addr, size, write, false)
+	d.scratch = r[:0]
+	return r, err
+}
+
+// access reports the access and translates it, appending its physical
+// ranges to out; it returns the translation's cost.
+func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write, pinned bool) ([]mem.PhysRange, sim.Time, error) {
+	n := len(out)
+	var cost sim.Time
 	var err error
-	switch {
-	case !d.capable(addr, size):
+	if !d.capable(addr, size) {
 		err = fmt.Errorf("%s: DMA %s of %v+%d: beyond the device's mask %#x: %w", d.name, rw(write), addr, size, d.mask, mem.ErrBadAddr)
-	case !d.dma.isRAM(pa, size):
-		err = fmt.Errorf("%s: DMA %s of %v+%d: %v is not RAM: %w", d.name, rw(write), addr, size, pa, mem.ErrBadAddr)
+	} else {
+		out, cost, err = d.tr.ToPhys(out, addr, size, write)
+		if err != nil {
+			err = fmt.Errorf("%s: DMA %s of %v+%d: %s: %w", d.name, rw(write), addr, size, d.tr.Name(), err)
+		}
+	}
+	if err == nil {
+		for _, r := range out[n:] {
+			if !d.dma.isRAM(r.Start, r.Size) {
+				err = fmt.Errorf("%s: DMA %s of %v+%d: %v is not RAM: %w", d.name, rw(write), addr, size, r.Start, mem.ErrBadAddr)
+				break
+			}
+		}
 	}
 	if d.dma.observed() {
-		c := d.dma.call.begin("device_"+rw(write), d.name).hex("dma:", uint64(addr)).dec(size)
-		e := &Event{
-			Op: OpDeviceAccess, Time: d.dma.eng.Now(), Device: d.name,
-			Addr: addr, Size: size, Phys: pa, Write: write, Failed: err != nil,
-			Bounced: d.dma.tlb.contains(pa), Call: c.end(),
+		pa := mem.PhysAddr(addr)
+		if len(out) > n {
+			pa = out[n].Start
+		}
+		e := Event{
+			Op: OpDeviceAccess, Header: sim.Header{Time: d.dma.eng.Now()}, Device: d.name,
+			Addr: addr, Size: size, Phys: pa, Write: write, Pinned: pinned, Failed: err != nil,
+			Bounced: d.dma.tlb.contains(pa),
+			Call:    d.dma.call.begin("device_"+rw(write), d.name).hex("dma:", uint64(addr)).dec(size).end(),
 		}
 		if err != nil {
 			e.Warn = err.Error()
 		}
 		d.dma.emit(e)
 	}
-	return pa, err
+	if err != nil {
+		return out[:n], cost, err
+	}
+	return out, cost, nil
 }
 
 func rw(write bool) string {

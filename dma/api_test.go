@@ -426,8 +426,8 @@ func TestEventOrder(t *testing.T) {
 	r := newRig(t, server(t), false)
 	d := r.dev("nic2")
 	var log []string
-	r.dma.Observe(ObserverFunc(func(e Event) { log = append(log, e.Op.String()) }))
-	r.mem.Observe(func(a mem.Access) { log = append(log, a.Kind.String()) })
+	r.dma.Hooks.Hook(func(e *Event) { log = append(log, e.Op.String()) })
+	r.mem.Hooks.Hook(func(a *mem.Access) { log = append(log, a.Kind.String()) })
 	_, va := r.highPage(mem.PageSize)
 	r.run(func(p *sim.Proc) {
 		h := d.MapSingle(p, va, 100, FromDevice)

@@ -25,8 +25,8 @@ func pageAlign(size uint64) uint64 { return (size + mem.PageSize - 1) &^ (mem.Pa
 func (d *Device) AllocCoherent(p *sim.Proc, size uint64) (mem.VirtAddr, mem.DMAAddr, error) {
 	va, handle, pa, err := d.allocCoherent(p, size)
 	if d.dma.observed() {
-		e := &Event{
-			Op: OpAllocCoherent, Kind: KindCoherent, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		e := Event{
+			Op: OpAllocCoherent, Kind: KindCoherent, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: handle, Size: size, Failed: err != nil, CPUAddr: va, Phys: pa, Class: MemLinear,
 			Call: d.dma.call.begin("dma_alloc_coherent", d.name).dec(size).end(),
 		}
@@ -55,7 +55,7 @@ func (d *Device) allocCoherent(p *sim.Proc, size uint64) (mem.VirtAddr, mem.DMAA
 		zone = mem.ZoneDMA32
 	}
 	pa, err := m.AllocPages(d.node, size, zone)
-	if err == nil && !d.capable(d.mapper.toDMA(pa), size) {
+	if err == nil && !d.capable(d.bus(pa, size), size) {
 		freeErr := m.FreePages(pa, size)
 		if zone == mem.ZoneDMA32 {
 			err = errors.Join(fmt.Errorf("pages at %v beyond the mask %#x: %w", pa, d.mask, mem.ErrNoMemory), freeErr)
@@ -79,7 +79,7 @@ func (d *Device) allocCoherent(p *sim.Proc, size uint64) (mem.VirtAddr, mem.DMAA
 		}
 	}
 	m.Write(p, d.node, va, size)
-	return va, d.mapper.toDMA(pa), pa, nil
+	return va, d.bus(pa, size), pa, nil
 }
 
 // FreeCoherent is dma_free_coherent, as dma_direct_free does it: the
@@ -90,15 +90,15 @@ func (d *Device) allocCoherent(p *sim.Proc, size uint64) (mem.VirtAddr, mem.DMAA
 func (d *Device) FreeCoherent(p *sim.Proc, size uint64, va mem.VirtAddr, handle mem.DMAAddr) {
 	m := d.dma.mem
 	cls, _, _ := m.Classify(va)
-	pa := d.mapper.toPhys(handle)
+	pa := d.toPhys(handle)
 	var errs []error
 	if cls == mem.ClassRemap {
 		errs = append(errs, m.Unremap(va))
 	}
 	errs = append(errs, m.FreePages(pa, pageAlign(size)))
 	if d.dma.observed() {
-		e := &Event{
-			Op: OpFreeCoherent, Kind: KindCoherent, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		e := Event{
+			Op: OpFreeCoherent, Kind: KindCoherent, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: handle, Size: size, CPUAddr: va, Phys: pa, Class: memClassOf(cls),
 			Call: d.dma.call.begin("dma_free_coherent", d.name).dec(size).hex("va:", uint64(va)).hex("dma:", uint64(handle)).end(),
 		}

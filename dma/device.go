@@ -30,7 +30,10 @@ type Device struct {
 	// forceBounce is is_swiotlb_force_bounce: every streaming mapping
 	// bounces (swiotlb=force, confidential-computing guests).
 	forceBounce bool
-	mapper      addrMapper
+	// tr is the device's translation (Translator).
+	tr Translator
+	// scratch holds the ranges of an access being made.
+	scratch []mem.PhysRange
 }
 
 // newDevice takes the limits from the spec (a GPU passes the zero
@@ -42,7 +45,7 @@ func newDevice(x *DMA, name string, node int, s platform.Device) *Device {
 		mask:        bitMask(s.MaskBits()),
 		maxSeg:      uint64(s.MaxSeg()),
 		segBoundary: uint64(s.SegBoundary()) - 1,
-		mapper:      direct{},
+		tr:          Direct{},
 	}
 }
 
@@ -127,8 +130,8 @@ func (d *Device) capable(addr mem.DMAAddr, size uint64) bool {
 // checked.
 func (d *Device) MappingError(addr mem.DMAAddr) bool {
 	if d.dma.observed() {
-		d.dma.emit(&Event{
-			Op: OpMappingError, Time: d.dma.eng.Now(), Device: d.name, Addr: addr,
+		d.dma.emit(Event{
+			Op: OpMappingError, Header: sim.Header{Time: d.dma.eng.Now()}, Device: d.name, Addr: addr,
 			Call: d.dma.call.begin("dma_mapping_error", d.name).hex("dma:", uint64(addr)).end(),
 		})
 	}
@@ -139,24 +142,9 @@ func (d *Device) MappingError(addr mem.DMAAddr) bool {
 // (device_release_driver): mappings still pending then are leaks.
 func (d *Device) Unbind(p *sim.Proc) {
 	if d.dma.observed() {
-		d.dma.emit(&Event{
-			Op: OpUnbind, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		d.dma.emit(Event{
+			Op: OpUnbind, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Call: d.dma.call.begin("device_release_driver", d.name).end(),
 		})
 	}
 }
-
-// addrMapper translates between CPU physical and bus addresses for one
-// device: dma-direct's phys_to_dma / dma_to_phys. It is the seam where
-// an IOMMU domain's translation will go.
-type addrMapper interface {
-	toDMA(mem.PhysAddr) mem.DMAAddr
-	toPhys(mem.DMAAddr) mem.PhysAddr
-}
-
-// direct is dma-direct without a bus offset (no dma_range_map): the bus
-// address is the physical address.
-type direct struct{}
-
-func (direct) toDMA(pa mem.PhysAddr) mem.DMAAddr { return mem.DMAAddr(pa) }
-func (direct) toPhys(a mem.DMAAddr) mem.PhysAddr { return mem.PhysAddr(a) }

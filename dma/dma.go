@@ -27,15 +27,18 @@ type DMA struct {
 	mem  *mem.Memory
 	eng  *sim.Engine
 
-	observers []Observer
-	devices   map[string]*Device
+	// Hooks receives every Event, in the order they happen. An event
+	// is valid only during the call (the layer reuses it).
+	Hooks   sim.Hooks[Event]
+	devices map[string]*Device
 
 	// tlb is the swiotlb pool, nil until some device needs it.
 	tlb *swiotlb
 	// dramTop is the highest DRAM address of the machine.
 	dramTop mem.PhysAddr
-	// call is scratch for Event.Call.
+	// call is scratch for Event.Call; ev for the event being emitted.
 	call callFmt
+	ev   Event
 }
 
 // New builds the DMA layer of machine m over its memory. As swiotlb_init
@@ -63,23 +66,30 @@ func New(m *machine.Machine, memory *mem.Memory) (*DMA, error) {
 	return x, nil
 }
 
-// Observe registers o for every event, in the order they happen.
-func (x *DMA) Observe(o Observer) { x.observers = append(x.observers, o) }
-
-// ObserverFunc adapts a function to Observer.
-type ObserverFunc func(Event)
-
-// Observe calls f.
-func (f ObserverFunc) Observe(e Event) { f(e) }
-
 // observed says whether anyone listens: events are built only then.
-func (x *DMA) observed() bool { return len(x.observers) > 0 }
+func (x *DMA) observed() bool { return x.Hooks.Active() }
 
-func (x *DMA) emit(e *Event) {
-	for _, o := range x.observers {
-		o.Observe(*e)
+// emit delivers e, with its component and cause filled in, from the
+// layer's own event struct (so that delivering allocates nothing).
+func (x *DMA) emit(e Event) {
+	x.ev = e
+	x.ev.Component = "dma"
+	switch e.Op {
+	case OpDeviceAccess:
+		x.ev.Cause = sim.CauseAccess
+	case OpTransfer:
+		x.ev.Cause = sim.CauseTransfer
+	default:
+		x.ev.Cause = sim.CauseCall
 	}
+	x.Hooks.Emit(&x.ev)
 }
+
+// Machine is the machine the layer serves.
+func (x *DMA) Machine() *machine.Machine { return x.mach }
+
+// Memory is the machine's memory.
+func (x *DMA) Memory() *mem.Memory { return x.mem }
 
 // Swiotlb describes the bounce pool; the zero value when none is
 // reserved.

@@ -42,6 +42,7 @@ const (
 	OpSyncForDevice               // dma_sync_single_for_device / dma_sync_sg_for_device
 	OpDeviceAccess                // the device read or wrote bus addresses
 	OpUnbind                      // the driver was unbound from the device
+	OpTransfer                    // a bus master's transfer ended (Device.Transfer)
 )
 
 // MemClass is what kind of memory a CPU address given to the DMA API
@@ -69,15 +70,16 @@ type Segment struct {
 // counterpart of kernel/dma/debug.c) and the tracer see it. Fields that do
 // not apply to an Op are zero.
 type Event struct {
+	// Header's Time is when the call took effect: a call that hands
+	// memory to the device reports as it returns (after its cache
+	// maintenance and bounce copy), one that hands memory back reports
+	// as it starts. Its Proc is the process that made the call (empty
+	// for a device's own access); its Component is "dma".
+	sim.Header
 	Op   Op
 	Kind Kind
-	// Time is when the call took effect: a call that hands memory to the
-	// device reports as it returns (after its cache maintenance and
-	// bounce copy), one that hands memory back reports as it starts.
-	Time sim.Time
-	// Proc is the process that made the call; Device the device it was
-	// made for.
-	Proc, Device string
+	// Device is the device the call was made for, or that acted.
+	Device string
 	// Addr and Size: the handle and length the caller passed (for a sync
 	// of part of a mapping, the synced range; for sg calls, of the first
 	// entry). Failed is set when a map returned DMA_MAPPING_ERROR.
@@ -107,12 +109,14 @@ type Event struct {
 	Mapped int
 	// Write is set for a device access that writes memory.
 	Write bool
+	// Pinned is set for a device access of host memory its own driver
+	// pinned and mapped for it (a GPU's pinned memory, Span.Pinned),
+	// which no DMA-API mapping of the program's covers.
+	Pinned bool
+	// Transfer is set for OpTransfer: what moved and where its time
+	// went.
+	Transfer *TransferInfo
 	// Call is the call as a C programmer would read it, for provenance:
 	// "dma_map_single(nic0, va:0xffff888100000000, 1500, DMA_FROM_DEVICE)".
 	Call string
-}
-
-// Observer receives events in the order they happen.
-type Observer interface {
-	Observe(Event)
 }

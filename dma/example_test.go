@@ -18,7 +18,7 @@ func Example() {
 	defer m.Close()
 	memory := m.Mem
 	x, _ := dma.New(m, memory)
-	x.Observe(dma.ObserverFunc(func(e dma.Event) { fmt.Printf("%v %s\n", e.Time, e.Call) }))
+	x.Hooks.Hook(func(e *dma.Event) { fmt.Printf("%v %s\n", e.Time, e.Call) })
 	gem, _ := x.Device("gem0")
 
 	m.Engine.Spawn("rx", func(p *sim.Proc) {

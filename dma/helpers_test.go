@@ -32,7 +32,7 @@ func newRig(t testing.TB, spec *platform.Spec, payload bool) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, m: m, mem: mm, dma: x}
-	x.Observe(ObserverFunc(func(e Event) { r.events = append(r.events, e) }))
+	x.Hooks.Hook(func(e *Event) { r.events = append(r.events, *e) })
 	return r
 }
 

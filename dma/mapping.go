@@ -42,8 +42,8 @@ func (d *Device) MapSingle(p *sim.Proc, va mem.VirtAddr, size uint64, dir Direct
 		warn = "rejecting DMA map of vmalloc memory"
 	}
 	if d.dma.observed() {
-		d.dma.emit(&Event{
-			Op: OpMap, Kind: KindSingle, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		d.dma.emit(Event{
+			Op: OpMap, Kind: KindSingle, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Failed: addr == MappingErrorAddr, Bounced: bounced, Warn: warn,
 			CPUAddr: va, Phys: pa, Class: class,
 			Call: d.dma.call.begin("dma_map_single", d.name).hex("va:", uint64(va)).dec(size).dir(dir).end(),
@@ -73,8 +73,8 @@ func (d *Device) MapPage(p *sim.Proc, page mem.PhysAddr, offset, size uint64, di
 		addr, bounced, warn = d.mapPhys(p, pa, size, dir)
 	}
 	if d.dma.observed() {
-		d.dma.emit(&Event{
-			Op: OpMap, Kind: KindPage, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		d.dma.emit(Event{
+			Op: OpMap, Kind: KindPage, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Failed: addr == MappingErrorAddr, Bounced: bounced, Warn: warn,
 			Phys: pa, Class: class,
 			Call: d.dma.call.begin("dma_map_page", d.name).hex("pa:", uint64(page)).dec(offset).dec(size).dir(dir).end(),
@@ -100,7 +100,7 @@ func (d *Device) MapResource(p *sim.Proc, phys mem.PhysAddr, size uint64, dir Di
 	}
 	addr, warn := MappingErrorAddr, ""
 	if dir.valid() {
-		a := d.mapper.toDMA(phys)
+		a := d.bus(phys, size)
 		if d.capable(a, size) {
 			addr = a
 		} else {
@@ -108,8 +108,8 @@ func (d *Device) MapResource(p *sim.Proc, phys mem.PhysAddr, size uint64, dir Di
 		}
 	}
 	if d.dma.observed() {
-		d.dma.emit(&Event{
-			Op: OpMap, Kind: KindResource, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		d.dma.emit(Event{
+			Op: OpMap, Kind: KindResource, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Failed: addr == MappingErrorAddr, Warn: warn,
 			Phys: phys, Class: class,
 			Call: d.dma.call.begin("dma_map_resource", d.name).hex("pa:", uint64(phys)).dec(size).dir(dir).end(),
@@ -122,8 +122,8 @@ func (d *Device) MapResource(p *sim.Proc, phys mem.PhysAddr, size uint64, dir Di
 // mapping, so it only reports.
 func (d *Device) UnmapResource(p *sim.Proc, addr mem.DMAAddr, size uint64, dir Direction) {
 	if d.dma.observed() {
-		d.dma.emit(&Event{
-			Op: OpUnmap, Kind: KindResource, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		d.dma.emit(Event{
+			Op: OpUnmap, Kind: KindResource, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir,
 			Call: d.dma.call.begin("dma_unmap_resource", d.name).hex("dma:", uint64(addr)).dec(size).dir(dir).end(),
 		})
@@ -135,10 +135,10 @@ func (d *Device) UnmapResource(p *sim.Proc, addr mem.DMAAddr, size uint64, dir D
 // out of the bounce slot for FROM_DEVICE and BIDIRECTIONAL). addr may lie
 // inside a mapping (dma_sync_single_range_for_cpu is addr+offset).
 func (d *Device) SyncSingleForCPU(p *sim.Proc, addr mem.DMAAddr, size uint64, dir Direction) {
-	pa := d.mapper.toPhys(addr)
+	pa := d.toPhys(addr)
 	if d.dma.observed() {
-		d.dma.emit(&Event{
-			Op: OpSyncForCPU, Kind: KindSingle, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		d.dma.emit(Event{
+			Op: OpSyncForCPU, Kind: KindSingle, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Bounced: d.dma.tlb.contains(pa),
 			Call: d.dma.call.begin("dma_sync_single_for_cpu", d.name).hex("dma:", uint64(addr)).dec(size).dir(dir).end(),
 		})
@@ -150,11 +150,11 @@ func (d *Device) SyncSingleForCPU(p *sim.Proc, addr mem.DMAAddr, size uint64, di
 // back to the device (the copy into the bounce slot for TO_DEVICE and
 // BIDIRECTIONAL, then the for_device cache operation).
 func (d *Device) SyncSingleForDevice(p *sim.Proc, addr mem.DMAAddr, size uint64, dir Direction) {
-	pa := d.mapper.toPhys(addr)
+	pa := d.toPhys(addr)
 	d.syncForDevice(p, pa, size, dir)
 	if d.dma.observed() {
-		d.dma.emit(&Event{
-			Op: OpSyncForDevice, Kind: KindSingle, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		d.dma.emit(Event{
+			Op: OpSyncForDevice, Kind: KindSingle, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Bounced: d.dma.tlb.contains(pa),
 			Call: d.dma.call.begin("dma_sync_single_for_device", d.name).hex("dma:", uint64(addr)).dec(size).dir(dir).end(),
 		})
@@ -163,10 +163,10 @@ func (d *Device) SyncSingleForDevice(p *sim.Proc, addr mem.DMAAddr, size uint64,
 
 // unmap reports, then undoes a single or page mapping.
 func (d *Device) unmap(p *sim.Proc, kind Kind, fn string, addr mem.DMAAddr, size uint64, dir Direction) {
-	pa := d.mapper.toPhys(addr)
+	pa := d.toPhys(addr)
 	if d.dma.observed() {
-		d.dma.emit(&Event{
-			Op: OpUnmap, Kind: kind, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		d.dma.emit(Event{
+			Op: OpUnmap, Kind: kind, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Bounced: d.dma.tlb.contains(pa),
 			Call: d.dma.call.begin(fn, d.name).hex("dma:", uint64(addr)).dec(size).dir(dir).end(),
 		})
@@ -183,7 +183,7 @@ func (d *Device) mapPhys(p *sim.Proc, pa mem.PhysAddr, size uint64, dir Directio
 	if !dir.valid() {
 		return MappingErrorAddr, false, ""
 	}
-	addr := d.mapper.toDMA(pa)
+	addr := d.bus(pa, size)
 	if !d.forceBounce && d.capable(addr, size) {
 		if !d.coherent {
 			opForDevice(dir).apply(d.dma.mem, p, pa, size)
@@ -210,7 +210,7 @@ func (d *Device) bounceMap(p *sim.Proc, pa mem.PhysAddr, size uint64, dir Direct
 		return MappingErrorAddr, false, t.fullWarning(size)
 	}
 	d.dma.mem.CopyPhys(p, d.node, slot, pa, size)
-	addr := d.mapper.toDMA(slot)
+	addr := d.bus(slot, size)
 	if !d.capable(addr, size) {
 		t.release(slot)
 		return MappingErrorAddr, false, d.overflowWarning("swiotlb addr", addr, size)

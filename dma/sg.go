@@ -101,7 +101,7 @@ func (d *Device) mapSG(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir
 				// dma_direct_map_sg's out_unmap: undo with
 				// DMA_ATTR_SKIP_CPU_SYNC.
 				for j := range sgl[:i] {
-					d.unmapPhys(p, d.mapper.toPhys(sgl[j].DMAAddress), sgl[j].DMALength, dir, false)
+					d.unmapPhys(p, d.toPhys(sgl[j].DMAAddress), sgl[j].DMALength, dir, false)
 				}
 				err = syscall.EIO
 				break
@@ -114,8 +114,8 @@ func (d *Device) mapSG(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir
 		}
 	}
 	if d.dma.observed() {
-		e := &Event{
-			Op: OpMap, Kind: KindSG, Time: p.Now(), Proc: p.Name(), Device: d.name,
+		e := Event{
+			Op: OpMap, Kind: KindSG, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Dir: dir, Failed: mapped == 0, Bounced: bounced, Warn: warn, Class: class,
 			NEnts: nents, Mapped: mapped,
 			Call: d.dma.call.begin(fn, d.name).sgl(len(sgl)).int(nents).dir(dir).end(),
@@ -189,7 +189,7 @@ func (d *Device) sgForCPU(p *sim.Proc, op Op, fn string, sgl []Scatterlist, nent
 		d.dma.emit(d.sgEvent(p, op, fn, sgl, list, nents, dir, op == OpUnmap))
 	}
 	for i := range list {
-		pa := d.mapper.toPhys(list[i].DMAAddress)
+		pa := d.toPhys(list[i].DMAAddress)
 		if op == OpUnmap {
 			d.unmapPhys(p, pa, list[i].DMALength, dir, true)
 		} else {
@@ -201,21 +201,21 @@ func (d *Device) sgForCPU(p *sim.Proc, op Op, fn string, sgl []Scatterlist, nent
 func (d *Device) syncSGForDevice(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir Direction) {
 	list := entries(sgl, nents)
 	for i := range list {
-		d.syncForDevice(p, d.mapper.toPhys(list[i].DMAAddress), list[i].Length, dir)
+		d.syncForDevice(p, d.toPhys(list[i].DMAAddress), list[i].Length, dir)
 	}
 	if d.dma.observed() {
 		d.dma.emit(d.sgEvent(p, OpSyncForDevice, fn, sgl, list, nents, dir, false))
 	}
 }
 
-func (d *Device) sgEvent(p *sim.Proc, op Op, fn string, sgl, list []Scatterlist, nents int, dir Direction, mapped bool) *Event {
-	e := &Event{
-		Op: op, Kind: KindSG, Time: p.Now(), Proc: p.Name(), Device: d.name,
+func (d *Device) sgEvent(p *sim.Proc, op Op, fn string, sgl, list []Scatterlist, nents int, dir Direction, mapped bool) Event {
+	e := Event{
+		Op: op, Kind: KindSG, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 		Dir: dir, NEnts: nents, SG: segments(list, mapped),
 		Call: d.dma.call.begin(fn, d.name).sgl(len(sgl)).int(nents).dir(dir).end(),
 	}
 	for _, s := range e.SG {
-		e.Bounced = e.Bounced || d.dma.tlb.contains(d.mapper.toPhys(s.Addr))
+		e.Bounced = e.Bounced || d.dma.tlb.contains(d.toPhys(s.Addr))
 	}
 	if len(e.SG) > 0 {
 		e.Addr, e.Size = e.SG[0].Addr, e.SG[0].Len

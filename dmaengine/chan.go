@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -305,9 +304,6 @@ func (ch *Chan) entryVA(i uint64) mem.VirtAddr { return ch.ringVA + mem.VirtAddr
 func (ch *Chan) entryDMA(i uint64) mem.DMAAddr { return ch.ringDMA + mem.DMAAddr(i%ch.n*DescSize) }
 func (ch *Chan) slot(i uint64) *slot           { return &ch.slots[i%ch.n] }
 func (ch *Chan) eng() *sim.Engine              { return ch.c.m.Engine }
-func (ch *Chan) flow(name string, r fabric.Route, n uint64) *fabric.Flow {
-	return ch.c.m.Fabric.Start(name, r, int64(n), fabric.Tag(ch))
-}
 
 // ---- driver side ----
 

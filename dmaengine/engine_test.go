@@ -74,11 +74,11 @@ func TestDescriptorOrder(t *testing.T) {
 	sizes := []uint64{1 << 20, 256 << 10, 4 << 10, 64}
 	var statusWrites []mem.DMAAddr
 	var ring mem.DMAAddr
-	r.d.Observe(observer(func(e dma.Event) {
+	r.d.Hooks.Hook(func(e *dma.Event) {
 		if e.Op == dma.OpDeviceAccess && e.Write && e.Size == dmaengine.StatusSize {
 			statusWrites = append(statusWrites, e.Addr)
 		}
-	}))
+	})
 	r.run(t, func(p *sim.Proc) {
 		ch, err := r.ctl.NewChan(p, dmaengine.Config{Kind: dmaengine.MemToMem})
 		if err != nil {
@@ -170,7 +170,7 @@ func TestRingWrap(t *testing.T) {
 	const entries, n, size = 4, 20, 2048
 	var ring mem.DMAAddr
 	fetches := 0
-	r.d.Observe(observer(func(e dma.Event) {
+	r.d.Hooks.Hook(func(e *dma.Event) {
 		if e.Op != dma.OpDeviceAccess || e.Write || e.Addr < ring || e.Addr >= ring+entries*dmaengine.DescSize {
 			return
 		}
@@ -178,7 +178,7 @@ func TestRingWrap(t *testing.T) {
 		if e.Size%dmaengine.DescSize != 0 || e.Addr+mem.DMAAddr(e.Size) > ring+entries*dmaengine.DescSize {
 			t.Errorf("fetch of %d B at %v crosses the end of the ring at %v", e.Size, e.Addr, ring)
 		}
-	}))
+	})
 	r.run(t, func(p *sim.Proc) {
 		ch, err := r.ctl.NewChan(p, dmaengine.Config{Kind: dmaengine.MemToMem, Entries: entries, Fetch: 3})
 		if err != nil {
@@ -316,10 +316,6 @@ func TestCores(t *testing.T) {
 		t.Errorf("total %v, want 16ps", got)
 	}
 }
-
-type observer func(dma.Event)
-
-func (o observer) Observe(e dma.Event) { o(e) }
 
 // TestMissingUnmapIsCaught is the counter-test of the NIC's clean runs:
 // on Zynq's non-coherent GEM, a driver that peeks at an rx buffer while

@@ -55,5 +55,5 @@ func ExampleChan_Copy() {
 	// Output:
 	// dma interrupt copy 876.663639us, CPU 390.91ns + handler 672.728ns; cache maintenance 6.38976ms
 	// dma polling   copy 875.330958us, CPU 875.330958us + handler 0s; cache maintenance 6.38976ms
-	// cpu memcpy    copy 1.747626667ms, CPU 1.747626667ms
+	// cpu memcpy    copy 1.747746667ms, CPU 1.747746667ms
 }

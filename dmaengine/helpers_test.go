@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmaengine"
 	"github.com/dmalab/dmalab/machine"
@@ -20,6 +21,7 @@ type rig struct {
 	mem  *mem.Memory
 	d    *dma.DMA
 	ck   *check.Checker
+	pack *dmadebug.Pack
 	ctl  *dmaengine.Controller
 	node int
 }
@@ -41,13 +43,12 @@ func newRig(t testing.TB, preset, device string, payload bool) *rig {
 		t.Fatal(err)
 	}
 	ck := check.New(check.Options{})
-	d.Observe(ck)
-	memory.Observe(ck.Access)
+	pack := dmadebug.Attach(ck, d, memory, dmadebug.Options{})
 	ctl, err := dmaengine.New(m, memory, d, device)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{spec: spec, m: m, mem: memory, d: d, ck: ck, ctl: ctl, node: ctl.Node()}
+	return &rig{spec: spec, m: m, mem: memory, d: d, ck: ck, pack: pack, ctl: ctl, node: ctl.Node()}
 }
 
 // run runs body as the driver's process to the end of the simulation,
@@ -67,7 +68,7 @@ func (r *rig) noDiagnostics(t *testing.T) {
 	for _, dg := range r.ck.Diagnostics() {
 		t.Errorf("checker: %v", dg)
 	}
-	if n := r.ck.Active(); n != 0 {
+	if n := r.pack.Active(); n != 0 {
 		t.Errorf("%d mappings still active at the end", n)
 	}
 }

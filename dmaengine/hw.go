@@ -1,6 +1,10 @@
 package dmaengine
 
 import (
+	"fmt"
+
+	"github.com/dmalab/dmalab/dma"
+	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -38,18 +42,15 @@ func (ch *Chan) fetch(n uint64) {
 	ch.stats.Fetches++
 	ch.eng().After(ch.c.oneWay, func() {
 		addr, size := ch.entryDMA(first), n*DescSize
-		b, err := ch.read(addr, size)
-		for k := range n {
-			s := ch.slot(first + k)
-			if b != nil {
-				s.hw = decodeDescriptor(b[k*DescSize:])
-			}
-			s.failed = err != nil
-		}
-		ch.flow(ch.flowNames[0], ch.c.toDev, size).Done().OnComplete(func() {
+		ch.transfer(ch.flowNames[0], ch.c.toDev, size, []dma.Span{dma.BusSpan(addr, size)}, nil, nil, func(i *dma.TransferInfo) {
 			now := ch.eng().Now()
 			for k := range n {
-				ch.slot(first + k).fetched = now
+				s := ch.slot(first + k)
+				if i.Data != nil {
+					s.hw = decodeDescriptor(i.Data[k*DescSize:])
+				}
+				s.failed = i.Err != nil
+				s.fetched = now
 			}
 			ch.fetched += n
 			ch.stats.FetchedDescs += n
@@ -94,19 +95,15 @@ func (ch *Chan) start() {
 		// the engine and up again into memory as one flow over both
 		// directions of the device's link.
 		ch.eng().After(ch.c.oneWay, func() {
-			data, err := ch.read(d.Src, d.Len)
-			ch.flow(ch.flowNames[1], ch.c.copy, d.Len).Done().OnComplete(func() {
-				werr := ch.write(d.Dst, d.Len, data)
-				ch.land(s, uint32(d.Len), err != nil || werr != nil)
-			})
+			ch.transfer(ch.flowNames[1], ch.c.copy, d.Len, []dma.Span{dma.BusSpan(d.Src, d.Len)}, []dma.Span{dma.BusSpan(d.Dst, d.Len)}, nil,
+				func(i *dma.TransferInfo) { ch.land(s, uint32(d.Len), i.Err != nil) })
 		})
 	case MemToDev:
 		ch.fifoUsed += d.Len
 		ch.eng().After(ch.c.oneWay, func() {
-			data, err := ch.read(d.Src, d.Len)
-			ch.flow(ch.flowNames[2], ch.c.toDev, d.Len).Done().OnComplete(func() {
-				s.data = data
-				ch.land(s, uint32(d.Len), err != nil)
+			ch.transfer(ch.flowNames[2], ch.c.toDev, d.Len, []dma.Span{dma.BusSpan(d.Src, d.Len)}, nil, nil, func(i *dma.TransferInfo) {
+				s.data = i.Data
+				ch.land(s, uint32(d.Len), i.Err != nil)
 			})
 		})
 	case DevToMem:
@@ -121,14 +118,13 @@ func (ch *Chan) start() {
 		if trunc {
 			n = d.Len
 		}
-		ch.flow(ch.flowNames[3], ch.c.fromDev, n).Done().OnComplete(func() {
-			payload := c.payload
-			if payload != nil {
-				payload = payload[:n]
-			}
-			err := ch.write(d.Dst, n, payload)
+		payload := c.payload
+		if payload != nil {
+			payload = payload[:n]
+		}
+		ch.transfer(ch.flowNames[3], ch.c.fromDev, n, nil, []dma.Span{dma.BusSpan(d.Dst, n)}, payload, func(i *dma.TransferInfo) {
 			ch.fifoUsed -= c.size
-			ch.land(s, uint32(n), trunc || err != nil)
+			ch.land(s, uint32(n), trunc || i.Err != nil)
 			if ch.onSpace != nil {
 				ch.onSpace()
 			}
@@ -136,18 +132,15 @@ func (ch *Chan) start() {
 	}
 }
 
-// read is the engine's DMA read of [addr, addr+size): the memory effect
-// through the DMA API's device (coherent or not), with the bytes in
-// payload mode. An error is a bus error (an address the device cannot
-// reach, or not RAM): the descriptor completes with StatusError.
-func (ch *Chan) read(addr mem.DMAAddr, size uint64) ([]byte, error) {
-	if !ch.payload {
-		_, err := ch.c.dev.Read(addr, size)
-		return nil, err
+// transfer is one data movement of the engine through the DMA layer's
+// primitive (dma.Device.StartTransfer): the reads when it starts, the
+// bytes over route, the writes (of data, or of what was read) when they
+// land, then done.
+func (ch *Chan) transfer(name string, route fabric.Route, n uint64, read, write []dma.Span, data []byte, done func(*dma.TransferInfo)) {
+	t := &dma.Transfer{Name: name, Route: &route, Bytes: int64(n), Read: read, Write: write, Data: data, Opts: []fabric.Option{fabric.Tag(ch)}}
+	if err := ch.c.dev.StartTransfer(t, done); err != nil {
+		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
-	b := make([]byte, size)
-	_, err := ch.c.dev.ReadBytes(addr, b)
-	return b, err
 }
 
 // write is the engine's DMA write of [addr, addr+size).

@@ -32,8 +32,10 @@ func (k EventKind) String() string {
 
 // Event is one observation of a flow.
 type Event struct {
+	// Header's Component is "fabric", its Cause CauseTransfer; flows
+	// are hardware, so its Proc is empty.
+	sim.Header
 	Kind EventKind
-	Time sim.Time
 	Flow *Flow
 	// Rate is the flow's new rate in bytes/s (FlowRate only).
 	Rate float64
@@ -46,14 +48,12 @@ func (e Event) String() string {
 	return fmt.Sprintf("%v %v %s", e.Time, e.Kind, e.Flow.name)
 }
 
-// Observe calls fn for every event from now on, in the order they happen,
-// after any observer added before it. fn runs inside the fabric's event
-// handling: it may Start flows (they take effect through events) but must
-// not block.
-func (f *Fabric) Observe(fn func(Event)) { f.observers = append(f.observers, fn) }
-
+// emit delivers ev to f.Hooks from the fabric's own event struct.
 func (f *Fabric) emit(ev Event) {
-	for _, fn := range f.observers {
-		fn(ev)
+	if !f.Hooks.Active() {
+		return
 	}
+	f.ev = ev
+	f.ev.Component, f.ev.Cause = "fabric", sim.CauseTransfer
+	f.Hooks.Emit(&f.ev)
 }

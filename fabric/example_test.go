@@ -15,7 +15,7 @@ func Example() {
 	fab := fabric.New(eng, fabric.Factors{})
 	host, gpu := fab.Node("host"), fab.Node("gpu0")
 	pcie := fab.Connect("pcie0", host, gpu, 55.5e9, 1*sim.Microsecond, fabric.FullDuplex)
-	fab.Observe(func(ev fabric.Event) {
+	fab.Hooks.Hook(func(ev *fabric.Event) {
 		if ev.Kind == fabric.FlowRate {
 			fmt.Printf("%v: %s at %.2f GB/s\n", ev.Time, ev.Flow.Name(), ev.Rate/1e9)
 		}

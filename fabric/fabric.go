@@ -100,7 +100,12 @@ type Fabric struct {
 	toward [][]pathCost
 	routes map[[2]int]Route
 
-	observers []func(Event)
+	// Hooks receives every Event from now on, in the order they happen,
+	// inside the fabric's event handling: a hook may Start flows (they
+	// take effect through events) but must not block. The event is
+	// valid only during the call.
+	Hooks sim.Hooks[Event]
+	ev    Event
 
 	// active are the flows past their latency, in activation order; a
 	// flow's slot is its index here.

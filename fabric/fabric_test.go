@@ -36,7 +36,7 @@ func route(l *Link, d Dir) Route { return Route{Hops: []Hop{{Link: l, Dir: d}}} 
 // checked makes every rate change verify max-min optimality.
 func checked(t *testing.T, fab *Fabric) {
 	t.Helper()
-	fab.Observe(func(ev Event) {
+	fab.Hooks.Hook(func(ev *Event) {
 		if ev.Kind != FlowRate {
 			return
 		}
@@ -311,7 +311,7 @@ func TestZeroBytes(t *testing.T) {
 	p := newPair(Factors{})
 	l := p.fab.Connect("l", p.a, p.b, 10e9, 1*us, FullDuplex)
 	var log []string
-	p.fab.Observe(func(ev Event) { log = append(log, ev.String()) })
+	p.fab.Hooks.Hook(func(ev *Event) { log = append(log, ev.String()) })
 	fl := p.fab.Start("doorbell", route(l, AtoB), 0)
 	p.eng.Run()
 	if fl.End() != 1*us {
@@ -443,7 +443,7 @@ func scenario(t *testing.T, seed uint64) ([]string, []sim.Time) {
 	fab, leaves := tree(eng, 3, 3)
 	checked(t, fab)
 	var log []string
-	fab.Observe(func(ev Event) { log = append(log, ev.String()) })
+	fab.Hooks.Hook(func(ev *Event) { log = append(log, ev.String()) })
 	var flows []*Flow
 	for w := range 2 {
 		eng.Spawn(fmt.Sprint("worker", w), func(p *sim.Proc) {
@@ -580,7 +580,7 @@ func TestSimultaneousEndsInActivationOrder(t *testing.T) {
 	mk := func(name string) *Link { return p.fab.Connect(name, p.a, p.b, 1e9, 0, FullDuplex) }
 	la, lx, lb := mk("la"), mk("lx"), mk("lb")
 	var ends []string
-	p.fab.Observe(func(ev Event) {
+	p.fab.Hooks.Hook(func(ev *Event) {
 		if ev.Kind == FlowEnd {
 			ends = append(ends, ev.Flow.Name())
 		}

@@ -115,7 +115,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	if f.fac.Latency != 1 {
 		lat = sim.Time(math.Round(float64(lat) * f.fac.Latency))
 	}
-	f.emit(Event{Kind: FlowStart, Time: fl.start, Flow: fl})
+	f.emit(Event{Header: sim.Header{Time: fl.start}, Kind: FlowStart, Flow: fl})
 	f.eng.At(fl.start+lat, fl.activate)
 	return fl
 }
@@ -124,7 +124,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 func (fl *Flow) activate() {
 	f := fl.fab
 	fl.state, fl.activeAt = flowActive, f.eng.Now()
-	f.emit(Event{Kind: FlowActive, Time: fl.activeAt, Flow: fl})
+	f.emit(Event{Header: sim.Header{Time: fl.activeAt}, Kind: FlowActive, Flow: fl})
 	if fl.bytes == 0 || len(fl.loads) == 0 && fl.cap == 0 {
 		f.finish(fl)
 		return
@@ -163,7 +163,7 @@ func (f *Fabric) onTimer() {
 func (f *Fabric) finish(fl *Flow) {
 	fl.state, fl.endAt = flowDone, f.eng.Now()
 	fl.rate, fl.remaining = 0, 0
-	f.emit(Event{Kind: FlowEnd, Time: fl.endAt, Flow: fl})
+	f.emit(Event{Header: sim.Header{Time: fl.endAt}, Kind: FlowEnd, Flow: fl})
 	fl.done.Complete()
 }
 

@@ -66,12 +66,12 @@ func (f *Fabric) recompute() {
 			panic(err)
 		}
 	}
-	if changed && len(f.observers) > 0 {
+	if changed && f.Hooks.Active() {
 		// Observers see a consistent fabric: rates, ends and the timer
 		// are all set before the first FlowRate.
 		for _, fl := range f.active {
 			if fl.changed {
-				f.emit(Event{Kind: FlowRate, Time: now, Flow: fl, Rate: fl.rate})
+				f.emit(Event{Header: sim.Header{Time: now}, Kind: FlowRate, Flow: fl, Rate: fl.rate})
 			}
 		}
 	}

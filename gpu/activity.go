@@ -54,6 +54,10 @@ func (k ActivityKind) String() string {
 // it ends (the tracer draws stream work on a track per stream): CUPTI's
 // activity record in the model.
 type Activity struct {
+	// Header's Time is when it was reported (its End), its Component
+	// "gpu", its Cause the kind of work (a copy or kernel moves bytes:
+	// sim.CauseTransfer; the rest are calls).
+	sim.Header
 	Kind ActivityKind
 	Name string
 	// Device is the GPU; -1 for managed memory. Stream is the stream's

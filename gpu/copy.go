@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
@@ -24,54 +25,20 @@ import (
 // 22.3 GB/s (measured 21.73), 1 MiB 50.8 (49.92).
 const CopyStreamOverhead = 1400 * sim.Nanosecond
 
-// CopyKind is a copy's direction, as cudaMemcpyKind names it.
-type CopyKind uint8
+// CopyKind is a copy's direction (machine.CopyKind).
+type CopyKind = machine.CopyKind
 
+// The copy kinds, as cudaMemcpyKind names them.
 const (
-	HostToDevice CopyKind = iota + 1
-	DeviceToHost
-	// DeviceToDevice copies within one GPU's VRAM.
-	DeviceToDevice
-	// PeerToPeer copies between two GPUs' VRAM (cuMemcpyPeerAsync).
-	PeerToPeer
+	HostToDevice   = machine.HostToDevice
+	DeviceToHost   = machine.DeviceToHost
+	DeviceToDevice = machine.DeviceToDevice
+	PeerToPeer     = machine.PeerToPeer
 )
 
-func (k CopyKind) String() string {
-	switch k {
-	case HostToDevice:
-		return "h2d"
-	case DeviceToHost:
-		return "d2h"
-	case DeviceToDevice:
-		return "d2d"
-	case PeerToPeer:
-		return "p2p"
-	}
-	return fmt.Sprintf("CopyKind(%d)", int(k))
-}
-
-// CopyEngine is the copy engine the model gives copies of kind k: with
-// three or more engines, host-to-device on the first, device-to-host on
-// the second and copies between VRAMs on the third, so that the three
-// run at once, as the H200's three async engines allow (CUDA assigns
-// engines to streams in ways it does not document; this is assumed).
-// With two, device copies share the first; with one, all share it and
-// serialise. A copy engine runs one copy at a time, in FIFO order, so
-// two streams copying in the same direction take turns.
-func (d *Device) CopyEngine(k CopyKind) *machine.Engine {
-	ce := d.GPU.CopyEngines
-	i := 0
-	switch k {
-	case DeviceToHost:
-		i = 1
-	case DeviceToDevice, PeerToPeer:
-		i = 2
-	}
-	if i >= len(ce) {
-		i = 0
-	}
-	return ce[i]
-}
+// CopyEngine is the copy engine of copies of kind k
+// (machine.GPU.CopyEngine, where the choice is made).
+func (d *Device) CopyEngine(k CopyKind) *machine.Engine { return d.GPU.CopyEngine(k) }
 
 // Memcpy is cuMemcpyAsync with unified addresses (cudaMemcpyDefault):
 // size bytes from src to dst, each inside one allocation, pinned host
@@ -129,17 +96,16 @@ func (s *Stream) Memcpy(p *sim.Proc, dst, src mem.GPUAddr, size uint64) error {
 	if _, err := sys.m.Route(from, to); err != nil {
 		return fmt.Errorf("gpu: cuMemcpyAsync %v → %v: %w", src, dst, err)
 	}
-	srcPhys, dstPhys := sb.physOf(src, size), db.physOf(dst, size)
-	en := s.dev.CopyEngine(kind)
-	name := fmt.Sprintf("memcpy %s %d", kind, size)
-	o := &op{act: Activity{Kind: ActivityMemcpy, Name: name, Addr: dst, Src: src, Size: size, Copy: kind, Engine: en.Name}}
+	t := &dma.Transfer{
+		Name: fmt.Sprintf("memcpy %s %d", kind, size), Engine: s.dev.CopyEngine(kind), Src: from, Dst: to,
+		Bytes: int64(size), Overhead: CopyStreamOverhead,
+		Read: s.dev.spans(sb, src, size), Write: s.dev.spans(db, dst, size),
+	}
+	o := &op{act: Activity{Kind: ActivityMemcpy, Name: t.Name, Addr: dst, Src: src, Size: size, Copy: kind, Engine: t.Engine.Name}}
 	o.run = func(w *sim.Proc) {
-		data := s.dev.readPhys(srcPhys)
-		_, err := sys.m.Copy(w, machine.CopyOp{Name: name, Engine: en, Src: from, Dst: to, Bytes: int64(size), Overhead: CopyStreamOverhead})
-		if err != nil {
-			panic(fmt.Sprintf("gpu: %s on %s: %v", name, s.name, err))
+		if _, err := s.dev.dma.Transfer(w, t); err != nil {
+			panic(fmt.Sprintf("gpu: %s on %s: %v", t.Name, s.name, err))
 		}
-		s.dev.writePhys(dstPhys, data)
 	}
 	s.enqueue(p, o)
 	return nil
@@ -156,40 +122,42 @@ func (s *System) endpoint(b *buffer) (machine.Endpoint, error) {
 	return s.m.HostMemory(n)
 }
 
-// readPhys is the GPU reading ranges through mem: the versions, and the
-// bytes in payload mode (nil otherwise).
-func (d *Device) readPhys(ranges []mem.PhysRange) []byte {
-	m := d.sys.m.Mem
-	if !m.Payload() {
-		for _, r := range ranges {
-			m.DeviceRead(d.Name, d.coherent, r.Start, r.Size)
-		}
-		return nil
-	}
-	var n uint64
-	for _, r := range ranges {
-		n += r.Size
-	}
-	buf := make([]byte, n)
-	off := uint64(0)
-	for _, r := range ranges {
-		m.DeviceReadBytes(d.Name, d.coherent, r.Start, buf[off:off+r.Size])
-		off += r.Size
-	}
-	return buf
+// spans is [addr, addr+size) of b as the GPU's DMA addresses it
+// (Spans).
+func (d *Device) spans(b *buffer, addr mem.GPUAddr, size uint64) []dma.Span {
+	return d.Spans(b.physOf(addr, size), b.dev != nil)
 }
 
-// writePhys is the GPU writing ranges: new versions, with data's bytes
-// when it is not nil.
-func (d *Device) writePhys(ranges []mem.PhysRange, data []byte) {
-	m := d.sys.m.Mem
-	off := uint64(0)
+// Spans is memory as the GPU's DMA addresses it: device memory (vram:
+// its own, or a peer's over NVLink or PCIe) by physical address (Local:
+// the BAR mapping of a peer's memory is not modelled); pinned host
+// memory by the bus address the driver's pinning gave it (PinnedSpan).
+// An integrated GPU reaches its node's DRAM through its own MMU: Local.
+func (d *Device) Spans(ranges []mem.PhysRange, vram bool) []dma.Span {
+	out := make([]dma.Span, 0, len(ranges))
 	for _, r := range ranges {
-		if data == nil {
-			m.DeviceWrite(d.Name, d.coherent, r.Start, r.Size)
-		} else {
-			m.DeviceWriteBytes(d.Name, d.coherent, r.Start, data[off:off+r.Size])
+		if vram || d.integrated {
+			out = append(out, dma.LocalSpan(r.Start, r.Size))
+			continue
 		}
-		off += r.Size
+		bus, err := d.dma.Translator().ToBus(r.Start, r.Size)
+		if err != nil {
+			bus = mem.DMAAddr(r.Start)
+		}
+		out = append(out, dma.PinnedSpan(bus, r.Size))
+	}
+	return out
+}
+
+// DMA is the GPU as a bus master of the DMA layer.
+func (d *Device) DMA() *dma.Device { return d.dma }
+
+// access is the memory effect of a kernel's loads (read) or stores of
+// spans, at no cost in time: the kernel's flows carry the bytes.
+func (d *Device) access(spans []dma.Span, write bool) {
+	if write {
+		d.dma.Effect(nil, spans, nil)
+	} else {
+		d.dma.Effect(spans, nil, nil)
 	}
 }

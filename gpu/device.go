@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"github.com/dmalab/dmalab/dma"
 	"slices"
 
 	"github.com/dmalab/dmalab/fabric"
@@ -50,6 +51,9 @@ type Device struct {
 	// coherent says the GPU's DMA snoops the CPU caches (x86 PCIe;
 	// Tegra from Xavier on).
 	coherent bool
+	// dma is the GPU as a bus master of the DMA layer: its copy engines
+	// and SMs move bytes through dma.Device.Transfer.
+	dma *dma.Device
 	// integrated says the GPU is part of an SoC (Tegra) and has no VRAM:
 	// its device memory is pages of its node's DRAM (integrated.go).
 	integrated bool
@@ -92,13 +96,17 @@ func newDevice(s *System, i int, g *machine.GPU, vaBase, barBase uint64) (*Devic
 	if err != nil {
 		return nil, err
 	}
+	dd, err := s.dma.Device(g.Name)
+	if err != nil {
+		return nil, err
+	}
 	total, err := deviceMemory(s.m, g)
 	if err != nil {
 		return nil, err
 	}
 	win, _ := alignUp(total, VAWindowAlign)
 	d := &Device{
-		sys: s, Index: i, Name: g.Name, GPU: g, coherent: coherent, integrated: g.Spec.Integrated,
+		sys: s, Index: i, Name: g.Name, GPU: g, dma: dd, coherent: coherent, integrated: g.Spec.Integrated,
 		vaBase: vaBase, vaEnd: vaBase + win, va: newExtents(vaBase, vaBase+win),
 		total: total, peers: make([]bool, len(s.m.GPUs)),
 	}

@@ -2,6 +2,7 @@ package gpu_test
 
 import (
 	"fmt"
+	"github.com/dmalab/dmalab/dma"
 
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/machine"
@@ -17,7 +18,8 @@ func Example() {
 	spec, _ := platform.Preset("h200-pcie")
 	m, _ := machine.New(spec, 1)
 	defer m.Close()
-	sys, _ := gpu.New(m)
+	x, _ := dma.New(m, m.Mem)
+	sys, _ := gpu.New(x)
 	d := sys.Devices[0]
 
 	const size = 256 << 20

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"github.com/dmalab/dmalab/dma"
 	"testing"
 
 	"github.com/dmalab/dmalab/fabric"
@@ -27,12 +28,16 @@ func newRig(t testing.TB, spec *platform.Spec, payload bool) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	sys, err := New(m)
+	x, err := dma.New(m, m.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := New(x)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, m: m, sys: sys, d: sys.Devices[0]}
-	sys.Observe(func(a Activity) { r.log = append(r.log, a) })
+	sys.Hooks.Hook(func(a *Activity) { r.log = append(r.log, *a) })
 	return r
 }
 

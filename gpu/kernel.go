@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"github.com/dmalab/dmalab/dma"
 	"math"
 	"math/bits"
 
@@ -159,7 +160,7 @@ type planned struct {
 	a       Access
 	route   fabric.Route
 	traffic int64
-	phys    []mem.PhysRange
+	spans   []dma.Span
 	managed bool
 }
 
@@ -215,7 +216,7 @@ func (d *Device) plan(a Access) (planned, error) {
 	if traffic > math.MaxInt64 {
 		return planned{}, fmt.Errorf("%d bytes of traffic: %w", traffic, ErrInvalidValue)
 	}
-	pl := planned{a: a, traffic: int64(traffic), phys: b.physOf(a.Addr, a.Size)}
+	pl := planned{a: a, traffic: int64(traffic), spans: d.spans(b, a.Addr, a.Size)}
 	switch b.a.Type {
 	case MemoryManaged:
 		if sys.managed == nil {
@@ -272,28 +273,32 @@ func (s *Stream) execute(w *sim.Proc, k Kernel, plan []planned) {
 			// read when the access starts, after the handler's launch
 			// work (Tegra's cache maintenance), and written when the
 			// handler has moved its bytes.
-			h, a, phys := sys.managed, pl.a, pl.phys
-			if !a.Write && len(phys) > 0 {
-				d.readPhys(phys)
+			h, a, spans := sys.managed, pl.a, pl.spans
+			if !a.Write && len(spans) > 0 {
+				d.access(spans, false)
 			}
 			child := w.Spawn(name+" managed", func(q *sim.Proc) {
 				h.GPUAccess(q, d.Index, a.Addr, a.Size, a.Write)
-				if a.Write && len(phys) > 0 && sys.lookup(a.Addr) != nil {
-					d.writePhys(phys, nil)
+				if a.Write && len(spans) > 0 && sys.lookup(a.Addr) != nil {
+					d.access(spans, true)
 				}
 			})
 			waits = append(waits, child.Exited())
 			continue
 		}
-		if !pl.a.Write {
-			d.readPhys(pl.phys)
-		}
-		fl := sys.m.Fabric.Start(name, pl.route, pl.traffic, fabric.Tag(s))
+		// The SMs' loads and stores as one transfer of the DMA layer:
+		// read when it starts, written when its flow ends.
+		t := &dma.Transfer{Name: name, Route: &pl.route, Bytes: pl.traffic, Opts: []fabric.Option{fabric.Tag(s)}}
 		if pl.a.Write {
-			phys := pl.phys
-			fl.Done().OnComplete(func() { d.writePhys(phys, nil) })
+			t.Write = pl.spans
+		} else {
+			t.Read = pl.spans
 		}
-		waits = append(waits, fl.Done())
+		done := w.Engine().NewNamedCompletion(name)
+		if err := d.dma.StartTransfer(t, func(*dma.TransferInfo) { done.Complete() }); err != nil {
+			panic(fmt.Sprintf("gpu: %s: %v", name, err))
+		}
+		waits = append(waits, done)
 	}
 	if k.Compute > 0 {
 		sm := fabric.Route{Hops: []fabric.Hop{{Link: d.sm, Dir: fabric.AtoB, Weight: 1}}}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
@@ -159,6 +160,7 @@ type buffer struct {
 // address map, the buffer-ID counter and the managed-memory handler.
 type System struct {
 	m       *machine.Machine
+	dma     *dma.DMA
 	Devices []*Device
 
 	// bufs is the unified address map, sorted by address, disjoint.
@@ -172,7 +174,10 @@ type System struct {
 	// they stay out of the machine's link statistics).
 	compute *fabric.Fabric
 
-	observers []func(Activity)
+	// Hooks receives every Activity when it ends; it is valid only
+	// during the call.
+	Hooks     sim.Hooks[Activity]
+	ev        Activity
 	onFree    []func(*sim.Proc, Allocation)
 	nextEvent int
 }
@@ -180,8 +185,9 @@ type System struct {
 // New builds the GPU model of machine m: a Device for each of its GPUs,
 // with a VA window, a VRAM allocator over the GPU's device memory in
 // m.Mem, a BAR1 aperture, the copy engines and the default stream.
-func New(m *machine.Machine) (*System, error) {
-	s := &System{m: m, nextID: 1, compute: fabric.New(m.Engine, fabric.Factors{})}
+func New(x *dma.DMA) (*System, error) {
+	m := x.Machine()
+	s := &System{m: m, dma: x, nextID: 1, compute: fabric.New(m.Engine, fabric.Factors{})}
 	va := uint64(DeviceVABase)
 	barBase := uint64(BARWindowBase)
 	for n := range m.Mem.Nodes() {
@@ -223,7 +229,6 @@ func (s *System) Device(i int) (*Device, error) {
 func (s *System) SetManagedHandler(h ManagedHandler) { s.managed = h }
 
 // Observe registers fn to receive every Activity, in the order they end.
-func (s *System) Observe(fn func(Activity)) { s.observers = append(s.observers, fn) }
 
 // OnFree registers fn to run when an allocation is freed or host memory
 // unregistered, in the freeing process, before the memory is released:
@@ -233,9 +238,15 @@ func (s *System) Observe(fn func(Activity)) { s.observers = append(s.observers, 
 func (s *System) OnFree(fn func(p *sim.Proc, a Allocation)) { s.onFree = append(s.onFree, fn) }
 
 func (s *System) emit(a Activity) {
-	for _, fn := range s.observers {
-		fn(a)
+	if !s.Hooks.Active() {
+		return
 	}
+	s.ev = a
+	s.ev.Time, s.ev.Component, s.ev.Cause = s.m.Engine.Now(), "gpu", sim.CauseCall
+	if a.Kind == ActivityMemcpy || a.Kind == ActivityKernel {
+		s.ev.Cause = sim.CauseTransfer
+	}
+	s.Hooks.Emit(&s.ev)
 }
 
 func (s *System) newID() uint64 {

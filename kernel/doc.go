@@ -12,10 +12,17 @@
 //
 // A process's threads are sim.Procs; Process.Spawn starts one. The
 // package knows nothing of devices: a File is an interface its owners
-// implement (include/linux/fs.h's file_operations, reduced to release).
+// implement (include/linux/fs.h's file_operations, reduced to release),
+// and an OpenFile is its struct file, which an exporter may keep (as
+// struct dma_buf keeps ->file) to read its count or to hold a reference
+// no descriptor holds (Get and Put: get_file and fput). Drivers keep
+// per-process state beside a Process and reclaim it in an OnExit
+// callback (package cuda destroys the process's CUDA contexts there).
 //
 // Invariants: a descriptor refers to one open file; an open file counts
-// its references (f_count) and is released exactly once, when the last
-// is dropped, by the thread that dropped it; an exited process has no
-// descriptors and refuses new ones.
+// its references (f_count: descriptors in every process and Gets) and
+// is released exactly once, when the last is dropped, by the thread
+// that dropped it, and takes no reference after; an exited process has
+// no descriptors and refuses new ones. Processes are never reaped (an
+// exited one stays listed, as a zombie, so that messages can name it).
 package kernel

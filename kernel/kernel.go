@@ -49,7 +49,9 @@ type Event struct {
 	sim.Header
 	Op Op
 	// PID and Process name the process acted on (for OpSend, the
-	// sender); To is the receiver of OpSend.
+	// sender; for OpRelease, the one whose descriptor was the last
+	// reference: none, PID 0, when it was a Get's); To is the receiver
+	// of OpSend.
 	PID     int
 	Process string
 	To      string
@@ -110,7 +112,7 @@ func (k *Kernel) NewProcess(name string, node int) (*Process, error) {
 	if _, dup := k.Process(name); dup {
 		return nil, fmt.Errorf("kernel: a process called %s exists", name)
 	}
-	p := &Process{k: k, pid: k.nextPID, name: name, node: node, fds: make([]*openFile, firstFD)}
+	p := &Process{k: k, pid: k.nextPID, name: name, node: node, fds: make([]*OpenFile, firstFD), nofile: MaxFDs}
 	p.aff = []int{node}
 	k.nextPID++
 	k.procs = append(k.procs, p)
@@ -123,7 +125,10 @@ func (k *Kernel) emit(op Op, t *sim.Proc, p *Process, to string, fd int, file st
 		return
 	}
 	e := Event{Header: sim.Header{Time: k.eng.Now(), Component: "kernel", Cause: sim.CauseLifecycle},
-		Op: op, PID: p.pid, Process: p.name, To: to, FD: fd, File: file}
+		Op: op, To: to, FD: fd, File: file}
+	if p != nil {
+		e.PID, e.Process = p.pid, p.name
+	}
 	if t != nil {
 		e.Proc = t.Name()
 	}

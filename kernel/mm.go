@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/sim"
 )
 
 // VMA is one mapping of a process's address space (vm_area_struct): a
@@ -18,6 +19,12 @@ type VMA struct {
 	Name string
 	// File is the open file mapped, nil for anonymous memory.
 	File File
+	// Close is what the end of the mapping does to what backs it
+	// (vm_operations_struct.close, reduced): an anonymous mapping's
+	// frees its pages. Exit runs it, in thread t, for every mapping
+	// still there (exit_mmap); Unmap returns the mapping and leaves it
+	// to the caller. nil does nothing.
+	Close func(t *sim.Proc) error
 }
 
 // End is the first address past the mapping.

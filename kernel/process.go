@@ -14,7 +14,9 @@ import (
 const firstFD = 3
 
 // MaxFDs bounds a process's descriptor table (RLIMIT_NOFILE's usual
-// hard limit); a table that is full refuses new descriptors with EMFILE.
+// hard limit, fs.nr_open's default); a table that is full refuses new
+// descriptors with EMFILE. It is every process's limit until
+// SetFDLimit lowers it.
 const MaxFDs = 1 << 20
 
 // Process is one process (task_struct and the per-process state it points
@@ -34,7 +36,12 @@ type Process struct {
 	// MM is the process's address space.
 	MM AddressSpace
 
-	fds     []*openFile
+	fds []*OpenFile
+	// nextFD is no more than the lowest free descriptor
+	// (files_struct.next_fd), so that opening n files costs n, not n².
+	nextFD int
+	// nofile is RLIMIT_NOFILE: descriptors are below it.
+	nofile  int
 	onExit  []exitFn
 	exited  bool
 	threads []*sim.Proc
@@ -45,10 +52,46 @@ type exitFn struct {
 	fn   func(t *sim.Proc) error
 }
 
-// openFile is struct file: a File with its reference count (f_count).
-type openFile struct {
-	f    File
-	refs int
+// OpenFile is struct file: a File with its reference count (f_count).
+// Descriptors in any process and references taken with Get count; the
+// last one dropped releases the File. Its exporter may keep the
+// *OpenFile (as struct dma_buf keeps its ->file) to read the count or to
+// take references of its own.
+type OpenFile struct {
+	k        *Kernel
+	f        File
+	refs     int
+	released bool
+}
+
+// File is what is open.
+func (of *OpenFile) File() File { return of.f }
+
+// Refs is the number of references: descriptors in every process plus
+// references taken with Get and not yet Put (file_count).
+func (of *OpenFile) Refs() int { return of.refs }
+
+// Released reports whether the last reference went and Release ran.
+func (of *OpenFile) Released() bool { return of.released }
+
+// Get takes a reference that no descriptor holds (get_file), as an
+// importer does with dma_buf_get: the file outlives every descriptor
+// until the matching Put. EBADF once the file is released.
+func (of *OpenFile) Get() error {
+	if of.released {
+		return fmt.Errorf("get_file(%s): released: %w", of.f.FileName(), syscall.EBADF)
+	}
+	of.refs++
+	return nil
+}
+
+// Put drops a reference taken with Get (fput), in thread t, which runs
+// Release if it was the last.
+func (of *OpenFile) Put(t *sim.Proc) error {
+	if of.refs == 0 {
+		return fmt.Errorf("fput(%s): no reference held: %w", of.f.FileName(), syscall.EINVAL)
+	}
+	return of.k.put(t, nil, of)
 }
 
 // PID is the process id.
@@ -102,33 +145,46 @@ func (p *Process) Spawn(name string, body func(t *sim.Proc)) *sim.Proc {
 // Install gives f the lowest free descriptor (get_unused_fd_flags +
 // fd_install) and one reference.
 func (p *Process) Install(f File) (int, error) {
-	fd, err := p.install(&openFile{f: f})
+	fd, err := p.install(&OpenFile{k: p.k, f: f})
 	if err == nil {
 		p.k.emit(OpInstall, nil, p, "", fd, f.FileName())
 	}
 	return fd, err
 }
 
-func (p *Process) install(of *openFile) (int, error) {
+func (p *Process) install(of *OpenFile) (int, error) {
 	if p.exited {
 		return -1, fmt.Errorf("%s: %w", p.name, ErrExited)
 	}
-	for fd := firstFD; fd < len(p.fds); fd++ {
-		if p.fds[fd] == nil {
-			p.fds[fd] = of
-			of.refs++
-			return fd, nil
-		}
+	fd := max(p.nextFD, firstFD)
+	for fd < len(p.fds) && p.fds[fd] != nil {
+		fd++
 	}
-	if len(p.fds) >= MaxFDs {
-		return -1, fmt.Errorf("%s: %d descriptors open: %w", p.name, MaxFDs, syscall.EMFILE)
+	if fd >= p.nofile {
+		p.nextFD = fd
+		return -1, fmt.Errorf("%s: descriptors 0-%d open: %w", p.name, p.nofile-1, syscall.EMFILE)
 	}
-	p.fds = append(p.fds, of)
+	if fd == len(p.fds) {
+		p.fds = append(p.fds, nil)
+	}
+	p.fds[fd] = of
+	p.nextFD = fd + 1
 	of.refs++
-	return len(p.fds) - 1, nil
+	return fd, nil
 }
 
-func (p *Process) open(call string, fd int) (*openFile, error) {
+// SetFDLimit is setrlimit(RLIMIT_NOFILE) to n: descriptors from then on
+// are below n (those already open above stay, as in Linux). EINVAL for
+// a limit below 3 (stdio's) or above MaxFDs.
+func (p *Process) SetFDLimit(n int) error {
+	if n < firstFD || n > MaxFDs {
+		return fmt.Errorf("setrlimit(RLIMIT_NOFILE, %d) in %s: limits are %d-%d: %w", n, p.name, firstFD, MaxFDs, syscall.EINVAL)
+	}
+	p.nofile = n
+	return nil
+}
+
+func (p *Process) open(call string, fd int) (*OpenFile, error) {
 	if p.exited {
 		return nil, fmt.Errorf("%s(%d) in %s: %w", call, fd, p.name, ErrExited)
 	}
@@ -148,8 +204,13 @@ func (p *Process) File(call string, fd int) (File, error) {
 	return of.f, nil
 }
 
+// OpenFile is the struct file fd refers to (fget without the
+// reference), or EBADF; call names the caller's operation.
+func (p *Process) OpenFile(call string, fd int) (*OpenFile, error) { return p.open(call, fd) }
+
 // Refs is the number of references to the open file fd refers to: its
-// descriptors in every process (0 for a bad descriptor).
+// descriptors in every process and the references taken with Get (0 for
+// a bad descriptor).
 func (p *Process) Refs(fd int) int {
 	of, err := p.open("refs", fd)
 	if err != nil {
@@ -207,17 +268,20 @@ func (p *Process) Close(t *sim.Proc, fd int) error {
 		return err
 	}
 	p.fds[fd] = nil
+	p.nextFD = min(p.nextFD, fd)
 	p.k.emit(OpClose, t, p, "", fd, of.f.FileName())
-	return p.put(t, of)
+	return p.k.put(t, p, of)
 }
 
-// put drops one reference to of, releasing it at zero (fput).
-func (p *Process) put(t *sim.Proc, of *openFile) error {
+// put drops one reference to of, releasing it at zero (fput); p is the
+// process whose descriptor it was, nil for a reference from Get.
+func (k *Kernel) put(t *sim.Proc, p *Process, of *OpenFile) error {
 	of.refs--
 	if of.refs > 0 {
 		return nil
 	}
-	p.k.emit(OpRelease, t, p, "", -1, of.f.FileName())
+	of.released = true
+	k.emit(OpRelease, t, p, "", -1, of.f.FileName())
 	if err := of.f.Release(t); err != nil {
 		return fmt.Errorf("release of %s: %w", of.f.FileName(), err)
 	}
@@ -234,8 +298,13 @@ func (p *Process) OnExit(name string, fn func(t *sim.Proc) error) {
 
 // Exit ends the process from thread t (do_exit): every descriptor is
 // closed (exit_files), releasing the files whose last reference it held,
-// then the exit callbacks run. All of them run even if some fail; the
-// errors are joined. A second Exit is ESRCH.
+// then the exit callbacks run, then every mapping of the address space
+// is closed, in address order (exit_mmap). Linux tears the address
+// space down before the files; the model does it last because its
+// memory has no page references: pages a driver pinned (registered
+// host memory) would be freed under it if the mappings went before the
+// driver's callback unpinned them. All of them run even if some fail;
+// the errors are joined. A second Exit is ESRCH.
 func (p *Process) Exit(t *sim.Proc) error {
 	if p.exited {
 		return fmt.Errorf("exit of %s: %w", p.name, ErrExited)
@@ -244,7 +313,7 @@ func (p *Process) Exit(t *sim.Proc) error {
 	for fd := firstFD; fd < len(p.fds); fd++ {
 		if of := p.fds[fd]; of != nil {
 			p.fds[fd] = nil
-			if err := p.put(t, of); err != nil {
+			if err := p.k.put(t, p, of); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -257,6 +326,14 @@ func (p *Process) Exit(t *sim.Proc) error {
 		}
 	}
 	p.onExit = nil
+	for _, v := range p.MM.vmas {
+		if v.Close == nil {
+			continue
+		}
+		if err := v.Close(t); err != nil {
+			errs = append(errs, fmt.Errorf("unmap %s at %v: %w", v.Name, v.Start, err))
+		}
+	}
 	p.MM.vmas = nil
 	p.k.emit(OpExit, t, p, "", -1, "")
 	if err := errors.Join(errs...); err != nil {

@@ -33,7 +33,6 @@ type Machine struct {
 	// sockets is the fabric vertex of each NUMA node's uncore/mesh, where
 	// DRAM, root complexes and socket links meet.
 	sockets     []*fabric.Node
-	observers   []func(Transfer)
 	socketLinks []socketLink
 	// socketRoutes caches node-to-node routes over socket links.
 	socketRoutes map[[2]int]fabric.Route
@@ -114,12 +113,25 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 		return nil, err
 	}
 	eng := sim.New(seed)
-	memory, err := mem.New(spec, eng, mem.Options{Payload: opt.Payload})
+	// The memory's CPU copies take the machine's one copy model
+	// (CPUCopy), so that a bounce or a driver's memcpy shares DRAM with
+	// the rest of the machine.
+	var m *Machine
+	copyTime := func(p *sim.Proc, node int, bytes uint64, cached bool) {
+		cpuCopy := m.CPUCopy
+		if cached {
+			cpuCopy = m.CPUCopyCached
+		}
+		if err := cpuCopy(p, "memcpy", node, int64(bytes)); err != nil {
+			panic(fmt.Sprintf("machine %s: %v", spec.Name, err)) // mem checked the node
+		}
+	}
+	memory, err := mem.New(spec, eng, mem.Options{Payload: opt.Payload, CopyTime: copyTime})
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", spec.Name, err)
 	}
 	ff := spec.Fabric
-	m := &Machine{
+	m = &Machine{
 		Spec:   spec,
 		Engine: eng,
 		Mem:    memory,

@@ -172,51 +172,6 @@ func TestHostMemoryAndGPUErrors(t *testing.T) {
 	}
 }
 
-// TestCopyEngineQueue: copies on one engine run one after another in
-// submission order; on two engines they overlap.
-func TestCopyEngineQueue(t *testing.T) {
-	m := build(t, "h200-pcie")
-	g := m.GPUs[0]
-	host, _ := m.HostMemory(0)
-	var ends []sim.Time
-	m.Observe(func(tr Transfer) { ends = append(ends, tr.End) })
-	const size = 64 << 20
-	for i := range 2 {
-		m.Engine.Spawn("copy", func(p *sim.Proc) {
-			_, err := m.Copy(p, CopyOp{Name: "c", Engine: g.CopyEngines[0], Src: host, Dst: g.Memory(), Bytes: size})
-			if err != nil {
-				t.Errorf("copy %d: %v", i, err)
-			}
-		})
-	}
-	m.Engine.Run()
-	if len(ends) != 2 {
-		t.Fatalf("%d transfers observed", len(ends))
-	}
-	one := ends[0]
-	if ends[1] < 2*one-sim.Microsecond || ends[1] > 2*one+sim.Microsecond {
-		t.Errorf("second copy on a busy engine ended at %v, want about twice the first (%v)", ends[1], one)
-	}
-	if g.CopyEngines[0].Busy != ends[1] {
-		t.Errorf("engine busy %v, want %v (busy from 0 without a gap)", g.CopyEngines[0].Busy, ends[1])
-	}
-}
-
-func TestCopyErrors(t *testing.T) {
-	m := build(t, "h200-pcie")
-	g := m.GPUs[0]
-	host, _ := m.HostMemory(0)
-	m.Engine.Spawn("bad", func(p *sim.Proc) {
-		if _, err := m.Copy(p, CopyOp{Name: "neg", Engine: g.CopyEngines[0], Src: host, Dst: g.Memory(), Bytes: -1}); err == nil {
-			t.Error("negative size accepted")
-		}
-		if _, err := m.Copy(p, CopyOp{Name: "noengine", Src: host, Dst: g.Memory(), Bytes: 1}); err == nil {
-			t.Error("copy without an engine accepted")
-		}
-	})
-	m.Engine.Run()
-}
-
 func TestInvalidSpecRejected(t *testing.T) {
 	spec, _ := platform.Preset("h200-pcie")
 	spec.GPUs[0].Parent = "nowhere"

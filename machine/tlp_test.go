@@ -2,12 +2,10 @@ package machine
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 
 	"github.com/dmalab/dmalab/fabric"
-	"github.com/dmalab/dmalab/sim"
 )
 
 // loads renders a route's hops with their weights, "(load)" on hops that
@@ -63,47 +61,6 @@ func TestDMARouteTLPs(t *testing.T) {
 		plain, _ := m.Route(c.src, c.dst)
 		if r.Latency() != plain.Latency() {
 			t.Errorf("%s: latency %v, want the data's %v (requests add none)", c.name, r.Latency(), plain.Latency())
-		}
-	}
-}
-
-// TestBidirLosesToReadRequests: a copy engine reading host memory while
-// another writes it: both directions of the link are busy, and the
-// upstream one also carries the reads' requests, so each copy gets
-// 1/(1+q) of the link; a write alone gets all of it.
-func TestBidirLosesToReadRequests(t *testing.T) {
-	m := build(t, "h200-pcie")
-	g := m.GPUs[0]
-	host, _ := m.HostMemory(0)
-	const n = 1 << 30
-	var alone, up, down sim.Time
-	m.Engine.Spawn("alone", func(p *sim.Proc) {
-		tr, err := m.Copy(p, CopyOp{Name: "d2h", Engine: g.CopyEngines[1], Src: g.Memory(), Dst: host, Bytes: n})
-		if err != nil {
-			t.Error(err)
-		}
-		alone = tr.End - tr.Start
-		m.Engine.Spawn("h2d", func(p *sim.Proc) {
-			tr, err := m.Copy(p, CopyOp{Name: "h2d", Engine: g.CopyEngines[0], Src: host, Dst: g.Memory(), Bytes: n})
-			if err != nil {
-				t.Error(err)
-			}
-			down = tr.End - tr.Start
-		})
-		tr, err = m.Copy(p, CopyOp{Name: "d2h", Engine: g.CopyEngines[1], Src: g.Memory(), Dst: host, Bytes: n})
-		if err != nil {
-			t.Error(err)
-		}
-		up = tr.End - tr.Start
-	})
-	m.Engine.Run()
-	q := ReverseLoad(g.Spec.Link, true)
-	if want := (8.0/256 + 24.0/4096) * 256 / 280; math.Abs(q-want) > 1e-12 {
-		t.Errorf("ReverseLoad %v, want %v", q, want)
-	}
-	for name, got := range map[string]sim.Time{"d2h beside h2d": up, "h2d beside d2h": down} {
-		if ratio := float64(got) / float64(alone); math.Abs(ratio-(1+q)) > 1e-3 {
-			t.Errorf("%s took %.4f× the lone copy's time, want 1+q = %.4f", name, ratio, 1+q)
 		}
 	}
 }

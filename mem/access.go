@@ -76,7 +76,7 @@ func (m *Memory) cpuTranslate(node int, va VirtAddr, size uint64) ([]PhysRange, 
 }
 
 func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []byte) Access {
-	a := Access{Kind: CPURead, Time: m.now(), Proc: procName(p), Node: node, VA: va, Size: size}
+	a := Access{Header: sim.Header{Time: m.now(), Proc: procName(p)}, Kind: CPURead, Node: node, VA: va, Size: size}
 	if size == 0 {
 		return a
 	}
@@ -117,7 +117,7 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 }
 
 func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data []byte) Version {
-	a := Access{Kind: CPUWrite, Time: m.now(), Proc: procName(p), Node: node, VA: va, Size: size}
+	a := Access{Header: sim.Header{Time: m.now(), Proc: procName(p)}, Kind: CPUWrite, Node: node, VA: va, Size: size}
 	if size == 0 {
 		return 0
 	}
@@ -183,15 +183,16 @@ func (m *Memory) checkStale(a *Access, s, e uint64) {
 // the caches (a memcpy in the linear map: swiotlb bouncing, staging).
 // It is a cached read of src and a cached write of dst (one new
 // version, carrying the bytes read in payload mode), reported as such,
-// and costs size/MemcpyRate once. Both ranges must be DRAM; otherwise
+// and costs what Options.CopyTime says (size/MemcpyRate once without
+// it). Both ranges must be DRAM; otherwise
 // nothing happens and the observers get the failed Access with Err.
 func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64) {
 	if size == 0 {
 		return
 	}
 	now, name := m.now(), procName(p)
-	r := Access{Kind: CPURead, Time: now, Proc: name, Node: node, Phys: src, Size: size, VA: m.PhysToVirt(src)}
-	w := Access{Kind: CPUWrite, Time: now, Proc: name, Node: node, Phys: dst, Size: size, VA: m.PhysToVirt(dst)}
+	r := Access{Header: sim.Header{Time: now, Proc: name}, Kind: CPURead, Node: node, Phys: src, Size: size, VA: m.PhysToVirt(src)}
+	w := Access{Header: sim.Header{Time: now, Proc: name}, Kind: CPUWrite, Node: node, Phys: dst, Size: size, VA: m.PhysToVirt(dst)}
 	if node < 0 || node >= len(m.nodes) {
 		r.Err = fmt.Errorf("copy: CPU of node %d: no such node: %w", node, ErrInvalid)
 		m.report(r)
@@ -209,6 +210,7 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 	}
 	s, d := uint64(src), uint64(dst)
 	m.cacheRead(node, s, s+size)
+	cached := len(m.cand) == 0 // no line had to be filled
 	m.checkStale(&r, s, s+size)
 	var data []byte
 	if m.opt.Payload {
@@ -224,6 +226,10 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 	m.cacheWrite(node, d, d+size, v)
 	m.report(w)
 	m.invariants()
+	if m.opt.CopyTime != nil && p != nil {
+		m.opt.CopyTime(p, node, size, cached)
+		return
+	}
 	m.charge(p, node, size, Cached)
 }
 
@@ -342,7 +348,7 @@ func (m *Memory) DeviceWriteBytes(dev string, coherent bool, pa PhysAddr, data [
 }
 
 func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64, buf []byte) Access {
-	a := Access{Kind: DeviceRead, Time: m.now(), Proc: dev, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
+	a := Access{Header: sim.Header{Time: m.now(), Proc: dev}, Kind: DeviceRead, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
 	if size == 0 {
 		return a
 	}
@@ -374,7 +380,7 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 }
 
 func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64, data []byte) Version {
-	a := Access{Kind: DeviceWrite, Time: m.now(), Proc: dev, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
+	a := Access{Header: sim.Header{Time: m.now(), Proc: dev}, Kind: DeviceWrite, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
 	if size == 0 {
 		return 0
 	}

@@ -41,6 +41,13 @@ type Options struct {
 	// bytes, not only versions. Costs memory proportional to bytes
 	// written; off for large runs.
 	Payload bool
+	// CopyTime, when set, is the CPU copy model: it blocks p for as long
+	// as one thread on node copying bytes takes, cached saying the
+	// source was all in the node's cache (the machine's: machine.CPUCopy
+	// for a copy from DRAM, which shares DRAM with everything else,
+	// CPUCopyCached for one from the cache). Without it a copy costs
+	// bytes at the node's memcpy rate, alone.
+	CopyTime func(p *sim.Proc, node int, bytes uint64, cached bool)
 }
 
 // Zone is where an allocation may come from (Linux's ZONE_DMA32 and
@@ -124,7 +131,11 @@ type Memory struct {
 	spec *platform.Spec
 	eng  *sim.Engine
 	opt  Options
-	obs  []func(Access)
+	// Hooks receives every access (CPU and device), in order, from
+	// inside the access: a hook may inspect m (Classify, Latest, ...)
+	// but must not make accesses or maintenance of its own.
+	Hooks sim.Hooks[Access]
+	ev    Access
 
 	// Physical memory (phys.go).
 	nodes   []*nodeMem
@@ -194,19 +205,19 @@ func New(spec *platform.Spec, eng *sim.Engine, opt Options) (*Memory, error) {
 	return m, nil
 }
 
-// Observe registers fn for every access (CPU and device), in order.
-// Observers are called in the order they registered, from inside the
-// access: they may inspect m (Classify, Latest, ...) but must not make
-// accesses or maintenance of their own.
-func (m *Memory) Observe(fn func(Access)) { m.obs = append(m.obs, fn) }
-
 // Payload reports whether payload mode is on.
 func (m *Memory) Payload() bool { return m.opt.Payload }
 
+// report delivers a from the memory's own event struct, so that
+// delivering allocates nothing.
 func (m *Memory) report(a Access) {
-	for _, fn := range m.obs {
-		fn(a)
+	if !m.Hooks.Active() {
+		return
 	}
+	m.ev = a
+	m.ev.Component = "mem"
+	m.ev.Cause = sim.CauseAccess
+	m.Hooks.Emit(&m.ev)
 }
 
 func (m *Memory) now() sim.Time {

@@ -365,7 +365,7 @@ func TestCPUAccessCost(t *testing.T) {
 func TestObservers(t *testing.T) {
 	m := newMem(t, testSpec(1*giB), Options{})
 	var got []Access
-	m.Observe(func(a Access) { got = append(got, a) })
+	m.Hooks.Hook(func(a *Access) { got = append(got, *a) })
 	pa, va := buf(t, m, 0, PageSize)
 	vm, _ := m.Vmalloc(0, 2*PageSize)
 	inProc(m, func(p *sim.Proc) {

@@ -40,12 +40,12 @@ func (k AccessKind) String() string {
 // the whole access: Phys is its first byte's, Size the whole size, and
 // the Stale fields those of its first stale byte.
 type Access struct {
+	// Header's Proc is the process (CPU) or the device name (device)
+	// that accessed; its Component is "mem".
+	sim.Header
 	Kind AccessKind
-	Time sim.Time
-	// Proc is the process (CPU) or the device name (device) that
-	// accessed; Node is the NUMA node of the CPU. For a device access,
-	// Node is the node whose DRAM holds Phys, -1 for device memory.
-	Proc  string
+	// Node is the NUMA node of the CPU. For a device access, Node is the
+	// node whose DRAM holds Phys, -1 for device memory.
 	Node  int
 	Phys  PhysAddr
 	Size  uint64

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmaengine"
 	"github.com/dmalab/dmalab/machine"
@@ -67,14 +68,13 @@ func run(t testing.TB, platformName string, payload bool, opt Options, setup ...
 		t.Fatal(err)
 	}
 	ck := check.New(check.Options{})
-	d.Observe(ck)
-	memory.Observe(ck.Access)
+	pack := dmadebug.Attach(ck, d, memory, dmadebug.Options{})
 	for _, f := range setup {
 		f(d)
 	}
 	var o outcome
 	o.r, o.err = Run(m, memory, d, opt)
-	o.diags, o.active, o.blocked, o.events = ck.Diagnostics(), ck.Active(), m.Engine.Blocked(), int(m.Engine.Fired())
+	o.diags, o.active, o.blocked, o.events = ck.Diagnostics(), pack.Active(), m.Engine.Blocked(), int(m.Engine.Fired())
 	return o
 }
 

@@ -21,6 +21,25 @@ type Result struct {
 	// Factors are the efficiency factors the model applied, with their
 	// source, so a number can always be traced to its assumptions.
 	Factors map[string]Factor `json:"factors"`
+	// Time says where the virtual time of the run's transfers went, by
+	// cause; set when the run asked for it (dmalab run --attribution).
+	Time *TimeSplit `json:"time_split,omitempty"`
+}
+
+// TimeSplit is time summed over a run's transfers and accesses by what
+// it was spent on, in seconds: the calls' fixed overheads, waiting for a
+// busy engine, address translation, bytes on the wire (latency and
+// flow), and waiting for unified-memory faults to be serviced.
+// Transfers is how many transfers it covers; Stalls how many accesses
+// waited on faults.
+type TimeSplit struct {
+	Call      float64 `json:"call_seconds"`
+	Queue     float64 `json:"queue_seconds"`
+	Translate float64 `json:"translate_seconds"`
+	Transfer  float64 `json:"transfer_seconds"`
+	Fault     float64 `json:"fault_seconds"`
+	Transfers int64   `json:"transfers"`
+	Stalls    int64   `json:"stalls"`
 }
 
 // Row is one measurement of the model.
@@ -143,6 +162,11 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if t := r.Time; t != nil {
+		fmt.Fprintf(w, "\ntime by cause (%d transfers, %d fault stalls):\n", t.Transfers, t.Stalls)
+		fmt.Fprintf(w, "  call %s  queue %s  translate %s  transfer %s  fault %s\n",
+			FormatSeconds(t.Call), FormatSeconds(t.Queue), FormatSeconds(t.Translate), FormatSeconds(t.Transfer), FormatSeconds(t.Fault))
 	}
 	if len(r.Factors) > 0 {
 		fmt.Fprintln(w, "\nfactors:")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
 )
 
 func checked(t *testing.T, name, platform string, sets ...string) *check.Report {
@@ -69,7 +70,7 @@ func TestEveryBugReportsItsClass(t *testing.T) {
 // the checker has.
 func TestAllBugsCoverEveryClass(t *testing.T) {
 	got := classes(checked(t, "dma-bugs", "zynq-7000"))
-	for _, c := range check.Classes() {
+	for _, c := range dmadebug.Classes() {
 		if !slices.Contains(got, c.Code) {
 			t.Errorf("class %s not reported by dma-bugs", c.Code)
 		}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/gpumem"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/mem"
@@ -49,7 +49,7 @@ func readKernel(addr mem.GPUAddr, size uint64) gpu.Kernel {
 }
 
 var gpuBugs = []gpuBug{
-	{check.CPUDerefDevicePointer, "the CPU stores through a cuMemAlloc pointer (VRAM is not mapped on the CPU)", func(b *gpuBugRun) (error, error) {
+	{gpumem.CPUDerefDevicePointer, "the CPU stores through a cuMemAlloc pointer (VRAM is not mapped on the CPU)", func(b *gpuBugRun) (error, error) {
 		dv, err := b.ctx.MemAlloc(b.p, gpuBugSize)
 		if err != nil {
 			return nil, err
@@ -57,7 +57,7 @@ var gpuBugs = []gpuBug{
 		misuse := b.ctx.CPUAccess(b.p, dv, 8, true)
 		return misuse, b.ctx.MemFree(b.p, dv)
 	}},
-	{check.ManagedAccessRule, "the CPU reads managed memory after a kernel launch, before synchronising (a fault on pre-Pascal and Tegra GPUs; allowed on Pascal and later, where it reports nothing)", func(b *gpuBugRun) (error, error) {
+	{gpumem.ManagedAccessRule, "the CPU reads managed memory after a kernel launch, before synchronising (a fault on pre-Pascal and Tegra GPUs; allowed on Pascal and later, where it reports nothing)", func(b *gpuBugRun) (error, error) {
 		a, err := b.ctx.MemAllocManaged(b.p, gpuBugSize, cuda.MemAttachGlobal)
 		if err != nil {
 			return nil, err
@@ -74,7 +74,7 @@ var gpuBugs = []gpuBug{
 		}
 		return misuse, b.ctx.MemFree(b.p, a)
 	}},
-	{check.UseAfterFree, "cuMemcpy into device memory already given back with cuMemFree", func(b *gpuBugRun) (error, error) {
+	{gpumem.UseAfterFree, "cuMemcpy into device memory already given back with cuMemFree", func(b *gpuBugRun) (error, error) {
 		host, err := b.ctx.MemAllocHost(b.p, gpuBugSize)
 		if err != nil {
 			return nil, err
@@ -92,7 +92,7 @@ var gpuBugs = []gpuBug{
 		misuse := b.ctx.Memcpy(b.p, dv, mem.GPUAddr(host), gpuBugSize)
 		return misuse, b.ctx.MemFreeHost(b.p, host)
 	}},
-	{check.KernelUnpinnedHostMemory, "a kernel given malloc'd host memory (neither pinned nor mapped for the GPU)", func(b *gpuBugRun) (error, error) {
+	{gpumem.KernelUnpinnedHostMemory, "a kernel given malloc'd host memory (neither pinned nor mapped for the GPU)", func(b *gpuBugRun) (error, error) {
 		va, err := b.pr.Malloc(gpuBugSize)
 		if err != nil {
 			return nil, err
@@ -103,7 +103,7 @@ var gpuBugs = []gpuBug{
 		misuse := b.ctx.LaunchKernel(b.p, readKernel(mem.GPUAddr(va), gpuBugSize), nil)
 		return misuse, b.pr.FreePageable(va)
 	}},
-	{check.ForeignContextPointer, "a kernel given a device pointer of another process, passed as a number instead of an IPC handle", func(b *gpuBugRun) (error, error) {
+	{gpumem.ForeignContextPointer, "a kernel given a device pointer of another process, passed as a number instead of an IPC handle", func(b *gpuBugRun) (error, error) {
 		other, err := b.d.NewProcess("other", b.pr.Node())
 		if err != nil {
 			return nil, err

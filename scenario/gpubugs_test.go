@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/gpumem"
 	"github.com/dmalab/dmalab/cuda"
 )
 
@@ -33,7 +33,7 @@ func TestGPUBugsEachReportsItsClass(t *testing.T) {
 				}
 				// Pageable memory was never the driver's: no allocation
 				// call to name.
-				if (d.Origin == "") != (b.class == check.KernelUnpinnedHostMemory) {
+				if (d.Origin == "") != (b.class == gpumem.KernelUnpinnedHostMemory) {
 					t.Errorf("origin %q", d.Origin)
 				}
 			}
@@ -45,12 +45,12 @@ func TestGPUBugsEachReportsItsClass(t *testing.T) {
 // without concurrent managed access reports every GPU-memory class.
 func TestGPUBugsCoverEveryGPUClass(t *testing.T) {
 	got := classes(checked(t, "gpu-bugs", "h200-pcie", maxwell))
-	for _, c := range check.GPUClasses() {
+	for _, c := range gpumem.Classes() {
 		if !slices.Contains(got, c.Code) {
 			t.Errorf("class %s not reported by gpu-bugs", c.Code)
 		}
 	}
-	if len(got) != len(check.GPUClasses()) {
+	if len(got) != len(gpumem.Classes()) {
 		t.Errorf("classes %v", got)
 	}
 }
@@ -81,14 +81,14 @@ func TestGPUBugsSeeWhatCUDAReturns(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := map[string]func(error) bool{
-			check.CPUDerefDevicePointer:    segfault,
-			check.UseAfterFree:             result(cuda.ErrorInvalidValue),
-			check.KernelUnpinnedHostMemory: result(cuda.ErrorIllegalAddress),
-			check.ForeignContextPointer:    result(cuda.ErrorIllegalAddress),
-			check.ManagedAccessRule:        segfault,
+			gpumem.CPUDerefDevicePointer:    segfault,
+			gpumem.UseAfterFree:             result(cuda.ErrorInvalidValue),
+			gpumem.KernelUnpinnedHostMemory: result(cuda.ErrorIllegalAddress),
+			gpumem.ForeignContextPointer:    result(cuda.ErrorIllegalAddress),
+			gpumem.ManagedAccessRule:        segfault,
 		}
 		if arch == "hopper" {
-			want[check.ManagedAccessRule] = func(err error) bool { return err == nil }
+			want[gpumem.ManagedAccessRule] = func(err error) bool { return err == nil }
 		}
 		if len(seen) != len(want) {
 			t.Errorf("%s: %d bugs seen", arch, len(seen))

@@ -9,10 +9,13 @@ import (
 	"strings"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
+	"github.com/dmalab/dmalab/check/gpumem"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/gpu"
+	"github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
@@ -46,8 +49,9 @@ type Context struct {
 	Machine *machine.Machine
 	// DMA is the machine's DMA API layer (dma-direct and swiotlb).
 	DMA *dma.DMA
-	// Checker is attached to the DMA layer and the memory when the run
-	// checks (dmalab check); nil otherwise.
+	// Checker collects the diagnostics when the run checks (dmalab
+	// check); nil otherwise. The DMA-API pack is attached to the DMA
+	// layer and the memory, the GPU-memory pack to the CUDA driver.
 	Checker *check.Checker
 	// Params holds every parameter's value, defaults filled in.
 	Params map[string]string
@@ -57,6 +61,7 @@ type Context struct {
 	Trace    *report.Trace
 
 	cuda     *cuda.Driver
+	dmaDebug *dmadebug.Pack
 	progress io.Writer
 }
 
@@ -93,16 +98,16 @@ func (c *Context) CUDA() (*cuda.Driver, error) {
 	if c.cuda != nil {
 		return c.cuda, nil
 	}
-	sys, err := gpu.New(c.Machine)
+	sys, err := gpu.New(c.DMA)
 	if err != nil {
 		return nil, usagef("platform %s: %v", c.Machine.Spec.Name, err)
 	}
-	d, err := cuda.New(sys)
+	d, err := cuda.New(sys, cuda.WithKernel(kernel.New(c.Machine.Engine, c.Machine.Mem.Nodes())))
 	if err != nil {
 		return nil, usagef("platform %s: %v", c.Machine.Spec.Name, err)
 	}
 	if c.Checker != nil {
-		d.Observe(c.Checker.CUDA)
+		gpumem.Attach(c.Checker, d)
 	}
 	c.cuda = d
 	return d, nil
@@ -251,21 +256,11 @@ func Run(s *Scenario, opt Options) (*Outcome, error) {
 	}
 	if opt.Trace {
 		c.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", s.Name, spec.Name))
-		traceMachine(m, c.Trace)
+		traceMachine(m, d, c.Trace)
 	}
 	if opt.Check {
-		c.Checker = check.New(check.Options{
-			LineSize: uint64(m.Mem.LineSize(0)),
-			Limits: func(name string) (check.SegLimits, bool) {
-				dev, err := d.Device(name)
-				if err != nil {
-					return check.SegLimits{}, false
-				}
-				return check.SegLimits{MaxSegSize: dev.MaxSegmentSize(), SegBoundaryMask: dev.SegmentBoundary()}, true
-			},
-		})
-		d.Observe(c.Checker)
-		m.Mem.Observe(c.Checker.Access)
+		c.Checker = check.New(check.Options{})
+		c.dmaDebug = dmadebug.Attach(c.Checker, d, m.Mem, dmadebug.Options{})
 	}
 	err = s.Run(c)
 	c.progressDone()
@@ -318,16 +313,21 @@ func factors(spec *platform.Spec) map[string]report.Factor {
 	return f
 }
 
-// traceMachine records a slice per transfer on its engine's track and a
-// slice per flow on every link direction it crossed.
-func traceMachine(m *machine.Machine, t *report.Trace) {
-	m.Observe(func(tr machine.Transfer) {
-		t.Slice(tr.Engine.Name, tr.Name, tr.Start, tr.End, map[string]any{
+// traceMachine records a slice per transfer of a copy engine (the DMA
+// layer's OpTransfer events) on the engine's track and a slice per flow
+// on every link direction it crossed.
+func traceMachine(m *machine.Machine, d *dma.DMA, t *report.Trace) {
+	d.Hooks.Hook(func(e *dma.Event) {
+		tr := e.Transfer
+		if e.Op != dma.OpTransfer || tr.Engine == "" {
+			return
+		}
+		t.Slice(tr.Engine, tr.Name, tr.Start, tr.End, map[string]any{
 			"bytes": tr.Bytes, "src": tr.Src.String(), "dst": tr.Dst.String(),
 			"call_us": float64(tr.Call) / 1e6,
 		})
 	})
-	m.Fabric.Observe(func(ev fabric.Event) {
+	m.Fabric.Hooks.Hook(func(ev *fabric.Event) {
 		if ev.Kind != fabric.FlowEnd {
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dmalab/dmalab/cuda"
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
@@ -258,7 +259,7 @@ func runTransfers(c *Context) error {
 			if isCUDAPath(t.path) {
 				row, err = measureCUDA(p, ctx, t)
 			} else {
-				row, err = measure(p, m, t, g, peer, host)
+				row, err = measure(p, c.DMA, t, g, peer, host)
 			}
 			if err != nil {
 				runErr = err
@@ -293,32 +294,23 @@ func dropPath(c *Context, paths []string, path, why string) ([]string, error) {
 	return slices.DeleteFunc(paths, func(p string) bool { return p == path }), nil
 }
 
-// engineFor picks the copy engine the driver would: host-to-device and
-// device-to-host copies on different engines, so both directions can run
-// at once; with a single engine they share it and serialise.
-func engineFor(g *machine.GPU, dir string) *machine.Engine {
-	if dir == "d2h" && len(g.CopyEngines) > 1 {
-		return g.CopyEngines[1]
-	}
-	return g.CopyEngines[0]
-}
-
 // measure runs one measurement: one copy, or for bidir one copy in each
 // direction started together; the row's time is that of the slower.
-func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, host machine.Endpoint) (report.Row, error) {
+// Each leg is one transfer of the DMA layer by the GPU that issues it,
+// on the copy engine the GPU model picks for its direction.
+func measure(p *sim.Proc, x *dma.DMA, t transfer, g, peer *machine.GPU, host machine.Endpoint) (report.Row, error) {
 	type leg struct {
-		dir      string
-		en       *machine.Engine
+		by       *machine.GPU
+		kind     machine.CopyKind
 		src, dst machine.Endpoint
-		overhead sim.Time
 	}
 	var legs []leg
 	switch {
 	case t.path == "pageable":
-		return measurePageable(p, m, t, g, host)
+		return measurePageable(p, x, t, g, host)
 	case t.path == "pinned", t.path == "writecombined", t.path == "registered":
-		h2d := leg{"h2d", engineFor(g, "h2d"), host, g.Memory(), g.Spec.CopyOverhead.V}
-		d2h := leg{"d2h", engineFor(g, "d2h"), g.Memory(), host, g.Spec.CopyOverhead.V}
+		h2d := leg{g, machine.HostToDevice, host, g.Memory()}
+		d2h := leg{g, machine.DeviceToHost, g.Memory(), host}
 		switch t.dir {
 		case "h2d":
 			legs = []leg{h2d}
@@ -328,11 +320,11 @@ func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, 
 			legs = []leg{h2d, d2h}
 		}
 	case t.path == "device":
-		legs = []leg{{"d2d", engineFor(g, "d2d"), g.Memory(), g.Memory(), g.Spec.CopyOverhead.V}}
+		legs = []leg{{g, machine.DeviceToDevice, g.Memory(), g.Memory()}}
 	case t.path == "peer":
-		legs = []leg{{"d2d", engineFor(g, "d2d"), g.Memory(), peer.Memory(), g.Spec.CopyOverhead.V}}
+		legs = []leg{{g, machine.PeerToPeer, g.Memory(), peer.Memory()}}
 		if t.dir == "bidir" {
-			legs = append(legs, leg{"d2d", engineFor(peer, "d2d"), peer.Memory(), g.Memory(), peer.Spec.CopyOverhead.V})
+			legs = append(legs, leg{peer, machine.PeerToPeer, peer.Memory(), g.Memory()})
 		}
 	}
 	name := fmt.Sprintf("%s %s %s", t.path, t.dir, report.FormatBytes(t.bytes))
@@ -340,9 +332,14 @@ func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, 
 	errs := make([]error, len(legs))
 	var kids []*sim.Proc
 	for i, l := range legs {
+		dev, err := x.Device(l.by.Name)
+		if err != nil {
+			return report.Row{}, err
+		}
 		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
-			_, errs[i] = m.Copy(q, machine.CopyOp{
-				Name: name, Engine: l.en, Src: l.src, Dst: l.dst, Bytes: t.bytes, Overhead: l.overhead,
+			_, errs[i] = dev.Transfer(q, &dma.Transfer{
+				Name: name, Engine: l.by.CopyEngine(l.kind), Src: l.src, Dst: l.dst, Bytes: t.bytes,
+				Overhead: l.by.Spec.CopyOverhead.V,
 			})
 		}))
 	}
@@ -361,7 +358,11 @@ func measure(p *sim.Proc, m *machine.Machine, t transfer, g, peer *machine.GPU, 
 
 // measurePageable is a synchronous cuMemcpy from or to pageable memory in
 // one or both directions: each direction is its own staged pipeline.
-func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU, host machine.Endpoint) (report.Row, error) {
+func measurePageable(p *sim.Proc, x *dma.DMA, t transfer, g *machine.GPU, host machine.Endpoint) (report.Row, error) {
+	dev, err := x.Device(g.Name)
+	if err != nil {
+		return report.Row{}, err
+	}
 	name := fmt.Sprintf("%s %s %s", t.path, t.dir, report.FormatBytes(t.bytes))
 	dirs := []string{t.dir}
 	if t.dir == "bidir" {
@@ -372,8 +373,8 @@ func measurePageable(p *sim.Proc, m *machine.Machine, t transfer, g *machine.GPU
 	var kids []*sim.Proc
 	for i, d := range dirs {
 		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
-			errs[i] = cuda.StagedCopy(q, m, cuda.Staging{
-				Name: name, GPU: g, Host: host, Node: g.Node,
+			errs[i] = cuda.StagedCopy(q, x.Machine(), cuda.Staging{
+				Name: name, GPU: g, DMA: dev, Host: host, Node: g.Node,
 				ToDevice: d == "h2d", Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V,
 			})
 		}))

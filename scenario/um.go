@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"github.com/dmalab/dmalab/dma"
 	"slices"
 	"strconv"
 	"strings"
@@ -411,13 +412,19 @@ func withVRAM(c *Context, dev int, vram string) (close func(), err error) {
 	if err != nil {
 		return nil, usagef("--set vram=%s: %v", vram, err)
 	}
+	d, err := dma.New(m, m.Mem)
+	if err != nil {
+		m.Close()
+		return nil, usagef("--set vram=%s: %v", vram, err)
+	}
 	if c.Trace != nil {
-		traceMachine(m, c.Trace)
+		traceMachine(m, d, c.Trace)
 	}
-	if c.Checker != nil {
-		m.Mem.Observe(c.Checker.Access)
+	if c.dmaDebug != nil {
+		c.dmaDebug.AttachDMA(d)
+		c.dmaDebug.AttachMemory(m.Mem)
 	}
-	c.Machine, c.cuda = m, nil
+	c.Machine, c.DMA, c.cuda = m, d, nil
 	return m.Close, nil
 }
 

@@ -184,7 +184,7 @@ func (d *Driver) collapse(p *sim.Proc, b *vaBlock, m PageMask) {
 		}
 		d.stats.Revocations++
 		if d.observed() {
-			d.emit(Event{Kind: KindRevoke, Time: d.eng.Now(), Proc: procName(p), Processor: keep,
+			d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindRevoke, Processor: keep,
 				Addr: b.addr(pg), Bytes: PageSize, Cause: CauseAdvice})
 		}
 	}

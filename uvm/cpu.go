@@ -58,7 +58,7 @@ func (d *Driver) CPUAccess(p *sim.Proc, addr Addr, size int64, write bool) (Acce
 		}
 	}
 	acc.Stall = p.Now() - start
-	d.stats.FaultStall += acc.Stall
+	d.stall(p, CPU, addr, end, acc.Stall)
 	d.describe(&acc, CPU, addr, end)
 	return acc, nil
 }
@@ -68,7 +68,7 @@ func (d *Driver) CPUAccess(p *sim.Proc, addr Addr, size int64, write bool) (Acce
 func (d *Driver) cpuFault(p *sim.Proc, a *Allocation, num uint64, pg int, write bool) bool {
 	d.stats.CPUFaults++
 	if d.observed() {
-		d.emit(Event{Kind: KindFault, Time: d.eng.Now(), Proc: procName(p), Processor: CPU,
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindFault, Processor: CPU,
 			Addr: Addr(num*BlockSize) + Addr(pg)*PageSize, Write: write})
 	}
 	p.Sleep(d.p.CPUFaultCost)

@@ -80,8 +80,11 @@ type Driver struct {
 	// blocks with CPU copies (pre-Pascal and Tegra).
 	dirty, cpuHeld map[uint64]*vaBlock
 
-	observers []Observer
-	stats     Stats
+	// Hooks receives every Event, in the order they happen; the event
+	// is valid only during the call.
+	Hooks sim.Hooks[Event]
+	ev    Event
+	stats Stats
 }
 
 // gpuState is one GPU: its managed memory (uvm_pmm_gpu_t), its
@@ -175,9 +178,6 @@ func (d *Driver) Generation() Generation { return d.gen }
 
 // Params are the tunables and costs in use.
 func (d *Driver) Params() Params { return d.p }
-
-// Observe registers o for every event, in the order they happen.
-func (d *Driver) Observe(o Observer) { d.observers = append(d.observers, o) }
 
 // Stats are the counters so far.
 func (d *Driver) Stats() Stats { return d.stats }
@@ -479,12 +479,26 @@ func (d *Driver) closest(holders ProcSet, to Processor) Processor {
 	return holders.First()
 }
 
-func (d *Driver) observed() bool { return len(d.observers) > 0 }
+func (d *Driver) observed() bool { return d.Hooks.Active() }
+
+// stall accounts an access by who to [start, end) that waited for faults
+// to be serviced, and reports it.
+func (d *Driver) stall(p *sim.Proc, who Processor, start, end Addr, wait sim.Time) {
+	d.stats.FaultStall += wait
+	if wait > 0 && d.observed() {
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindStall, Processor: who,
+			Addr: start, Bytes: int64(end - start), Stall: wait})
+	}
+}
 
 func (d *Driver) emit(e Event) {
-	for _, o := range d.observers {
-		o.Observe(e)
+	if !d.Hooks.Active() {
+		return
 	}
+	d.ev = e
+	d.ev.Component = "uvm"
+	d.ev.Header.Cause = sim.CauseFault
+	d.Hooks.Emit(&d.ev)
 }
 
 // procName is the name of the running process, for events.
@@ -499,7 +513,7 @@ func procName(p *sim.Proc) string {
 func (d *Driver) fail(p *sim.Proc, who Processor, addr Addr, err error) error {
 	d.stats.Errors++
 	if d.observed() {
-		d.emit(Event{Kind: KindError, Time: d.eng.Now(), Proc: procName(p), Processor: who, Addr: addr, Err: err})
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindError, Processor: who, Addr: addr, Err: err})
 	}
 	return err
 }

@@ -47,7 +47,7 @@ func scenario(t testing.TB, seed uint64) ([]string, Stats) {
 	must(t, err)
 	a := mustAlloc(t, d, 3*BlockSize)
 	var log []string
-	d.Observe(ObserverFunc(func(e Event) { log = append(log, e.String()) }))
+	d.Hooks.Hook(func(e *Event) { log = append(log, e.String()) })
 	for w := range 8 {
 		env.e.Spawn(fmt.Sprintf("warp%d", w), func(p *sim.Proc) {
 			for k := range 96 {

@@ -77,10 +77,14 @@ const (
 	// KindError: misuse, Err says which (ErrConcurrentAccess,
 	// ErrInvalidAddress, ...). The checker turns it into a diagnostic.
 	KindError
+	// KindStall: an access by Processor to Bytes at Addr waited Stall
+	// for its faults to be serviced (the fault service time statistics
+	// attribute).
+	KindStall
 )
 
 var kindNames = [...]string{"", "fault", "batch", "migration", "eviction", "thrashing", "pin", "unpin",
-	"throttle", "remote-map", "revoke", "cache-maintenance", "launch", "complete", "error"}
+	"throttle", "remote-map", "revoke", "cache-maintenance", "launch", "complete", "error", "stall"}
 
 func (k Kind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
@@ -129,11 +133,13 @@ const numCauses = int(CauseLaunch) + 1
 // Event is one thing the driver did, as the checker, the tracer and
 // statistics see it. Fields that do not apply to a Kind are zero.
 type Event struct {
+	// Header's Proc is the simulated process that did it (a faulting
+	// thread, the bottom half "uvm-bh-gpu0", a prefetching thread),
+	// empty for timers; its Component is "uvm" and its Cause
+	// sim.CauseFault (reached as Header.Cause: Cause below is the
+	// driver's reason for a migration).
+	sim.Header
 	Kind Kind
-	Time sim.Time
-	// Proc is the simulated process that did it (a faulting thread, the
-	// bottom half "uvm-bh-gpu0", a prefetching thread); empty for timers.
-	Proc string
 	// Processor is the processor concerned: the faulting, throttled or
 	// mapping one, the GPU of a batch or launch.
 	Processor Processor
@@ -155,6 +161,8 @@ type Event struct {
 	Processors ProcSet
 	// Until: a throttle's or pin's end.
 	Until sim.Time
+	// Stall: how long a KindStall access waited.
+	Stall sim.Time
 	// Err: a KindError's error.
 	Err error
 }
@@ -168,17 +176,6 @@ func (e Event) String() string {
 	}
 	return fmt.Sprintf("%v %v %v %v", e.Time, e.Kind, e.Processor, e.Addr)
 }
-
-// Observer receives events in the order they happen.
-type Observer interface {
-	Observe(Event)
-}
-
-// ObserverFunc adapts a function to Observer.
-type ObserverFunc func(Event)
-
-// Observe calls f.
-func (f ObserverFunc) Observe(e Event) { f(e) }
 
 // Stats counts what the driver did.
 type Stats struct {

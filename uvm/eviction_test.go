@@ -46,11 +46,11 @@ func TestEvictionOrder(t *testing.T) {
 			a := mustAlloc(t, d, 5*BlockSize)
 			onHost(t, d, env, a, 5*BlockSize)
 			evs := record(d, KindEviction)
-			d.Observe(ObserverFunc(func(e Event) {
+			d.Hooks.Hook(func(e *Event) {
 				if r := d.Residency(e.Addr); e.Kind == KindEviction && (!r.Has(CPU) || r.Has(GPU(0))) {
 					t.Errorf("evicted page at %v resident on %v", e.Addr, r)
 				}
-			}))
+			})
 			run(t, env, func(p *sim.Proc) {
 				if c.readMostly {
 					must(t, d.Advise(p, a.Base, 5*BlockSize, AdviseSetReadMostly, NoProcessor))

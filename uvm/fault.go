@@ -94,7 +94,7 @@ func (d *Driver) GPUAccess(p *sim.Proc, gpu int, addr Addr, size int64, write bo
 		}
 	}
 	acc.Stall = p.Now() - start
-	d.stats.FaultStall += acc.Stall
+	d.stall(p, g.id, addr, end, acc.Stall)
 	d.describe(&acc, g.id, addr, end)
 	return acc, nil
 }
@@ -137,7 +137,7 @@ func (d *Driver) post(p *sim.Proc, g *gpuState, e *faultEntry) {
 	g.queue = append(g.queue, e)
 	d.stats.GPUFaults++
 	if d.observed() {
-		d.emit(Event{Kind: KindFault, Time: d.eng.Now(), Proc: procName(p), Processor: g.id, Addr: e.addr, Write: e.write})
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindFault, Processor: g.id, Addr: e.addr, Write: e.write})
 	}
 }
 
@@ -211,7 +211,7 @@ func (d *Driver) serviceBatch(p *sim.Proc, g *gpuState) bool {
 	d.stats.Batches++
 	d.stats.CoalescedFaults += int64(coalesced)
 	if d.observed() {
-		d.emit(Event{Kind: KindBatch, Time: d.eng.Now(), Proc: procName(p), Processor: g.id, Count: n, Coalesced: coalesced, Blocks: blocks})
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindBatch, Processor: g.id, Count: n, Coalesced: coalesced, Blocks: blocks})
 	}
 	now := d.eng.Now()
 	for _, e := range batch {

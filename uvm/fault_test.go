@@ -94,8 +94,8 @@ func TestBatching(t *testing.T) {
 		// grow to 256..303, the block is 304/512 = 59 %: 256..511 = 1 MiB
 		// in 16 us: replay at 86 us.
 		want := []Event{
-			{Kind: KindBatch, Time: us(53.6), Count: 256, Blocks: 1},
-			{Kind: KindBatch, Time: us(86), Count: 44, Blocks: 1},
+			{Header: sim.Header{Time: us(53.6)}, Kind: KindBatch, Count: 256, Blocks: 1},
+			{Header: sim.Header{Time: us(86)}, Kind: KindBatch, Count: 44, Blocks: 1},
 		}
 		checkBatches(t, *batches, want, t0)
 		if done[0] != us(53.6) || done[255] != us(53.6) || done[256] != us(86) || done[299] != us(86) {
@@ -122,8 +122,8 @@ func TestBatching(t *testing.T) {
 		// 4.4 + 2 us; 128..159 grown, 0..255 is 160/256 = 62.5 %: pages
 		// 128..255 = 512 KiB in 8 us: 70 us.
 		want := []Event{
-			{Kind: KindBatch, Time: us(45.6), Count: 256, Coalesced: 128, Blocks: 1},
-			{Kind: KindBatch, Time: us(70), Count: 44, Coalesced: 22, Blocks: 1},
+			{Header: sim.Header{Time: us(45.6)}, Kind: KindBatch, Count: 256, Coalesced: 128, Blocks: 1},
+			{Header: sim.Header{Time: us(70)}, Kind: KindBatch, Count: 44, Coalesced: 22, Blocks: 1},
 		}
 		checkBatches(t, *batches, want, t0)
 		if done[299] != us(70) {

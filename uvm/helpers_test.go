@@ -122,13 +122,13 @@ func us(x float64) sim.Time { return sim.FromSeconds(x * 1e-6) }
 // record collects events of the given kinds.
 func record(d *Driver, kinds ...Kind) *[]Event {
 	var evs []Event
-	d.Observe(ObserverFunc(func(e Event) {
+	d.Hooks.Hook(func(e *Event) {
 		for _, k := range kinds {
 			if e.Kind == k {
-				evs = append(evs, e)
+				evs = append(evs, *e)
 			}
 		}
-	}))
+	})
 	return &evs
 }
 

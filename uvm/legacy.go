@@ -35,7 +35,7 @@ func (d *Driver) KernelLaunch(p *sim.Proc, gpu int) error {
 		return err
 	}
 	if d.observed() {
-		d.emit(Event{Kind: KindLaunch, Time: d.eng.Now(), Proc: procName(p), Processor: g.id})
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindLaunch, Processor: g.id})
 	}
 	switch d.gen {
 	case PrePascal:
@@ -49,7 +49,7 @@ func (d *Driver) KernelLaunch(p *sim.Proc, gpu int) error {
 				d.stats.Migrations[CauseLaunch]++
 				d.stats.MigratedBytes[CauseLaunch] += bytes
 				if d.observed() {
-					d.emit(Event{Kind: KindMigration, Time: d.eng.Now(), Proc: procName(p), From: CPU, To: home,
+					d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindMigration, From: CPU, To: home,
 						Addr: b.addr(m.First()), Bytes: bytes, Cause: CauseLaunch})
 				}
 				b.residentMask(home).Or(&m)
@@ -90,7 +90,7 @@ func (d *Driver) KernelComplete(p *sim.Proc, gpu int) error {
 	}
 	g.kernels--
 	if d.observed() {
-		d.emit(Event{Kind: KindComplete, Time: d.eng.Now(), Proc: procName(p), Processor: g.id})
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindComplete, Processor: g.id})
 	}
 	return nil
 }
@@ -98,7 +98,7 @@ func (d *Driver) KernelComplete(p *sim.Proc, gpu int) error {
 func (d *Driver) maintain(p *sim.Proc, op CacheOp, bytes int64) {
 	d.env.CacheMaintenance(p, op, bytes)
 	if d.observed() {
-		d.emit(Event{Kind: KindCacheMaintenance, Time: d.eng.Now(), Proc: procName(p), Processor: CPU, Bytes: bytes})
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindCacheMaintenance, Processor: CPU, Bytes: bytes})
 	}
 }
 
@@ -179,7 +179,7 @@ func (d *Driver) legacyCPUAccess(p *sim.Proc, a *Allocation, start, end Addr, wr
 			acc.Faults++
 			d.stats.CPUFaults++
 			if d.observed() {
-				d.emit(Event{Kind: KindFault, Time: d.eng.Now(), Proc: procName(p), Processor: CPU, Addr: b.addr(pg), Write: write})
+				d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindFault, Processor: CPU, Addr: b.addr(pg), Write: write})
 			}
 			p.Sleep(d.p.CPUFaultCost)
 			if b.residentMask(home).Test(pg) {
@@ -187,7 +187,7 @@ func (d *Driver) legacyCPUAccess(p *sim.Proc, a *Allocation, start, end Addr, wr
 				d.stats.Migrations[CauseFault]++
 				d.stats.MigratedBytes[CauseFault] += PageSize
 				if d.observed() {
-					d.emit(Event{Kind: KindMigration, Time: d.eng.Now(), Proc: procName(p), From: home, To: CPU,
+					d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindMigration, From: home, To: CPU,
 						Addr: b.addr(pg), Bytes: PageSize, Cause: CauseFault})
 				}
 			} else {
@@ -207,7 +207,7 @@ func (d *Driver) legacyCPUAccess(p *sim.Proc, a *Allocation, start, end Addr, wr
 		d.unlock(b)
 	}
 	acc.Stall = p.Now() - t0
-	d.stats.FaultStall += acc.Stall
+	d.stall(p, CPU, start, end, acc.Stall)
 	return acc, nil
 }
 

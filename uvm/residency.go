@@ -245,7 +245,7 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 	if !revoked.Empty() {
 		d.stats.Revocations += int64(revoked.Count())
 		if d.observed() {
-			d.emit(Event{Kind: KindRevoke, Time: d.eng.Now(), Proc: procName(p), Processor: dest,
+			d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindRevoke, Processor: dest,
 				Addr: b.addr(revoked.First()), Bytes: int64(revoked.Count()) * PageSize})
 		}
 	}
@@ -291,7 +291,7 @@ func (d *Driver) migrated(p *sim.Proc, b *vaBlock, groups []causeMask, pages Pag
 			}
 		}
 		if d.observed() {
-			d.emit(Event{Kind: KindMigration, Time: d.eng.Now(), Proc: procName(p), From: src, To: dest,
+			d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindMigration, From: src, To: dest,
 				Addr: b.addr(m.First()), Bytes: bytes, Cause: g.cause, Duplicate: dup && src != NoProcessor})
 		}
 	}
@@ -315,7 +315,7 @@ func (d *Driver) mapRemote(p *sim.Proc, b *vaBlock, x, to Processor, m PageMask,
 	}
 	d.stats.RemoteMaps += int64(fresh.Count())
 	if d.observed() {
-		d.emit(Event{Kind: KindRemoteMap, Time: d.eng.Now(), Proc: procName(p), Processor: x, To: to,
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindRemoteMap, Processor: x, To: to,
 			Addr: b.addr(fresh.First()), Bytes: int64(fresh.Count()) * PageSize, Cause: cause})
 	}
 }
@@ -405,7 +405,7 @@ func (d *Driver) evict(p *sim.Proc, vb *vaBlock, g *gpuState) {
 		d.stats.Migrations[CauseEviction]++
 		d.stats.MigratedBytes[CauseEviction] += bytes
 		if d.observed() {
-			d.emit(Event{Kind: KindMigration, Time: d.eng.Now(), Proc: procName(p), From: g.id, To: CPU,
+			d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindMigration, From: g.id, To: CPU,
 				Addr: vb.addr(only.First()), Bytes: bytes, Cause: CauseEviction})
 		}
 	}
@@ -417,7 +417,7 @@ func (d *Driver) evict(p *sim.Proc, vb *vaBlock, g *gpuState) {
 	d.stats.Evictions++
 	d.stats.EvictedBytes += bytes
 	if d.observed() {
-		d.emit(Event{Kind: KindEviction, Time: d.eng.Now(), Proc: procName(p), From: g.id, To: CPU,
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindEviction, From: g.id, To: CPU,
 			Addr: vb.start, Bytes: bytes})
 	}
 	d.unlock(vb)

@@ -131,7 +131,7 @@ func (d *Driver) thrashingMigration(p *sim.Proc, b *vaBlock, m PageMask, dst Pro
 				}
 				d.stats.Thrashing++
 				if d.observed() {
-					d.emit(Event{Kind: KindThrashing, Time: now, Proc: procName(p), Processor: dst,
+					d.emit(Event{Header: sim.Header{Time: now, Proc: procName(p)}, Kind: KindThrashing, Processor: dst,
 						Addr: b.addr(pg), Bytes: PageSize, Processors: pt.processors})
 				}
 			}
@@ -223,7 +223,7 @@ func (d *Driver) thrashingHint(p *sim.Proc, b *vaBlock, pg int, requester Proces
 		h.until = pt.throttleEnd
 		d.stats.Throttles++
 		if d.observed() {
-			d.emit(Event{Kind: KindThrottle, Time: now, Proc: procName(p), Processor: requester,
+			d.emit(Event{Header: sim.Header{Time: now, Proc: procName(p)}, Kind: KindThrottle, Processor: requester,
 				Addr: b.addr(pg), Until: h.until, Processors: pt.processors})
 		}
 	}
@@ -369,7 +369,7 @@ func (d *Driver) pin(p *sim.Proc, b *vaBlock, pg int, pt *pageThrashing, residen
 			if d.p.ThrashingPin == 0 {
 				until = sim.Forever
 			}
-			d.emit(Event{Kind: KindPin, Time: now, Proc: procName(p), Processor: residency, To: residency,
+			d.emit(Event{Header: sim.Header{Time: now, Proc: procName(p)}, Kind: KindPin, Processor: residency, To: residency,
 				Addr: b.addr(pg), Bytes: PageSize, Until: until, Processors: pt.processors})
 		}
 	}
@@ -402,6 +402,6 @@ func (d *Driver) unpinTimer(b *vaBlock, pg int, deadline sim.Time) {
 	d.resetThrashingPage(b, pg)
 	d.stats.Unpins++
 	if d.observed() {
-		d.emit(Event{Kind: KindUnpin, Time: d.eng.Now(), Processor: at, To: at, Addr: b.addr(pg), Bytes: PageSize})
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now()}, Kind: KindUnpin, Processor: at, To: at, Addr: b.addr(pg), Bytes: PageSize})
 	}
 }

@@ -122,7 +122,7 @@ func writeDiagnostics(e *env, name, platform string, rep *check.Report) {
 }
 
 func listClasses(e *env, asJSON bool) int {
-	cs := append(check.Classes(), check.GPUClasses()...)
+	cs := check.Classes()
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")

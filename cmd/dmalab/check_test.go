@@ -50,7 +50,7 @@ func TestCheckClassesAndUsage(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "unmap-unknown") || !strings.Contains(out, "stale-read") {
 		t.Fatalf("check --classes: exit %d\n%s", code, out)
 	}
-	want := 1 + len(check.Classes()) + len(check.GPUClasses()) // header + classes
+	want := 1 + len(check.Classes()) // header + classes
 	if n := strings.Count(out, "\n"); n != want || !strings.Contains(out, "use-after-free") {
 		t.Errorf("check --classes printed %d lines, want %d with the GPU classes", n, want)
 	}

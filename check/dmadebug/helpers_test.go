@@ -1,9 +1,10 @@
-package check
+package dmadebug
 
 import (
 	"fmt"
 	"slices"
 
+	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
@@ -21,20 +22,37 @@ const (
 
 func vaOf(pa mem.PhysAddr) mem.VirtAddr { return mem.VirtAddr(0xffff888000000000 + uint64(pa)) }
 
+// rig is a Pack on its own Checker, fed synthetic events: the tests ask
+// both (Diagnostics, Count of the Checker; Active of the Pack).
+type rig struct {
+	*check.Checker
+	*Pack
+}
+
+// newRig is a rig with the pack's options.
+func newRig(opt Options) *rig {
+	c := check.New(check.Options{})
+	return &rig{c, New(c, opt)}
+}
+
+// observe and access feed one event by value.
+func (r *rig) observe(ev dma.Event) { r.DMA(&ev) }
+func (r *rig) access(a mem.Access)  { r.Access(&a) }
+
 // steps is a sequence of dma.Event and mem.Access values.
 type steps []any
 
 // run feeds s to c, one microsecond apart, starting at 1us.
-func run(c *Checker, s steps) {
+func run(c *rig, s steps) {
 	for i, x := range s {
 		t := sim.Time(i+1) * us
 		switch v := x.(type) {
 		case dma.Event:
 			v.Time = t
-			c.Observe(v)
+			c.DMA(&v)
 		case mem.Access:
 			v.Time = t
-			c.Access(v)
+			c.Access(&v)
 		default:
 			panic(fmt.Sprintf("step %d: %T", i, x))
 		}
@@ -46,7 +64,7 @@ func cat(parts ...steps) steps { return slices.Concat(parts...) }
 func mapOf(kind dma.Kind, addr mem.DMAAddr, pa mem.PhysAddr, size uint64, dir dma.Direction) dma.Event {
 	va := vaOf(pa)
 	fn := map[dma.Kind]string{dma.KindSingle: "dma_map_single", dma.KindPage: "dma_map_page"}[kind]
-	return dma.Event{Op: dma.OpMap, Kind: kind, Proc: "rx", Device: nic, Addr: addr, Size: size, Dir: dir,
+	return dma.Event{Op: dma.OpMap, Kind: kind, Header: sim.Header{Proc: "rx"}, Device: nic, Addr: addr, Size: size, Dir: dir,
 		CPUAddr: va, Phys: pa, Class: dma.MemLinear,
 		Call: fmt.Sprintf("%s(%s, %v, %d, %s)", fn, nic, va, size, dirName(dir))}
 }
@@ -56,12 +74,12 @@ func mapSingle(addr mem.DMAAddr, pa mem.PhysAddr, size uint64, dir dma.Direction
 }
 
 func checked(addr mem.DMAAddr) dma.Event {
-	return dma.Event{Op: dma.OpMappingError, Proc: "rx", Device: nic, Addr: addr,
+	return dma.Event{Op: dma.OpMappingError, Header: sim.Header{Proc: "rx"}, Device: nic, Addr: addr,
 		Call: fmt.Sprintf("dma_mapping_error(%s, %v)", nic, addr)}
 }
 
 func unmapOf(kind dma.Kind, addr mem.DMAAddr, size uint64, dir dma.Direction) dma.Event {
-	return dma.Event{Op: dma.OpUnmap, Kind: kind, Proc: "rx", Device: nic, Addr: addr, Size: size, Dir: dir,
+	return dma.Event{Op: dma.OpUnmap, Kind: kind, Header: sim.Header{Proc: "rx"}, Device: nic, Addr: addr, Size: size, Dir: dir,
 		Call: fmt.Sprintf("dma_unmap_%s(%s, %v, %d, %s)", kindName(kind), nic, addr, size, dirName(dir))}
 }
 
@@ -81,24 +99,24 @@ func syncOf(toCPU bool, addr mem.DMAAddr, size uint64, dir dma.Direction) dma.Ev
 	if toCPU {
 		op, fn = dma.OpSyncForCPU, "dma_sync_single_for_cpu"
 	}
-	return dma.Event{Op: op, Kind: dma.KindSingle, Proc: "rx", Device: nic, Addr: addr, Size: size, Dir: dir,
+	return dma.Event{Op: op, Kind: dma.KindSingle, Header: sim.Header{Proc: "rx"}, Device: nic, Addr: addr, Size: size, Dir: dir,
 		Call: fmt.Sprintf("%s(%s, %v, %d, %s)", fn, nic, addr, size, dirName(dir))}
 }
 
 func allocCoherent(addr mem.DMAAddr, pa mem.PhysAddr, size uint64) dma.Event {
-	return dma.Event{Op: dma.OpAllocCoherent, Kind: dma.KindCoherent, Proc: "probe", Device: nic,
+	return dma.Event{Op: dma.OpAllocCoherent, Kind: dma.KindCoherent, Header: sim.Header{Proc: "probe"}, Device: nic,
 		Addr: addr, Size: size, Dir: dma.Bidirectional, CPUAddr: vaOf(pa), Phys: pa, Class: dma.MemLinear,
 		Call: fmt.Sprintf("dma_alloc_coherent(%s, %d, &handle, GFP_KERNEL)", nic, size)}
 }
 
 func freeCoherent(addr mem.DMAAddr, va mem.VirtAddr, size uint64) dma.Event {
-	return dma.Event{Op: dma.OpFreeCoherent, Kind: dma.KindCoherent, Proc: "remove", Device: nic,
+	return dma.Event{Op: dma.OpFreeCoherent, Kind: dma.KindCoherent, Header: sim.Header{Proc: "remove"}, Device: nic,
 		Addr: addr, Size: size, CPUAddr: va,
 		Call: fmt.Sprintf("dma_free_coherent(%s, %d, %v, %v)", nic, size, va, addr)}
 }
 
 func sgEvent(op dma.Op, nents int, segs []dma.Segment, dir dma.Direction, call string) dma.Event {
-	return dma.Event{Op: op, Kind: dma.KindSG, Proc: "blk", Device: nic, Addr: segs[0].Addr, Size: segs[0].Len,
+	return dma.Event{Op: op, Kind: dma.KindSG, Header: sim.Header{Proc: "blk"}, Device: nic, Addr: segs[0].Addr, Size: segs[0].Len,
 		Dir: dir, Phys: segs[0].Phys, Class: dma.MemLinear, SG: segs, NEnts: nents, Mapped: len(segs),
 		Call: fmt.Sprintf("%s(%s, sgl, %d, %s)", call, nic, nents, dirName(dir))}
 }
@@ -125,7 +143,7 @@ var twoSegs = []dma.Segment{
 }
 
 func mapResource(addr mem.DMAAddr, pa mem.PhysAddr, size uint64, class dma.MemClass) dma.Event {
-	return dma.Event{Op: dma.OpMap, Kind: dma.KindResource, Proc: "p2p", Device: nic, Addr: addr, Size: size,
+	return dma.Event{Op: dma.OpMap, Kind: dma.KindResource, Header: sim.Header{Proc: "p2p"}, Device: nic, Addr: addr, Size: size,
 		Dir: dma.Bidirectional, Phys: pa, Class: class,
 		Call: fmt.Sprintf("dma_map_resource(%s, %v, %d, DMA_BIDIRECTIONAL, 0)", nic, pa, size)}
 }
@@ -135,15 +153,15 @@ func deviceAccess(addr mem.DMAAddr, size uint64, write bool) dma.Event {
 }
 
 func unbind() dma.Event {
-	return dma.Event{Op: dma.OpUnbind, Proc: "rmmod", Device: nic, Call: "device_release_driver(" + nic + ")"}
+	return dma.Event{Op: dma.OpUnbind, Header: sim.Header{Proc: "rmmod"}, Device: nic, Call: "device_release_driver(" + nic + ")"}
 }
 
 func cpuRead(pa mem.PhysAddr, size uint64) mem.Access {
-	return mem.Access{Kind: mem.CPURead, Proc: "rx", Phys: pa, Size: size}
+	return mem.Access{Kind: mem.CPURead, Header: sim.Header{Proc: "rx"}, Phys: pa, Size: size}
 }
 
 func cpuWrite(pa mem.PhysAddr, size uint64) mem.Access {
-	return mem.Access{Kind: mem.CPUWrite, Proc: "tx", Phys: pa, Size: size}
+	return mem.Access{Kind: mem.CPUWrite, Header: sim.Header{Proc: "tx"}, Phys: pa, Size: size}
 }
 
 func staleCPURead(pa mem.PhysAddr, size uint64, got, want mem.Version) mem.Access {
@@ -153,7 +171,7 @@ func staleCPURead(pa mem.PhysAddr, size uint64, got, want mem.Version) mem.Acces
 }
 
 // codes is the set of classes c reported, sorted.
-func codes(c *Checker) []string {
+func codes(c *rig) []string {
 	var out []string
 	for _, d := range c.Diagnostics() {
 		if !slices.Contains(out, d.Class) {
@@ -164,11 +182,11 @@ func codes(c *Checker) []string {
 	return out
 }
 
-func first(c *Checker, code string) (Diagnostic, bool) {
+func first(c *rig, code string) (check.Diagnostic, bool) {
 	for _, d := range c.Diagnostics() {
 		if d.Class == code {
 			return d, true
 		}
 	}
-	return Diagnostic{}, false
+	return check.Diagnostic{}, false
 }

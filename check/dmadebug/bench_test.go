@@ -1,4 +1,4 @@
-package check
+package dmadebug
 
 import (
 	"fmt"
@@ -36,18 +36,18 @@ func BenchmarkMapUnmap(b *testing.B) {
 		b.Run(fmt.Sprintf("active=%d/size=%d", bc.active, bc.size), func(b *testing.B) {
 			active := bc.active
 			maps, checks, unmaps := ring(active, bc.size)
-			c := New(Options{})
+			c := newRig(Options{})
 			for i := range active - 1 {
-				c.Observe(maps[i])
-				c.Observe(checks[i])
+				c.observe(maps[i])
+				c.observe(checks[i])
 			}
 			b.ReportAllocs()
 			i, pairs := active-1, 0
 			for b.Loop() {
-				c.Observe(maps[i])
-				c.Observe(checks[i])
+				c.observe(maps[i])
+				c.observe(checks[i])
 				i = (i + 1) % active
-				c.Observe(unmaps[i])
+				c.observe(unmaps[i])
 				pairs++
 			}
 			if n := len(c.Diagnostics()); n != 0 {
@@ -63,16 +63,16 @@ func BenchmarkMapUnmap(b *testing.B) {
 func BenchmarkCPUAccess(b *testing.B) {
 	const active = 4096
 	maps, checks, _ := ring(active, 2048)
-	c := New(Options{})
+	c := newRig(Options{})
 	for i := range active {
-		c.Observe(maps[i])
-		c.Observe(checks[i])
-		c.Observe(syncOf(true, maps[i].Addr, 2048, dma.FromDevice))
+		c.observe(maps[i])
+		c.observe(checks[i])
+		c.observe(syncOf(true, maps[i].Addr, 2048, dma.FromDevice))
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		c.Access(cpuRead(maps[i%active].Phys+64, 64))
+		c.access(cpuRead(maps[i%active].Phys+64, 64))
 		i++
 	}
 	if n := len(c.Diagnostics()); n != 0 {

@@ -1,4 +1,4 @@
-package check
+package dmadebug
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,4 @@
-package check
+package dmadebug
 
 // An interval index: a treap ordered by (start, seq) whose nodes carry the
 // largest end in their subtree (an augmented interval tree, CLRS 14.3).

@@ -1,10 +1,12 @@
-package check
+package gpumem
 
 import (
+	"github.com/dmalab/dmalab/dma"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/machine"
@@ -18,7 +20,7 @@ import (
 type gpuRig struct {
 	t   *testing.T
 	m   *machine.Machine
-	c   *Checker
+	c   *check.Checker
 	pr  *cuda.Process
 	ctx *cuda.Context
 }
@@ -37,7 +39,11 @@ func newGPURig(t *testing.T, arch string) *gpuRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	sys, err := gpu.New(m)
+	x, err := dma.New(m, m.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := gpu.New(x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +51,8 @@ func newGPURig(t *testing.T, arch string) *gpuRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &gpuRig{t: t, m: m, c: New(Options{})}
-	d.Observe(r.c.CUDA)
+	r := &gpuRig{t: t, m: m, c: check.New(check.Options{})}
+	Attach(r.c, d)
 	if r.pr, err = d.NewProcess("app", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +178,7 @@ func TestGPUClasses(t *testing.T) {
 	for _, tc := range gpuCases() {
 		seen[tc.code] = true
 		t.Run(tc.code, func(t *testing.T) {
-			info, found := Lookup(tc.code)
+			info, found := check.Lookup(tc.code)
 			if !found {
 				t.Fatalf("no class %q", tc.code)
 			}
@@ -204,11 +210,11 @@ func TestGPUClasses(t *testing.T) {
 			}
 		})
 	}
-	for _, ci := range GPUClasses() {
+	for _, ci := range Classes() {
 		if !seen[ci.Code] {
 			t.Errorf("class %s has no case", ci.Code)
 		}
-		if ci.Severity != Error || ci.Source != "dmalab" || ci.Summary == "" {
+		if ci.Severity != check.Error || ci.Source != "dmalab" || ci.Summary == "" {
 			t.Errorf("class %+v", ci)
 		}
 	}
@@ -275,19 +281,25 @@ func TestGPUClassesMore(t *testing.T) {
 	}
 }
 
-// TestGPUClassTable: the GPU classes are apart from the DMA API's 22,
-// which keep their order, and Lookup finds both.
+// TestGPUClassTable: the pack's five classes keep their order, are
+// registered (Lookup finds them) and rank after the DMA API's.
 func TestGPUClassTable(t *testing.T) {
-	if n := len(Classes()); n != 22 {
-		t.Errorf("%d DMA API classes", n)
-	}
 	want := []string{CPUDerefDevicePointer, ManagedAccessRule, UseAfterFree, KernelUnpinnedHostMemory, ForeignContextPointer}
-	for i, c := range GPUClasses() {
+	cl := Classes()
+	if len(cl) != len(want) {
+		t.Fatalf("%d classes, want %d", len(cl), len(want))
+	}
+	for i, c := range cl {
 		if c.Code != want[i] {
 			t.Errorf("GPU class #%d is %s, want %s", i+1, c.Code, want[i])
 		}
-		if _, found := Lookup(c.Code); !found {
+		if _, found := check.Lookup(c.Code); !found {
 			t.Errorf("Lookup(%s) failed", c.Code)
+		}
+	}
+	for i, k := range classes {
+		if k.Pack() != "gpu-memory" || k.Info() != cl[i] {
+			t.Errorf("handle %d: pack %q, %+v", i, k.Pack(), k.Info())
 		}
 	}
 }

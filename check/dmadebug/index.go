@@ -1,4 +1,4 @@
-package check
+package dmadebug
 
 // chunkShift sets the bucket granule of a bindex: 16 KiB. A mapping no
 // longer than a chunk (a packet buffer, a page, most sg segments) is

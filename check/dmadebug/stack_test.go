@@ -1,9 +1,10 @@
-package check_test
+package dmadebug_test
 
 import (
 	"testing"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
@@ -18,6 +19,7 @@ type stack struct {
 	memory *mem.Memory
 	dma    *dma.DMA
 	chk    *check.Checker
+	pack   *dmadebug.Pack
 }
 
 func newStack(t *testing.T, preset string) *stack {
@@ -36,16 +38,9 @@ func newStack(t *testing.T, preset string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chk := check.New(check.Options{Limits: func(name string) (check.SegLimits, bool) {
-		d, err := x.Device(name)
-		if err != nil {
-			return check.SegLimits{}, false
-		}
-		return check.SegLimits{MaxSegSize: d.MaxSegmentSize(), SegBoundaryMask: d.SegmentBoundary()}, true
-	}})
-	x.Observe(chk)
-	memory.Observe(chk.Access)
-	return &stack{m, memory, x, chk}
+	chk := check.New(check.Options{})
+	pack := dmadebug.Attach(chk, x, memory, dmadebug.Options{})
+	return &stack{m, memory, x, chk, pack}
 }
 
 // TestRealStackCorrectUse runs correct driver code through package dma
@@ -129,7 +124,7 @@ func TestRealStackCorrectUse(t *testing.T) {
 			for _, diag := range s.chk.Diagnostics() {
 				t.Errorf("correct use reported: %v", diag)
 			}
-			if n := s.chk.Active(); n != 0 {
+			if n := s.pack.Active(); n != 0 {
 				t.Errorf("%d mappings left", n)
 			}
 		})
@@ -156,7 +151,7 @@ func TestRealStackMisuse(t *testing.T) {
 		d.Unbind(p)
 	})
 	s.m.Engine.Run()
-	for _, code := range []string{check.UnmapSize, check.DeviceAccessUnmapped, check.MapIllegalMemory, check.SGSegment, check.UnbindLeak} {
+	for _, code := range []string{dmadebug.UnmapSize, dmadebug.DeviceAccessUnmapped, dmadebug.MapIllegalMemory, dmadebug.SGSegment, dmadebug.UnbindLeak} {
 		if s.chk.Count(code) != 1 {
 			t.Errorf("%s reported %d times", code, s.chk.Count(code))
 		}
@@ -165,5 +160,55 @@ func TestRealStackMisuse(t *testing.T) {
 		for _, diag := range s.chk.Diagnostics() {
 			t.Log(diag)
 		}
+	}
+}
+
+// TestAttachTakesPlatformValues: attached with zero options, the pack
+// tracks the memory's cache line (the Zynq's is 32 bytes: two receive
+// buffers 32 bytes apart share no line there) and asks the device for
+// its segment limits; options given win.
+func TestAttachTakesPlatformValues(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opt      dmadebug.Options
+		overlaps int
+	}{
+		{"from the platform", dmadebug.Options{}, 0},
+		{"given", dmadebug.Options{LineSize: 64}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := platform.Preset("zynq-7000")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := machine.New(spec, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			x, err := dma.New(m, m.Mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chk := check.New(check.Options{})
+			dmadebug.Attach(chk, x, m.Mem, tc.opt)
+			d, err := x.Device("gem0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Engine.Spawn("driver", func(p *sim.Proc) {
+				buf, _ := m.Mem.Kmalloc(0, 128)
+				buf += 64 - buf%64 // two 32-byte buffers in one 64-byte block
+				for _, b := range []mem.VirtAddr{buf, buf + 32} {
+					if d.MappingError(d.MapSingle(p, b, 32, dma.FromDevice)) {
+						t.Error("map failed")
+					}
+				}
+			})
+			m.Engine.Run()
+			if n := chk.Count(dmadebug.CachelineOverlap); n != tc.overlaps {
+				t.Errorf("%d cache-line overlaps, want %d: %v", n, tc.overlaps, chk.Diagnostics())
+			}
+		})
 	}
 }

@@ -1,9 +1,10 @@
-package check_test
+package dmadebug_test
 
 import (
 	"testing"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/platform"
@@ -30,9 +31,8 @@ func BenchmarkCheckedMapUnmap(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			chk := check.New(check.Options{LineSize: uint64(m.Mem.LineSize(0))})
-			d.Observe(chk)
-			m.Mem.Observe(chk.Access)
+			chk := check.New(check.Options{})
+			dmadebug.Attach(chk, d, m.Mem, dmadebug.Options{})
 			dev, err := d.Device(c.dev)
 			if err != nil {
 				b.Fatal(err)

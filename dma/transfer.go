@@ -1,0 +1,320 @@
+package dma
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dmalab/dmalab/fabric"
+	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// The one transfer primitive. Every bus master moves bytes through
+// Device.Transfer (a program's thread waits for it) or
+// Device.StartTransfer (hardware state machines, which call back): a
+// GPU's copy engines and its SMs, a DMA engine's channels, a NIC's rings,
+// and the devices to come. One transfer is, in order:
+//
+//  1. the call's fixed overhead (driver work, push buffer, doorbell);
+//  2. the wait for its engine, FIFO, if it has one and it is busy
+//     (queueing);
+//  3. translation of every bus address it drives through the device's
+//     Translator (dma-direct: free; an IOMMU: its IOTLB and walks), each
+//     access reported as an OpDeviceAccess event, so the checker sees it;
+//  4. the source read (versions, and the bytes in payload mode; a
+//     non-coherent master reads DRAM under dirty cache lines);
+//  5. the bytes as one flow over the route the master's transactions
+//     take (machine.DMARoute), sharing every link by max-min fairness;
+//  6. the destination written when the last byte lands (new versions,
+//     the source's bytes; a non-coherent master leaves stale lines in the
+//     caches);
+//  7. one OpTransfer event with where its time went.
+
+// Span is one piece of memory a transfer reads or writes, as its master
+// addresses it.
+type Span struct {
+	// Bus is the bus address the master drives, translated by the
+	// device's Translator: host memory, another device's memory.
+	Bus mem.DMAAddr
+	// Local marks memory the master reaches without the DMA layer's
+	// translation: its own VRAM, or a peer GPU's over NVLink. Phys is
+	// then where it is.
+	Local bool
+	Phys  mem.PhysAddr
+	Len   uint64
+	// Pinned marks host memory the device's own driver pinned and
+	// mapped for it (the GPU driver's pinned and registered memory,
+	// nv_dma_map_pages), not a streaming mapping a program made through
+	// the DMA API: the access is translated and reported like any
+	// other, with OpDeviceAccess's Pinned set.
+	Pinned bool
+}
+
+// BusSpan is n bytes at bus address a.
+func BusSpan(a mem.DMAAddr, n uint64) Span { return Span{Bus: a, Len: n} }
+
+// PinnedSpan is n bytes of driver-pinned host memory at bus address a.
+func PinnedSpan(a mem.DMAAddr, n uint64) Span { return Span{Bus: a, Len: n, Pinned: true} }
+
+// LocalSpan is n bytes of the master's own memory at pa.
+func LocalSpan(pa mem.PhysAddr, n uint64) Span { return Span{Local: true, Phys: pa, Len: n} }
+
+// Transfer is one transfer a bus master makes.
+type Transfer struct {
+	// Name names it in traces and messages.
+	Name string
+	// Engine is the queue it waits in (a GPU copy engine, a device's
+	// DMA queue); nil for a master with none (a GPU's SMs, a channel
+	// that sequences its own descriptors).
+	Engine *machine.Engine
+	// Master is the PCIe agent whose transactions carry the bytes; the
+	// zero Master means the Engine's.
+	Master machine.Master
+	// Src and Dst are where the bytes are, for the route.
+	Src, Dst machine.Endpoint
+	// Route, when not nil, is used instead of the one the endpoints give
+	// (a kernel's access route, a device's own wire).
+	Route *fabric.Route
+	// Bytes is what moves; it may differ from the spans' total (a
+	// kernel reading a buffer twice moves twice its size).
+	Bytes int64
+	// Overhead is the call's fixed cost before it queues.
+	Overhead sim.Time
+	// Read is what the master reads at the start; Write what it writes
+	// at the end. Either may be empty (a device's own side).
+	Read, Write []Span
+	// Data is what the master writes when it reads nothing from memory
+	// (a received packet), in payload mode; nil writes versions only.
+	Data []byte
+	// Opts are the flow's options (a tag, a rate cap).
+	Opts []fabric.Option
+}
+
+// TransferInfo is a finished transfer: when it was issued, started and
+// ended, and where its time went.
+type TransferInfo struct {
+	Name     string
+	Engine   string
+	Src, Dst machine.Endpoint
+	Bytes    int64
+	// Call is when it was issued, Start when its bytes began to move,
+	// End when the last landed.
+	Call, Start, End sim.Time
+	// Overhead, Queue, Translate and Move split End-Call: the call's
+	// fixed cost, waiting for the engine, address translation, and the
+	// bytes on the wire (the route's latency and the flow).
+	Overhead, Queue, Translate, Move sim.Time
+	Route                            fabric.Route
+	Flow                             *fabric.Flow
+	// Data is what was read, in payload mode.
+	Data []byte
+	// Err is the first bus error (an address beyond the mask, not RAM,
+	// an IOMMU fault); the bytes still moved on the wire, as a device's
+	// transfer does before its completion reports the error.
+	Err error
+}
+
+// Transfer makes t from the running process p and returns when its last
+// byte has landed.
+func (d *Device) Transfer(p *sim.Proc, t *Transfer) (*TransferInfo, error) {
+	if err := d.checkTransfer(t); err != nil {
+		return nil, err
+	}
+	call := p.Now()
+	p.Sleep(t.Overhead)
+	queued := p.Now()
+	if t.Engine != nil {
+		t.Engine.Acquire(p)
+	}
+	done := d.dma.eng.NewNamedCompletion(t.Name)
+	var info *TransferInfo
+	d.start(t, call, queued, func(i *TransferInfo) { info = i; done.Complete() })
+	p.Wait(done)
+	if t.Engine != nil {
+		t.Engine.Release()
+	}
+	d.report(info)
+	return info, info.Err
+}
+
+// StartTransfer makes t from event context (hardware) and calls done
+// when its last byte has landed; t.Engine and t.Overhead must be zero:
+// a state machine queues and sequences on its own.
+func (d *Device) StartTransfer(t *Transfer, done func(*TransferInfo)) error {
+	if err := d.checkTransfer(t); err != nil {
+		return err
+	}
+	if t.Engine != nil || t.Overhead != 0 {
+		return fmt.Errorf("dma: %s: transfer %s: an engine or overhead needs a process (Transfer)", d.name, t.Name)
+	}
+	now := d.dma.eng.Now()
+	d.start(t, now, now, func(i *TransferInfo) { d.report(i); done(i) })
+	return nil
+}
+
+func (d *Device) checkTransfer(t *Transfer) error {
+	if t.Bytes < 0 {
+		return fmt.Errorf("dma: %s: transfer %s: negative size %d", d.name, t.Name, t.Bytes)
+	}
+	if t.Route == nil && (t.Engine == nil && t.Master == (machine.Master{})) {
+		return fmt.Errorf("dma: %s: transfer %s: no engine and no master", d.name, t.Name)
+	}
+	return nil
+}
+
+// start runs steps 3 to 6 from event context, from time queued on (the
+// engine, if any, is held); done gets the result.
+func (d *Device) start(t *Transfer, call, queued sim.Time, done func(*TransferInfo)) {
+	info := &TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: call, Overhead: queued - call}
+	eng := d.dma.eng
+	info.Queue = eng.Now() - queued
+	route, err := d.route(t)
+	if err != nil {
+		info.Err = err
+		info.Start, info.End = eng.Now(), eng.Now()
+		done(info)
+		return
+	}
+	if t.Engine != nil {
+		info.Engine = t.Engine.Name
+	}
+	info.Route = route
+	reads, cost, rerr := d.translate(t.Read, false)
+	writes, wcost, werr := d.translate(t.Write, true)
+	info.Err = errors.Join(rerr, werr)
+	info.Translate = cost + wcost
+	move := func() {
+		info.Start = eng.Now()
+		info.Data = d.readRanges(reads)
+		data := info.Data
+		if len(t.Read) == 0 {
+			data = t.Data
+		}
+		info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, t.Opts...)
+		info.Flow.Done().OnComplete(func() {
+			info.End = eng.Now()
+			info.Move = info.End - info.Start
+			d.writeRanges(writes, data)
+			done(info)
+		})
+	}
+	if info.Translate > 0 {
+		eng.After(info.Translate, move)
+	} else {
+		move()
+	}
+}
+
+// route is the path of t's bytes: given, or the endpoints' as its
+// master's transactions load it.
+func (d *Device) route(t *Transfer) (fabric.Route, error) {
+	if t.Route != nil {
+		return *t.Route, nil
+	}
+	master := t.Master
+	if master == (machine.Master{}) {
+		master = t.Engine.Master
+	}
+	r, err := d.dma.mach.DMARoute(t.Src, t.Dst, master)
+	if err != nil {
+		return fabric.Route{}, fmt.Errorf("dma: %s: transfer %s: %w", d.name, t.Name, err)
+	}
+	return r, nil
+}
+
+// translate turns spans into physical ranges, reporting every bus access
+// (OpDeviceAccess) before it happens; a span that fails is dropped from
+// the memory effect and its error returned.
+func (d *Device) translate(spans []Span, write bool) ([]mem.PhysRange, sim.Time, error) {
+	var out []mem.PhysRange
+	var cost sim.Time
+	var errs []error
+	for _, s := range spans {
+		if s.Local {
+			out = append(out, mem.PhysRange{Start: s.Phys, Size: s.Len})
+			continue
+		}
+		n := len(out)
+		var c sim.Time
+		var err error
+		out, c, err = d.access(out, s.Bus, s.Len, write, s.Pinned)
+		cost += c
+		if err != nil {
+			out = out[:n]
+			errs = append(errs, err)
+		}
+	}
+	return out, cost, errors.Join(errs...)
+}
+
+// readRanges is the master reading ranges through mem: the versions,
+// and the bytes in payload mode (nil otherwise).
+func (d *Device) readRanges(ranges []mem.PhysRange) []byte {
+	m := d.dma.mem
+	if !m.Payload() {
+		for _, r := range ranges {
+			m.DeviceRead(d.name, d.coherent, r.Start, r.Size)
+		}
+		return nil
+	}
+	var n uint64
+	for _, r := range ranges {
+		n += r.Size
+	}
+	buf := make([]byte, n)
+	off := uint64(0)
+	for _, r := range ranges {
+		m.DeviceReadBytes(d.name, d.coherent, r.Start, buf[off:off+r.Size])
+		off += r.Size
+	}
+	return buf
+}
+
+// writeRanges is the master writing ranges: new versions, with data's
+// bytes where data covers them.
+func (d *Device) writeRanges(ranges []mem.PhysRange, data []byte) {
+	m := d.dma.mem
+	off := uint64(0)
+	for _, r := range ranges {
+		if off+r.Size <= uint64(len(data)) {
+			m.DeviceWriteBytes(d.name, d.coherent, r.Start, data[off:off+r.Size])
+		} else {
+			m.DeviceWrite(d.name, d.coherent, r.Start, r.Size)
+		}
+		off += r.Size
+	}
+}
+
+// report emits the OpTransfer event.
+func (d *Device) report(info *TransferInfo) {
+	if !d.dma.observed() {
+		return
+	}
+	e := Event{
+		Header: sim.Header{Time: info.End}, Op: OpTransfer, Device: d.name,
+		Size: uint64(info.Bytes), Failed: info.Err != nil, Transfer: info,
+		Call: info.Name,
+	}
+	if info.Err != nil {
+		e.Warn = info.Err.Error()
+	}
+	d.dma.emit(e)
+}
+
+// Effect is the memory effect of an access the device makes with no
+// transfer of its own to time it (a GPU kernel's loads and stores, whose
+// bytes its own flows carry): the reads, then the writes, translated and
+// reported as Transfer does them, at no cost in time. The writes carry
+// data when it is not nil, else what was read (payload mode). It returns
+// what was read, and the first bus error.
+func (d *Device) Effect(read, write []Span, data []byte) ([]byte, error) {
+	reads, _, rerr := d.translate(read, false)
+	got := d.readRanges(reads)
+	if data == nil {
+		data = got
+	}
+	writes, _, werr := d.translate(write, true)
+	d.writeRanges(writes, data)
+	return got, errors.Join(rerr, werr)
+}
