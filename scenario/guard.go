@@ -42,7 +42,7 @@ var ErrModel = errors.New("model error")
 // Every error wraps sim.ErrStalled or sim.ErrLimit.
 func (c *Context) runEngine(sizes ...string) error {
 	m := c.Machine
-	err := m.Engine.Guard(sim.Limits{Horizon: timeHorizon, Events: eventBudget})
+	err := m.Engine.Guard(sim.Limits{Events: eventBudget})
 	if err == nil {
 		return nil
 	}
@@ -53,7 +53,7 @@ func (c *Context) runEngine(sizes ...string) error {
 	if l := slowestLink(m.Fabric); l != nil {
 		change += fmt.Sprintf(", or use a faster platform (its slowest link is %s at %s)", l.Name(), platform.Rate(l.Effective()))
 	}
-	days := timeHorizon / (24 * 3600 * sim.Second)
+	days := sim.DefaultHorizon / (24 * 3600 * sim.Second)
 	var se *sim.StallError
 	var le *sim.LimitError
 	switch {
