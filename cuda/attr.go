@@ -42,7 +42,7 @@ const (
 //   - SyncMemops: whether PointerSetAttribute set it;
 //   - BufferID: unique per allocation and never reused, so it changes
 //     when memory is freed and allocated again at the same address
-//     (REFERENCE.md: 907 → 913 on the H200);
+//     (907 → 913 seen on the H200 machine, 2026-11-21);
 //   - IsManaged, DeviceOrdinal (the context's GPU for host and managed
 //     memory), RangeStartAddr, RangeSize, Mapped.
 //
@@ -112,9 +112,11 @@ func (c *Context) PointerGetAttribute(attr PointerAttribute, addr mem.GPUAddr) (
 // PointerSetAttribute is cuPointerSetAttribute; only SyncMemops can be
 // set (as in CUDA): value 0 or 1, on device memory. With it set,
 // synchronous memory operations on the region complete before they
-// return, which GPUDirect RDMA needs (seed 003); the model's
-// synchronous copies always do, so the attribute is kept and reported.
-// Anything else is CUDA_ERROR_INVALID_VALUE.
+// return, which GPUDirect RDMA needs (NVIDIA's "Developing a Linux
+// Kernel Module using GPUDirect RDMA",
+// docs.nvidia.com/cuda/gpudirect-rdma); the model's synchronous copies
+// always do, so the attribute is kept and reported. Anything else is
+// CUDA_ERROR_INVALID_VALUE.
 func (c *Context) PointerSetAttribute(attr PointerAttribute, value uint64, addr mem.GPUAddr) error {
 	const call = "cuPointerSetAttribute"
 	if err := c.check(call); err != nil {

@@ -34,7 +34,9 @@ import (
 // CPU cannot dereference VRAM on a PCIe GPU), memory freed, another
 // process's pointer, nothing mapped, or managed memory while a GPU
 // without concurrent managed access is active (a kernel launched and
-// not synchronised: seed 004, the CUDA Programming Guide).
+// not synchronised: the CUDA Programming Guide's unified-memory
+// chapter; NVIDIA's "How does NVIDIA implement unified memory on PCIe
+// GPUs and Tegra platforms?").
 func (c *Context) CPUAccess(p *sim.Proc, addr mem.GPUAddr, size uint64, write bool) error {
 	const call = "cpu access"
 	if err := c.check(call); err != nil {

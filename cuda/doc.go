@@ -64,7 +64,8 @@
 // so 256 MiB of pinned memory move at ~55.4 GB/s; a pageable copy about
 // the one-thread memcpy rate (7.4 GB/s there), paid as CPU time;
 // cuMemHostRegister the platform's Pin per 4 KiB page (21.9 ms per GiB
-// measured by the probe; REFERENCE.md's earlier 35 ms); cuMemHostAlloc
+// measured by the probe; an earlier measurement on the same H200
+// machine, 2026-11-21, gave 35 ms); cuMemHostAlloc
 // the same per page (assumed: the driver locks and maps each page as
 // registration does). CPU reads of write-combined memory run at the
 // node's uncached rate, CPU writes at the memcpy rate. Managed memory

@@ -23,7 +23,9 @@ const (
 	// HostAllocWriteCombined (CU_MEMHOSTALLOC_WRITECOMBINED):
 	// write-combined on the CPU: CPU stores go through write-combining
 	// buffers at full speed, CPU loads are uncached and slow; DMA is not
-	// slowed (REFERENCE.md: 55.4 / 55.1 GB/s, as pinned).
+	// slowed (55.4 / 55.1 GB/s, as pinned, measured on the H200 machine
+	// 2026-11-21; the probe's write-combined copies agree:
+	// docs/measurements/2026-11-21-h200-cli-probe.txt).
 	HostAllocWriteCombined uint32 = 0x4
 )
 
@@ -131,7 +133,8 @@ func (c *Context) MemAllocHost(p *sim.Proc, size uint64) (mem.VirtAddr, error) {
 // Uncached): CPU reads run at the node's uncached rate, CPU writes at
 // the memcpy rate (CPUAccess), DMA at full speed. On an integrated GPU
 // without I/O coherence (Tegra before Xavier) all pinned memory is
-// uncached on the CPU (seed 004; uvm.PinnedCacheability).
+// uncached on the CPU (NVIDIA's "How does NVIDIA implement unified
+// memory on PCIe GPUs and Tegra platforms?"; uvm.PinnedCacheability).
 //
 // The host pays the platform's Pin cost per 4 KiB page (assumed: the
 // driver allocates, locks and maps each page for the GPUs as
@@ -230,13 +233,13 @@ func (c *Context) MemFreeHost(p *sim.Proc, va mem.VirtAddr) error {
 // MemHostRegister is cuMemHostRegister: it pins the host memory [va,
 // va+size) (pageable memory of the process: Malloc's, or any mapped
 // host range) and enters it in the unified address map. The host pays
-// the platform's Pin cost per 4 KiB page touched (REFERENCE.md: 35 ms
-// per GiB measured on the H200; the preset's per-page figure is the
-// probe's 21.9 ms per GiB). It is mapped for kernels only with
+// the platform's Pin cost per 4 KiB page touched (35 ms per GiB
+// measured on the H200 machine 2026-11-21; the preset's per-page figure
+// is the probe's 21.9 ms per GiB). It is mapped for kernels only with
 // HostRegisterDeviceMap and pinned for other contexts only with
-// HostRegisterPortable. A range overlapping registered or driver
-// memory is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED; an unmapped one
-// or unknown flags CUDA_ERROR_INVALID_VALUE; HostRegisterIOMemory
+// HostRegisterPortable. A range overlapping registered or driver memory
+// is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED; an unmapped one or
+// unknown flags CUDA_ERROR_INVALID_VALUE; HostRegisterIOMemory
 // CUDA_ERROR_NOT_SUPPORTED, and so is any registration on an integrated
 // GPU without I/O coherence (Tegra before Xavier: "supported only on I/O
 // coherent platforms", CUDA for Tegra).
@@ -273,8 +276,9 @@ func (c *Context) MemHostRegister(p *sim.Proc, va mem.VirtAddr, size uint64, fla
 }
 
 // MemHostUnregister is cuMemHostUnregister of memory registered at va:
-// the host pays the platform's Unpin cost per page (REFERENCE.md: 14 ms
-// per GiB). Memory not registered (memory of cuMemHostAlloc included) is
+// the host pays the platform's Unpin cost per page (14 ms per GiB
+// measured on the H200 machine 2026-11-21). Memory not registered
+// (memory of cuMemHostAlloc included) is
 // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED.
 func (c *Context) MemHostUnregister(p *sim.Proc, va mem.VirtAddr) error {
 	const call = "cuMemHostUnregister"

@@ -93,7 +93,9 @@ func ResultOf(err error) Result {
 // ErrSegmentationFault is what a CPU access through Context.CPUAccess
 // returns where a real program would be killed by SIGSEGV: a device
 // pointer dereferenced on the CPU, freed memory, managed memory touched
-// while a GPU without concurrent managed access is active (seed 004).
+// while a GPU without concurrent managed access is active (NVIDIA's "How
+// does NVIDIA implement unified memory on PCIe GPUs and Tegra
+// platforms?").
 var ErrSegmentationFault = errors.New("segmentation fault")
 
 // fail is the error of call: r first, then the model's cause.

@@ -9,7 +9,8 @@ import (
 // Integrated GPUs (Tegra). The façade follows NVIDIA's CUDA for Tegra
 // application note (Memory Management, Table 1 "Characteristics of
 // Different Memory Types in a Tegra System"; I/O Coherency; Porting
-// Considerations) and seed 004:
+// Considerations) and NVIDIA's "How does NVIDIA implement unified memory
+// on PCIe GPUs and Tegra platforms?":
 //
 //   - Device memory (MemAlloc) is pages of the SoC's DRAM (package gpu);
 //     the CPU cannot touch it ("not directly accessible": CPUAccess is a

@@ -37,20 +37,19 @@ func (op cacheOp) String() string {
 // (dma_unmap_*, dma_sync_*_for_cpu). It applies to non-coherent devices
 // only; a coherent device gets no cache operation at all.
 //
-// It is the lecture's (seed 000), which is authoritative here:
-//
-//	"dma_map_single() performs the required cache maintenance for DMA in
-//	the specified direction: it flushes (writes back and invalidates) CPU
-//	cache lines covering the buffer for DMA_TO_DEVICE (so the device sees
-//	all CPU updates), or invalidates cache for DMA_FROM_DEVICE (so the
-//	CPU doesn't see stale data after device writes). dma_unmap_single()
-//	restores CPU ownership and, depending on direction, may invalidate
-//	the cache again so the CPU will read any data written by the device."
-//
-//	"DMA_TO_DEVICE: CPU→device; flush cache before map - DMA_FROM_DEVICE:
-//	device→CPU; invalidate cache before device write, invalidate again
-//	after - DMA_BIDIRECTIONAL: both; most conservative (flush +
-//	invalidate)"
+// The model keeps one conservative table on every non-coherent device,
+// whatever its architecture. At for_device, a buffer the device will
+// read (TO_DEVICE, BIDIRECTIONAL) is flushed: written back and
+// invalidated, as arch/microblaze/kernel/dma.c does, so the device sees
+// every CPU update; one it will only write (FROM_DEVICE) is invalidated,
+// so no dirty line can later be written back over the device's data.
+// At for_cpu, every direction but TO_DEVICE is invalidated again, so the
+// CPU reads what the device wrote and not lines it fetched
+// speculatively meanwhile: the table in arch/arc/mm/dma.c (after Russell
+// King's "dma_sync_*_for_cpu and direction=TO_DEVICE",
+// lore.kernel.org/lkml/20180518175004.GF17671@n2100.armlinux.org.uk).
+// Documentation/core-api/dma-api-howto.rst gives the ownership rule the
+// table serves: between map and unmap the buffer is the device's.
 //
 // How real architectures differ: arm64 (arch/arm64/mm/dma-mapping.c)
 // cleans (writes back, keeps the lines) for every direction at
@@ -60,9 +59,9 @@ func (op cacheOp) String() string {
 // DMA transfer", Linux 5.19); at for_cpu it invalidates unless the
 // direction is DMA_TO_DEVICE, as here. 32-bit Arm (__dma_page_cpu_to_dev)
 // cleans for TO_DEVICE and BIDIRECTIONAL and invalidates for
-// FROM_DEVICE. x86 is coherent and does nothing. Under the seed's table a
-// clean copy of a TO_DEVICE buffer does not survive the map; under
-// arm64's it does.
+// FROM_DEVICE. x86 is coherent and does nothing. Under the model's table
+// a clean copy of a TO_DEVICE buffer does not survive the map; under
+// arm64's (and ARC's) it does.
 var cacheOps = [...]struct{ forDevice, forCPU cacheOp }{
 	Bidirectional: {forDevice: flush, forCPU: invalidate},
 	ToDevice:      {forDevice: flush, forCPU: noCacheOp},

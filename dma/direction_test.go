@@ -8,20 +8,20 @@ import (
 	"github.com/dmalab/dmalab/sim"
 )
 
-// seedTable is the direction table written out from the seed's words,
-// line by line, independently of cacheOps.
-var seedTable = []struct {
+// wantTable is the direction table written out row by row from the
+// rule each cell serves (see cacheOps), independently of cacheOps.
+var wantTable = []struct {
 	dir               Direction
 	forDevice, forCPU cacheOp
 	why               string
 }{
-	{ToDevice, flush, noCacheOp, "DMA_TO_DEVICE: CPU→device; flush cache before map"},
-	{FromDevice, invalidate, invalidate, "DMA_FROM_DEVICE: invalidate cache before device write, invalidate again after"},
-	{Bidirectional, flush, invalidate, "DMA_BIDIRECTIONAL: both; most conservative (flush + invalidate)"},
+	{ToDevice, flush, noCacheOp, "DMA_TO_DEVICE: the device reads; write back and invalidate before, nothing after"},
+	{FromDevice, invalidate, invalidate, "DMA_FROM_DEVICE: the device writes; invalidate before, and again after"},
+	{Bidirectional, flush, invalidate, "DMA_BIDIRECTIONAL: both; write back and invalidate before, invalidate after"},
 }
 
 func TestDirectionTable(t *testing.T) {
-	for _, row := range seedTable {
+	for _, row := range wantTable {
 		t.Run(row.dir.String(), func(t *testing.T) {
 			if got := opForDevice(row.dir); got != row.forDevice {
 				t.Errorf("for_device = %v, want %v (%s)", got, row.forDevice, row.why)
@@ -41,7 +41,7 @@ func TestDirectionTable(t *testing.T) {
 // observedOp says which cache operation was applied to a line that was
 // dirty before: still there dirty (none), gone with DRAM holding its
 // data (flush), gone with the data lost (invalidate), there and clean
-// with DRAM holding it (clean, which the seed's table never uses).
+// with DRAM holding it (clean, which the model's table never uses).
 func observedOp(m *mem.Memory, pa mem.PhysAddr, written mem.Version) string {
 	_, present, dirty := m.CacheLine(0, pa)
 	inDRAM := m.DRAMVersion(pa) == written
@@ -91,7 +91,7 @@ func TestDirectionTableThroughAPI(t *testing.T) {
 	}
 	for _, coherent := range []bool{false, true} {
 		for _, c := range calls {
-			for _, row := range seedTable {
+			for _, row := range wantTable {
 				want := row.forCPU
 				if c.forDevice {
 					want = row.forDevice

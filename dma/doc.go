@@ -39,9 +39,10 @@
 //	DMA_FROM_DEVICE     invalidate                          invalidate
 //	DMA_BIDIRECTIONAL   flush                               invalidate
 //
-// This is the lecture's table (seed 000, authoritative here); arm64
-// differs by cleaning (write back, keep) at for_device for every
-// direction; see cacheOps. A coherent device gets no cache operation.
+// The model keeps this conservative table on every non-coherent device:
+// for_device as arch/microblaze/kernel/dma.c does it, for_cpu as the
+// table in arch/arc/mm/dma.c; arm64 differs by cleaning (write back,
+// keep) at for_device for every direction; see cacheOps. A coherent device gets no cache operation.
 // With a bounce buffer the operations apply to the slot, the one the
 // device accesses.
 //

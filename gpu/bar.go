@@ -10,16 +10,18 @@ import (
 // BAR1, the window through which GPU memory is visible on PCIe.
 const (
 	// BARPageSize is the BAR1 mapping granule: GPU memory is pinned and
-	// mapped in 64 KiB pages (seed 003: "the GPU BAR space is typically
-	// mapped using 64KB pages"; nv-p2p.h's NVIDIA_P2P_PAGE_SIZE_64KB).
+	// mapped in 64 KiB pages (NVIDIA's "Developing a Linux Kernel Module
+	// using GPUDirect RDMA": "the GPU BAR space is typically mapped using
+	// 64KB pages"; nv-p2p.h's NVIDIA_P2P_PAGE_SIZE_64KB).
 	BARPageSize = 64 << 10
 	// BAR1DriverReserved is the BAR1 space the driver keeps for its own
 	// mappings, counted as used from the start: 5056 KiB on the H200
 	// (measured here 2026-11-21: `dmalab probe` read "BAR1 256GiB,
 	// 5056KiB used" through NVML with one context open;
-	// docs/measurements/2026-11-21-h200-cli-probe.txt). Seed 003 gives
-	// Kepler's 32 MB of 256 MB; the model takes what the measured
-	// machine shows, and never more than the aperture.
+	// docs/measurements/2026-11-21-h200-cli-probe.txt). NVIDIA's
+	// GPUDirect RDMA guide ("PCI BAR sizes") gives Kepler's 32 MB of
+	// 256 MB; the model takes what the measured machine shows, and
+	// never more than the aperture.
 	BAR1DriverReserved = 5056 << 10
 	// BARWindowBase is where the model places the first GPU's BAR1 in the
 	// physical address space: above all memory (mem puts DRAM from 0 and
@@ -35,16 +37,17 @@ const (
 // Memory Usage" and nvmlDeviceGetBAR1MemoryInfo returns.
 //
 // The size is the spec's BAR1. With resizable BAR (PCIe ReBAR, "large
-// BAR" in seed 003) the BIOS sizes BAR1 to cover all of VRAM, as the
-// H200's 256 GiB does its 141 GiB: any allocation can be mapped at
-// once. Without it BAR1 is small (256 MiB on Kepler) and mappings
-// compete for it: exhaustion is the error GPUDirect users meet.
+// BAR" in NVIDIA's "Developing a Linux Kernel Module using GPUDirect
+// RDMA") the BIOS sizes BAR1 to cover all of VRAM, as the H200's 256
+// GiB does its 141 GiB: any allocation can be mapped at once. Without
+// it BAR1 is small (256 MiB on Kepler) and mappings compete for it:
+// exhaustion is the error GPUDirect users meet.
 //
-// Overlapping mappings share BAR pages (CUDA 7.0 and later, seed 003:
-// "when pinning overlapping or duplicate device memory ranges ... GPU
-// BAR space might be shared"): each BAR page is counted once per VRAM
-// page however many mappings hold it, and returns to the free space
-// when the last of them is unmapped.
+// Overlapping mappings share BAR pages (CUDA 7.0 and later, NVIDIA's
+// GPUDirect RDMA guide: "when pinning overlapping or duplicate device
+// memory ranges ... GPU BAR space might be shared"): each BAR page is
+// counted once per VRAM page however many mappings hold it, and returns
+// to the free space when the last of them is unmapped.
 //
 // An integrated GPU has no BAR1 (no PCIe link, no VRAM): its Aperture
 // is empty, and Map and Unmap are ErrNotSupported (noAperture).

@@ -74,7 +74,8 @@ func TestBAR1Rounding(t *testing.T) {
 // TestBAR1OverlapShares: overlapping and duplicate mappings share BAR
 // pages (CUDA 7.0+): the space used is the union, and a page is freed
 // only when its last mapping goes. Two small buffers in one 64 KiB page
-// share it too (seed 003).
+// share it too (NVIDIA's "Developing a Linux Kernel Module using
+// GPUDirect RDMA").
 func TestBAR1OverlapShares(t *testing.T) {
 	r := h200(t)
 	ap := r.d.BAR1()

@@ -10,20 +10,22 @@
 // # Real counterparts
 //
 //   - System is the driver's per-process state: the unified virtual
-//     address space (UVA; seed 003, "Basics of UVA CUDA Memory
-//     Management"), in which one pointer value names one place on every
-//     GPU and, for pinned host memory, on the CPU too. PointerAttributes
-//     is cuPointerGetAttributes (memory type, device ordinal, buffer ID,
+//     address space (UVA; NVIDIA's "Developing a Linux Kernel Module
+//     using GPUDirect RDMA", "Basics of UVA CUDA Memory Management"),
+//     in which one pointer value names one place on every GPU and, for
+//     pinned host memory, on the CPU too. PointerAttributes is
+//     cuPointerGetAttributes (memory type, device ordinal, buffer ID,
 //     range), Resolve what the driver does with a pointer given to
 //     cuMemcpy.
 //   - Device is a CUdevice with its primary context. Device.Alloc and
 //     System.Free are cuMemAlloc and cuMemFree: addresses in a per-GPU
-//     window; allocations of 2 MiB and more in whole 2 MiB pages, smaller
-//     ones sharing 2 MiB chunks at 512 B granularity; a fixed host cost
-//     per call (REFERENCE.md's 57 µs for the pair); cudaFree's implicit
-//     synchronisation. RegisterHost is the address-map half of
-//     cuMemHostAlloc and cuMemHostRegister (the host address is the GPU
-//     address), AllocManaged that of cuMemAllocManaged.
+//     window; allocations of 2 MiB and more in whole 2 MiB pages,
+//     smaller ones sharing 2 MiB chunks at 512 B granularity; a fixed
+//     host cost per call (57 µs for the pair, measured on the H200
+//     machine 2026-11-21); cudaFree's implicit synchronisation.
+//     RegisterHost is the address-map half of cuMemHostAlloc and
+//     cuMemHostRegister (the host address is the GPU address),
+//     AllocManaged that of cuMemAllocManaged.
 //   - Aperture is BAR1 (nvidia-smi -q "BAR1 Memory Usage",
 //     nvmlDeviceGetBAR1MemoryInfo): its size from the spec (resizable BAR
 //     makes it cover VRAM), the driver's reserve, mappings in 64 KiB
@@ -72,8 +74,8 @@
 //     dependencies, the function's own time.
 //
 // Synchronize blocks the host without CPU time (blocking sync).
-// Constants carry their sources: measured on the lent H200
-// (REFERENCE.md, docs/measurements), calibrated from those
+// Constants carry their sources: measured on the lent H200 machine
+// (2026-11-21, docs/measurements), calibrated from those
 // measurements, or assumed and marked so.
 //
 // What is not modelled: the per-thread default stream, stream

@@ -41,7 +41,8 @@ var (
 	// (CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED).
 	ErrPeerAccessAlreadyEnabled = errors.New("peer access is already enabled")
 	// ErrBARExhausted: no BAR1 space left for a mapping. GPUDirect's
-	// nvidia_p2p_get_pages fails then (seed 003, "PCI BAR sizes").
+	// nvidia_p2p_get_pages fails then (NVIDIA's "Developing a Linux
+	// Kernel Module using GPUDirect RDMA", "PCI BAR sizes").
 	ErrBARExhausted = errors.New("BAR1 space exhausted")
 	// ErrNotSupported: an operation the model does not do (a kernel
 	// access to managed memory with no ManagedHandler set, a copy of

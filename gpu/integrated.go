@@ -43,9 +43,10 @@ import (
 //   - Peer access is ErrNotSupported ("CUDA Features Not Supported on
 //     Tegra": peer-to-peer communication calls).
 //   - Managed memory (AllocManaged) is "one allocation in shared DRAM"
-//     (seed 004): its range is backed by pages of the GPU's node from the
-//     start, so that the CPU and the kernels reach the same bytes and mem
-//     follows their versions (managedBacking).
+//     (NVIDIA's "How does NVIDIA implement unified memory on PCIe GPUs
+//     and Tegra platforms?"): its range is backed by pages of the GPU's
+//     node from the start, so that the CPU and the kernels reach the
+//     same bytes and mem follows their versions (managedBacking).
 
 // deviceMemory is the memory g allocates from: its VRAM, or for an
 // integrated GPU its node's DRAM.

@@ -124,7 +124,8 @@ func TestComputeBoundKernel(t *testing.T) {
 }
 
 // TestEmptyKernelLaunchAndSync: launching an empty kernel and
-// synchronising costs the host REFERENCE.md's 3.2 µs.
+// synchronising costs the host the 3.2 µs measured on the H200 machine
+// (2026-11-21).
 func TestEmptyKernelLaunchAndSync(t *testing.T) {
 	r := h200(t)
 	r.run(func(p *sim.Proc) {

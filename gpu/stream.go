@@ -11,10 +11,10 @@ import (
 // (cuLaunchKernel, cuMemcpyAsync, cuEventRecord, cuStreamWaitEvent,
 // cuLaunchHostFunc): building the push-buffer entry and ringing the
 // doorbell. Assumed: 1 µs, so that with KernelLaunchLatency a launch
-// and its completion add up to REFERENCE.md's 3.2 µs empty kernel
-// launch on the H200. A trivial call through the binding measured
-// 0.232 µs there (probe call_overhead), a floor. A back-to-back launch
-// loop measures this part alone; nobody has yet.
+// and its completion add up to the 3.2 µs empty kernel launch measured
+// on the H200 machine (2026-11-21). A trivial call through the binding
+// measured 0.232 µs there (probe call_overhead), a floor. A
+// back-to-back launch loop measures this part alone; nobody has yet.
 const EnqueueCost = 1 * sim.Microsecond
 
 // StreamFlags are cuStreamCreate's flags.

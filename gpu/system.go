@@ -18,7 +18,8 @@ const (
 	// DeviceVABase is where the first GPU's device-memory window starts.
 	// Each GPU gets a window of its VRAM rounded up to VAWindowAlign,
 	// the next GPU's following it, as cuMemAlloc's VA ranges are
-	// per-device parts of the CUDA-managed VA range (seed 003, "Basics
+	// per-device parts of the CUDA-managed VA range (NVIDIA's
+	// "Developing a Linux Kernel Module using GPUDirect RDMA", "Basics
 	// of UVA CUDA Memory Management").
 	DeviceVABase mem.GPUAddr = 0x10_0000_0000
 	// VAWindowAlign is the alignment and rounding of each window
@@ -31,11 +32,11 @@ const (
 	ManagedVASize = 16 << 40
 )
 
-// Pinned host memory keeps its CPU virtual address on the GPU (UVA:
-// "a page backed by CPU memory ... accessible from both the host and the
-// GPU at the same VA", seed 003): the model's host addresses are kernel
-// addresses (package mem has no user address space), far above every
-// window here, so they never collide.
+// Pinned host memory keeps its CPU virtual address on the GPU (UVA: "a
+// page backed by CPU memory ... accessible from both the host and the
+// GPU at the same VA", NVIDIA's GPUDirect RDMA guide): the model's host
+// addresses are kernel addresses (package mem has no user address
+// space), far above every window here, so they never collide.
 
 // MemoryType is what a unified address points at: the values of CUDA's
 // cudaMemoryType (CU_POINTER_ATTRIBUTE_MEMORY_TYPE has HOST and DEVICE;
@@ -104,8 +105,9 @@ type Allocation struct {
 	Device int
 	// BufferID is unique per allocation in a System and never reused:
 	// freeing and allocating again at the same address gives a new one
-	// (CU_POINTER_ATTRIBUTE_BUFFER_ID; REFERENCE.md saw 907 → 913, the
-	// probe 913 → 914).
+	// (CU_POINTER_ATTRIBUTE_BUFFER_ID; the H200 machine showed 907 → 913
+	// on 2026-11-21, the probe 913 → 914,
+	// docs/measurements/2026-11-21-h200-cli-probe.txt).
 	BufferID uint64
 	// HostVA is host memory's CPU address (equal to Addr).
 	HostVA mem.VirtAddr
@@ -233,8 +235,9 @@ func (s *System) SetManagedHandler(h ManagedHandler) { s.managed = h }
 // OnFree registers fn to run when an allocation is freed or host memory
 // unregistered, in the freeing process, before the memory is released:
 // where GPUDirect's free callback and a registration cache's
-// invalidation hook in. fn may block p briefly (the seed's free
-// callback may).
+// invalidation hook in. fn may block p briefly (GPUDirect's free
+// callback may: "Developing a Linux Kernel Module using GPUDirect
+// RDMA").
 func (s *System) OnFree(fn func(p *sim.Proc, a Allocation)) { s.onFree = append(s.onFree, fn) }
 
 func (s *System) emit(a Activity) {

@@ -99,7 +99,7 @@ func FuzzSet(f *testing.F) {
 		{2, "gpus.gpu0.uvm.prefetch_threshold", "75"},
 		{1, "gpus.gpu3.uvm", "{thrashing_lapse: 1ms, fault_latency: 45us}"},
 		{0, "gpus.gpu1.kernel_launch", "5us"},
-		{2, "gpus.gpu0.pin_cost.source", "REFERENCE.md"},
+		{2, "gpus.gpu0.pin_cost.source", "measured here"},
 		{2, "gpus.gpu0.pageable_chunk", "64 KiB"},
 		{2, "gpus.gpu0.integrated", "true"},
 		{3, "gpus.gpu0.noncoherent_dma", "true"},

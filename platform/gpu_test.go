@@ -274,8 +274,8 @@ func TestSetGPU(t *testing.T) {
 				t.Errorf("kernel_launch = %+v", g.KernelLaunch)
 			}
 		}},
-		{"pin cost source", "h200-pcie", "gpus.gpu0.pin_cost.source", "REFERENCE.md: 35 ms per GiB", func(t *testing.T, s *Spec) {
-			if p := s.GPUs[0].PinCost; p != P(133500*sim.Picosecond, "REFERENCE.md: 35 ms per GiB") {
+		{"pin cost source", "h200-pcie", "gpus.gpu0.pin_cost.source", "measured here: 35 ms per GiB", func(t *testing.T, s *Spec) {
+			if p := s.GPUs[0].PinCost; p != P(133500*sim.Picosecond, "measured here: 35 ms per GiB") {
 				t.Errorf("pin_cost = %+v", p)
 			}
 		}},

@@ -208,7 +208,9 @@ type GPU struct {
 	// DRAM of NUMA node Node (cudaDeviceProp::integrated). Its unified
 	// memory is one allocation in that DRAM, kept coherent by cache
 	// maintenance at kernel launch rather than migrated by faults, and
-	// neither processor may touch it while the other does (seed 004).
+	// neither processor may touch it while the other does (NVIDIA's
+	// "How does NVIDIA implement unified memory on PCIe GPUs and Tegra
+	// platforms?").
 	Integrated bool
 	// Node is the NUMA node whose DRAM an integrated GPU shares; only an
 	// integrated GPU has one of its own (a discrete GPU's is its root
@@ -427,16 +429,16 @@ const (
 // runs with; the costs are what was measured on that machine.
 const (
 	// DefaultKernelLaunch: an empty kernel launch, measured on the H200
-	// machine (REFERENCE.md).
+	// machine 2026-11-21.
 	DefaultKernelLaunch = 3200 * sim.Nanosecond
 	// DefaultAllocCost: cudaMalloc and cudaFree of 2 MiB, measured on the
-	// H200 machine (REFERENCE.md).
+	// H200 machine 2026-11-21.
 	DefaultAllocCost = 57 * sim.Microsecond
 	// DefaultPinCost and DefaultUnpinCost: cuMemHostRegister and
 	// cuMemHostUnregister of resident pageable memory on the H200
-	// machine, 35 and 14 ms per GiB (REFERENCE.md; dmalab probe measured
-	// 35.8 and 15.0 ms on 2026-11-21, docs/measurements/
-	// 2026-11-21-h200-final/probe.txt), per 4 KiB page.
+	// machine, 35 and 14 ms per GiB (measured 2026-11-21; dmalab probe
+	// measured 35.8 and 15.0 ms the same day,
+	// docs/measurements/2026-11-21-h200-final/probe.txt), per 4 KiB page.
 	DefaultPinCost   = 133500 * sim.Picosecond
 	DefaultUnpinCost = 53400 * sim.Picosecond
 	// DefaultPageableChunk is assumed: NVIDIA does not document the size

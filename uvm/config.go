@@ -125,40 +125,42 @@ type Params struct {
 
 // Defaults: the nvidia_uvm module's own (open-gpu-kernel-modules,
 // kernel-open/nvidia-uvm), which the H200 machine measured here runs
-// with (/sys/module/nvidia_uvm/parameters, 2026-11-21, REFERENCE.md), and
-// the costs.
+// with: every module parameter below read the same in
+// /sys/module/nvidia_uvm/parameters on 2026-11-21
+// (docs/measurements/2026-11-21-h200-mechanisms/system.txt). Then the
+// costs.
 const (
 	// DefaultFaultBatchCount: UVM_PERF_FAULT_BATCH_COUNT_DEFAULT
-	// (uvm_gpu_replayable_faults.c); REFERENCE.md.
+	// (uvm_gpu_replayable_faults.c).
 	DefaultFaultBatchCount = 256
 	// DefaultMaxBatchesPerService:
 	// UVM_PERF_FAULT_MAX_BATCHES_PER_SERVICE_DEFAULT
-	// (uvm_gpu_replayable_faults.c); REFERENCE.md.
+	// (uvm_gpu_replayable_faults.c).
 	DefaultMaxBatchesPerService = 20
 	// DefaultMaxThrottlePerService:
 	// UVM_PERF_FAULT_MAX_THROTTLE_PER_SERVICE_DEFAULT
 	// (uvm_gpu_replayable_faults.c).
 	DefaultMaxThrottlePerService = 5
 	// DefaultPrefetchThreshold: UVM_PREFETCH_THRESHOLD_DEFAULT, percent
-	// (uvm_perf_prefetch.c); REFERENCE.md.
+	// (uvm_perf_prefetch.c).
 	DefaultPrefetchThreshold = 51
 	// DefaultThrashingThreshold: UVM_PERF_THRASHING_THRESHOLD_DEFAULT
-	// (uvm_perf_thrashing.c); REFERENCE.md.
+	// (uvm_perf_thrashing.c).
 	DefaultThrashingThreshold = 3
 	// DefaultThrashingPinThreshold: UVM_PERF_THRASHING_PIN_THRESHOLD_DEFAULT
 	// (uvm_perf_thrashing.c).
 	DefaultThrashingPinThreshold = 10
 	// DefaultThrashingLapse: UVM_PERF_THRASHING_LAPSE_USEC_DEFAULT
-	// (uvm_perf_thrashing.c); REFERENCE.md.
+	// (uvm_perf_thrashing.c).
 	DefaultThrashingLapse = 500 * sim.Microsecond
 	// DefaultThrashingNap: UVM_PERF_THRASHING_NAP_DEFAULT, lapses
 	// (uvm_perf_thrashing.c).
 	DefaultThrashingNap = 1
 	// DefaultThrashingEpoch: UVM_PERF_THRASHING_EPOCH_DEFAULT, lapses
-	// (uvm_perf_thrashing.c); REFERENCE.md.
+	// (uvm_perf_thrashing.c).
 	DefaultThrashingEpoch = 2000
 	// DefaultThrashingPin: UVM_PERF_THRASHING_PIN_DEFAULT, lapses
-	// (uvm_perf_thrashing.c); REFERENCE.md.
+	// (uvm_perf_thrashing.c).
 	DefaultThrashingPin = 300
 	// DefaultThrashingMaxResets: UVM_PERF_THRASHING_MAX_RESETS_DEFAULT
 	// (uvm_perf_thrashing.c).
@@ -171,8 +173,8 @@ const (
 	// calibrated from: one GPU thread reading host-resident managed
 	// memory at 2 MiB stride, median round trip per fault, 21.92 us
 	// (measured here 2026-11-21 by dmalab probe,
-	// docs/measurements/2026-11-21-h200-cli-probe.txt; REFERENCE.md's
-	// ~23 us is an earlier run of the same measurement).
+	// docs/measurements/2026-11-21-h200-cli-probe.txt; ~23 us in an
+	// earlier run of the same measurement on the same machine).
 	IsolatedFaultLatency = 21920 * sim.Nanosecond
 	// CalibrationMove is what the H200 platform model charges for the
 	// migration inside that round trip. The block was resident on the
@@ -211,9 +213,10 @@ const (
 	DefaultCPUZeroPageCost = 375 * sim.Nanosecond
 	// DefaultCPUMapPageCost is assumed equal to pinning one page:
 	// cuMemHostRegister costs 35 ms per GiB on the H200 machine
-	// (REFERENCE.md, h200-pcie pin_cost), 133 ns per 4 KiB page, which is the same kind of
-	// per-page kernel work (a page-table walk, a reference, a mapping
-	// under mmap_lock). No unified-memory measurement went into it.
+	// (measured 2026-11-21; h200-pcie pin_cost), 133 ns per 4 KiB page,
+	// which is the same kind of per-page kernel work (a page-table
+	// walk, a reference, a mapping under mmap_lock). No unified-memory
+	// measurement went into it.
 	DefaultCPUMapPageCost = 133 * sim.Nanosecond
 )
 

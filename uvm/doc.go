@@ -25,9 +25,10 @@
 //     throttling and pinning (uvm_perf_thrashing.c), cuMemAdvise
 //     (ReadMostly, PreferredLocation, AccessedBy) and cuMemPrefetchAsync
 //     (uvm_migrate.c).
-//   - Pre-Pascal and Tegra follow seed 004 and the CUDA programming
-//     guide: migration at kernel launch, cache maintenance at launch, no
-//     concurrent access (legacy.go).
+//   - Pre-Pascal and Tegra follow NVIDIA's "How does NVIDIA implement
+//     unified memory on PCIe GPUs and Tegra platforms?" and the CUDA
+//     programming guide: migration at kernel launch, cache maintenance
+//     at launch, no concurrent access (legacy.go).
 //
 // # Time and data
 //

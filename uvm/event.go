@@ -25,7 +25,8 @@ var (
 	ErrNotSupported = errors.New("not supported without concurrent managed access")
 	// ErrConcurrentAccess: the CPU touched managed memory while a kernel
 	// ran on a GPU without concurrent managed access (pre-Pascal, Tegra):
-	// on the real system a segmentation fault (seed 004).
+	// on the real system a segmentation fault (NVIDIA's "How does NVIDIA
+	// implement unified memory on PCIe GPUs and Tegra platforms?").
 	ErrConcurrentAccess = errors.New("CPU access to managed memory while a kernel runs")
 	// ErrNoKernel: a pre-Pascal or Tegra GPU accessed managed memory
 	// outside a kernel (between KernelLaunch and KernelComplete).

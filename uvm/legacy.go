@@ -9,14 +9,16 @@ import (
 
 // The models without GPU faults.
 //
-// Pre-Pascal (seed 004; the CUDA programming guide's "devices of compute
-// capability lower than 6.0"): managed memory lives in the home GPU's
-// memory (every GPU maps it, over peer access when there are several),
-// or in system memory when the GPUs cannot all peer. The CPU faults
-// pages into system memory (4 KiB each; assumed, the legacy driver is not
-// in open-gpu-kernel-modules); a CPU write marks a page dirty, and at the
-// next kernel launch every dirty page migrates to the home GPU and the
-// CPU loses its copies, so that it faults again after the kernel.
+// Pre-Pascal (NVIDIA's "How does NVIDIA implement unified memory on
+// PCIe GPUs and Tegra platforms?"; the CUDA programming guide's
+// "devices of compute capability lower than 6.0"): managed memory lives
+// in the home GPU's memory (every GPU maps it, over peer access when
+// there are several), or in system memory when the GPUs cannot all
+// peer. The CPU faults pages into system memory (4 KiB each; assumed,
+// the legacy driver is not in open-gpu-kernel-modules); a CPU write
+// marks a page dirty, and at the next kernel launch every dirty page
+// migrates to the home GPU and the CPU loses its copies, so that it
+// faults again after the kernel.
 //
 // Tegra: one physical copy in the SoC's DRAM, never migrated. The CPU
 // caches are cleaned of what the CPU wrote at kernel launch and

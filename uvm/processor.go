@@ -85,7 +85,9 @@ func (s ProcSet) String() string {
 }
 
 // Generation is how a GPU takes part in unified memory. The CUDA
-// programming guide and seed 004 split GPUs into three models.
+// programming guide and NVIDIA's "How does NVIDIA implement unified
+// memory on PCIe GPUs and Tegra platforms?" split GPUs into three
+// models.
 type Generation int
 
 const (
@@ -95,15 +97,16 @@ const (
 	// managed memory concurrently (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS
 	// = 1, measured on the H200 here).
 	PascalPlus Generation = iota + 1
-	// PrePascal: Kepler and Maxwell (and Windows, per seed 004). No GPU
-	// page faults: every managed page the CPU dirtied migrates to the GPU
-	// at kernel launch, and the CPU must not touch managed memory while a
-	// kernel runs (a segmentation fault).
+	// PrePascal: Kepler and Maxwell (and Windows, per NVIDIA's unified
+	// memory note above). No GPU page faults: every managed page the
+	// CPU dirtied migrates to the GPU at kernel launch, and the CPU
+	// must not touch managed memory while a kernel runs (a segmentation
+	// fault).
 	PrePascal
 	// Tegra: an integrated GPU (Jetson). Managed memory is one
 	// allocation in the SoC's shared DRAM, cached on both sides and kept
 	// coherent by cache maintenance at kernel launch; no migration and no
-	// concurrent access (seed 004).
+	// concurrent access (the same NVIDIA note).
 	Tegra
 )
 
@@ -139,12 +142,13 @@ func GenerationOf(arch string, integrated bool) (Generation, error) {
 }
 
 // PinnedCacheability says how pinned host memory (cuMemHostAlloc) is
-// mapped: cached on the CPU and on the GPU or not. Seed 004: on Tegra,
-// pinned memory is uncached on the iGPU, and uncached on the CPU too
-// before Xavier (no I/O coherence); from Xavier on (ioCoherent) it is
-// cacheable on the CPU. A discrete GPU reaches pinned memory over PCIe,
-// which snoops the CPU caches: cacheable on the CPU, not cached by the
-// GPU.
+// mapped: cached on the CPU and on the GPU or not. NVIDIA's "How does
+// NVIDIA implement unified memory on PCIe GPUs and Tegra platforms?":
+// on Tegra, pinned memory is uncached on the iGPU, and uncached on the
+// CPU too before Xavier (no I/O coherence); from Xavier on (ioCoherent)
+// it is cacheable on the CPU. A discrete GPU reaches pinned memory over
+// PCIe, which snoops the CPU caches: cacheable on the CPU, not cached
+// by the GPU.
 func PinnedCacheability(g Generation, ioCoherent bool) (cpuCached, gpuCached bool) {
 	if g == Tegra {
 		return ioCoherent, false

@@ -71,7 +71,9 @@ func TestSymbolTable(t *testing.T) {
 	if nfunc != len(fields) {
 		t.Errorf("library has %d func fields, table binds %d", nfunc, len(fields))
 	}
-	// The versioned names REFERENCE.md's CUDA 13 notes require.
+	// The versioned names CUDA 13's cuda.h binds these calls to (its
+	// "#define cuMemAlloc cuMemAlloc_v2" and the like): a binding that
+	// loads symbols by name must load these.
 	for _, n := range []string{
 		"cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2",
 		"cuMemHostRegister_v2", "cuMemPrefetchAsync_v2", "cuMemAdvise_v2", "cuEventElapsedTime_v2",
