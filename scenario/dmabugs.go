@@ -406,7 +406,7 @@ func runDMABugs(c *Context) error {
 			}
 		}
 	})
-	guardErr := c.runEngine()
+	guardErr := runEngine(c)
 	if runErr != nil {
 		return runErr
 	}

@@ -125,7 +125,7 @@ func runDMAStreaming(c *Context) error {
 	if err != nil {
 		return err
 	}
-	guardErr := c.runEngine("packets", "size")
+	guardErr := runEngine(c, "packets", "size")
 	res, err := n.Result()
 	if err != nil {
 		return err
@@ -194,7 +194,7 @@ func runDMAVsMemcpy(c *Context) error {
 		runErr = copySweep(c, p, ctl, dev, node, cores, sizes)
 	})
 	cores.Attach(driver, 0)
-	guardErr := c.runEngine("sizes")
+	guardErr := runEngine(c, "sizes")
 	if runErr != nil {
 		return runErr
 	}

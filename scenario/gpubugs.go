@@ -211,7 +211,7 @@ func commitGPUBugs(c *Context, seen func(class string, misuse error)) error {
 			}
 		}
 	})
-	guardErr := c.runEngine()
+	guardErr := runEngine(c)
 	if runErr != nil {
 		return runErr
 	}

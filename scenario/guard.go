@@ -40,7 +40,7 @@ var ErrModel = errors.New("model error")
 // ErrModel, with each process and what it waits on.
 //
 // Every error wraps sim.ErrStalled or sim.ErrLimit.
-func (c *Context) runEngine(sizes ...string) error {
+func runEngine(c *Context, sizes ...string) error {
 	m := c.Machine
 	err := m.Engine.Guard(sim.Limits{Events: eventBudget})
 	if err == nil {

@@ -101,7 +101,7 @@ func TestGuardDeadlockIsAModelError(t *testing.T) {
 	c := &Context{Machine: m}
 	irq := m.Engine.NewNamedCompletion("irq")
 	m.Engine.Spawn("driver", func(p *sim.Proc) { p.Wait(irq) })
-	err = c.runEngine("size")
+	err = runEngine(c, "size")
 	if !errors.Is(err, ErrModel) || errors.Is(err, ErrUsage) || !errors.Is(err, sim.ErrStalled) {
 		t.Fatalf("runEngine = %v, want a model error wrapping sim.ErrStalled", err)
 	}

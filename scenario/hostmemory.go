@@ -112,7 +112,7 @@ func runHostMemory(c *Context) error {
 			})
 		}
 	})
-	guardErr := c.runEngine("size")
+	guardErr := runEngine(c, "size")
 	if runErr != nil {
 		return runErr
 	}

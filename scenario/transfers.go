@@ -274,7 +274,7 @@ func runTransfers(c *Context) error {
 			c.Result.Results = append(c.Result.Results, row)
 		}
 	})
-	guardErr := c.runEngine("sizes")
+	guardErr := runEngine(c, "sizes")
 	if runErr != nil {
 		return runErr
 	}

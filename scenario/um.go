@@ -235,7 +235,7 @@ func measureUMPrefetch(c *Context) ([]umSample, error) {
 			out = append(out, s...)
 		}
 	})
-	guardErr := c.runEngine("size")
+	guardErr := runEngine(c, "size")
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -510,7 +510,7 @@ func measureUMOversubscribe(c *Context) ([]umPass, error) {
 			}
 		}
 	})
-	guardErr := c.runEngine("vram", "ratios")
+	guardErr := runEngine(c, "vram", "ratios")
 	if runErr != nil {
 		return nil, runErr
 	}
