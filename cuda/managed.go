@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/dmalab/dmalab/dma"
 
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
@@ -148,9 +149,10 @@ func moveTime(m *machine.Machine, r fabric.Route, bytes int64) sim.Time {
 	return lat + sim.TransferTime(float64(bytes), rate)
 }
 
-// umEnv is the unified-memory driver's data path: the machine's routes
-// and fabric flows, so that migrations share PCIe, NVLink, DRAM and
-// HBM with every other transfer.
+// umEnv is the unified-memory driver's data path: transfers of the DMA
+// layer by the GPU that drives them, so that migrations share PCIe,
+// NVLink, DRAM and HBM with every other transfer and are seen as every
+// other bus master's are.
 type umEnv struct{ d *Driver }
 
 func (e umEnv) Engine() *sim.Engine { return e.d.m.Engine }
@@ -169,16 +171,11 @@ func (e umEnv) Move(p *sim.Proc, from, to uvm.Processor, bytes int64) {
 	if !by.IsGPU() {
 		by = from
 	}
-	var master machine.Master
-	if by.IsGPU() {
-		master = m.GPUs[by.GPUIndex()].CE()
-	}
-	r, err := m.DMARoute(src, dst, master)
-	if err != nil {
+	g := e.d.sys.Devices[by.GPUIndex()]
+	t := &dma.Transfer{Name: fmt.Sprintf("uvm %v→%v", from, to), Master: m.GPUs[by.GPUIndex()].CE(), Src: src, Dst: dst, Bytes: bytes}
+	if _, err := g.DMA().Transfer(p, t); err != nil {
 		panic(fmt.Sprintf("cuda: uvm migration %v → %v: %v", from, to, err))
 	}
-	fl := m.Fabric.Start(fmt.Sprintf("uvm %v→%v", from, to), r, bytes)
-	p.Wait(fl.Done())
 }
 
 // CacheMaintenance is the CPU cleaning or invalidating bytes of managed
@@ -254,14 +251,24 @@ func (h *managedHandler) AfterKernel(p *sim.Proc, g int)  { h.d.um.KernelComplet
 func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, size uint64, write bool) {
 	m := d.m
 	gp := m.GPUs[g]
+	dev := d.sys.Devices[g].DMA()
 	remote := min(uint64(max(acc.RemoteBytes, 0)), size)
 	var waits []*sim.Completion
+	// move starts the SMs' bytes over r as a transfer of the DMA layer
+	// (managed memory's content is not followed: no spans).
+	move := func(name string, r fabric.Route, n uint64) {
+		done := m.Engine.NewNamedCompletion(name)
+		if err := dev.StartTransfer(&dma.Transfer{Name: name, Route: &r, Bytes: int64(n)}, func(*dma.TransferInfo) { done.Complete() }); err != nil {
+			panic(fmt.Sprintf("cuda: %s: %v", name, err))
+		}
+		waits = append(waits, done)
+	}
 	if local := size - remote; local > 0 {
 		r, err := d.sys.Devices[g].LocalRoute(write)
 		if err != nil {
 			panic(fmt.Sprintf("cuda: %s managed access: %v", gp.Name, err))
 		}
-		waits = append(waits, m.Fabric.Start(gp.Name+" managed", r, int64(local)).Done())
+		move(gp.Name+" managed", r, local)
 	}
 	if remote > 0 {
 		where := acc.Where
@@ -283,7 +290,7 @@ func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, size uint64, wri
 					hops = append(hops, hop)
 				}
 			}
-			waits = append(waits, m.Fabric.Start(gp.Name+" managed remote", fabric.Route{Hops: hops}, int64(remote)).Done())
+			move(gp.Name+" managed remote", fabric.Route{Hops: hops}, remote)
 		}
 	}
 	for _, c := range waits {
