@@ -56,9 +56,14 @@ func (s *System) RunOn(node int, name string, prog func(p *Process) error) error
 		progErr = errors.Join(progErr, kp.Exit(t))
 		done = true
 	})
-	s.Engine.Run()
-	if !done {
+	err = s.RunEngine()
+	// A program left waiting with nothing to wake it is the program's
+	// deadlock, not the model's.
+	if !done && (err == nil || errors.Is(err, ErrModel)) {
 		return fmt.Errorf("run %s: the program never finished: blocked for good: %s", name, strings.Join(s.Engine.Blocked(), "; "))
+	}
+	if err != nil {
+		return errors.Join(progErr, fmt.Errorf("run %s: %w", name, err))
 	}
 	return progErr
 }

@@ -105,6 +105,8 @@ type RunOptions struct {
 	// Progress, when set, receives a line per step of long scenarios
 	// (the CLI passes stderr when it is a terminal).
 	Progress io.Writer
+	// EventBudget bounds the run's events (Options.EventBudget).
+	EventBudget uint64
 }
 
 // Outcome is what a run produced.
@@ -173,6 +175,7 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	seed, _ := strconv.ParseUint(seedText, 10, 64) // checked above
 	sys, err := boot(spec, Options{
 		Name: s.Name, Seed: seed, Payload: opt.Payload, Check: opt.Check, Trace: opt.Trace, Progress: opt.Progress,
+		EventBudget: opt.EventBudget,
 	})
 	if err != nil {
 		return nil, err

@@ -39,6 +39,9 @@ type Options struct {
 	// Progress, when set, receives a line per step of a long program
 	// (System.Progressf).
 	Progress io.Writer
+	// EventBudget bounds the events of a run (RunEngine); zero means
+	// DefaultEventBudget.
+	EventBudget uint64
 }
 
 // System is one booted machine with everything on it. The parts are

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"text/tabwriter"
 
@@ -25,16 +24,28 @@ diagnostics, each with its class, severity, virtual time, device, and the
 call that made the mapping concerned.
 
 Exit status: 0 when there is no diagnostic, 1 when there is any, 2 for bad
-usage or input. --classes lists every class with a one-line explanation: the
+usage or input (or a run the model cannot complete), 3 for an internal
+error. --classes lists every class with a one-line explanation: the
 DMA-API classes, then those of GPU memory (the CUDA driver API façade).`)
 	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
 	asJSON := fs.Bool("json", false, `print {"diagnostics": [...]} as JSON`)
 	classes := fs.Bool("classes", false, "list the diagnostic classes and exit")
+	args, help := splitHelp(args)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
 		return code
+	}
+	if help {
+		if len(pos) > 0 {
+			if _, err := scenario.Lookup(pos[0]); err != nil {
+				return usageError(e, "check", "%s", scenario.UsageMessage(err))
+			}
+		}
+		fs.SetOutput(e.stdout)
+		fs.Usage()
+		return exitOK
 	}
 	if *classes {
 		if len(pos) > 0 {
@@ -55,11 +66,7 @@ DMA-API classes, then those of GPU memory (the CUDA driver API façade).`)
 	}
 	out, err := scenario.Run(s, opt)
 	if err != nil {
-		if errors.Is(err, scenario.ErrUsage) {
-			return usageError(e, "check", "%s", scenario.UsageMessage(err))
-		}
-		fmt.Fprintf(e.stderr, "dmalab check %s: %v\n", s.Name, err)
-		return exitFindings
+		return scenarioError(e, "check", s.Name, err)
 	}
 	rep := out.Check
 	if *asJSON {

@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/dmalab/dmalab/scenario"
 )
 
 // Exit statuses, the same for every subcommand.
 const (
 	exitOK       = 0 // success
-	exitFindings = 1 // diagnostics, failed validation
-	exitUsage    = 2 // bad usage or bad input
+	exitFindings = 1 // diagnostics, failed verification
+	exitUsage    = 2 // bad usage, bad input, or a model that cannot run it
+	exitInternal = 3 // a bug in dmalab: a panic
 )
 
 // command is one subcommand. run gets the arguments after the
@@ -64,8 +68,18 @@ func isTerminal(f *os.File) bool {
 }
 
 // dispatch runs the subcommand named by args[0]; no subcommand runs the
-// default scenario, as "dmalab run" does.
-func dispatch(e *env, args []string) int {
+// default scenario, as "dmalab run" does. A panic is a bug in dmalab, not
+// in the input: it exits exitInternal, distinct from bad usage, with the
+// value and the stack for a bug report.
+func dispatch(e *env, args []string) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(e.stderr, "dmalab: internal error: %v\n\n"+
+				"This is a bug in dmalab. Please report it at https://github.com/dmalab/dmalab/issues\n"+
+				"with the command line and everything below.\n\n%s", r, debug.Stack())
+			code = exitInternal
+		}
+	}()
 	if len(args) == 0 {
 		return commands["run"].run(e, nil)
 	}
@@ -106,7 +120,7 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nWith no command, dmalab runs the default scenario (dmalab run).")
 	fmt.Fprintln(w, "Run \"dmalab <command> --help\" for a command's flags.")
-	fmt.Fprintln(w, "Exit status: 0 success, 1 findings, 2 bad usage or input.")
+	fmt.Fprintln(w, "Exit status: 0 success, 1 findings, 2 bad usage or input, 3 internal error.")
 }
 
 // newFlags returns a flag set for a subcommand whose --help prints
@@ -164,6 +178,37 @@ func parseArgs(e *env, fs *flag.FlagSet, args []string) (pos []string, exit int,
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// splitHelp removes -h, -help and --help from args (up to "--") and
+// reports whether there was one, so that a command can parse the rest
+// and check its arguments before printing help: "dmalab run nosuch
+// --help" is an unknown scenario, not a request for help.
+func splitHelp(args []string) (rest []string, help bool) {
+	for i, a := range args {
+		if a == "--" {
+			return append(rest, args[i:]...), help
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			help = true
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return rest, help
+}
+
+// scenarioError reports an error of a scenario run and returns
+// exitUsage: bad input (scenario.ErrUsage) with the command's name,
+// anything else (a model that stalled, a size the memory cannot hold, a
+// device the platform lacks) with the scenario's. Neither is a finding:
+// findings are what a run reports, never why it could not run.
+func scenarioError(e *env, cmd, name string, err error) int {
+	if errors.Is(err, scenario.ErrUsage) {
+		return usageError(e, cmd, "%s", scenario.UsageMessage(err))
+	}
+	fmt.Fprintf(e.stderr, "dmalab %s %s: %v\n", cmd, name, err)
+	return exitUsage
 }
 
 // usageError reports bad usage or bad input on stderr and returns exitUsage.

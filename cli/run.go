@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,27 +35,27 @@ platform.<field path>=<value> to change one field of the platform
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
 	asJSON := fs.Bool("json", false, "print one JSON document instead of a table")
 	tracePath := fs.String("trace", "", "write a Chrome trace-event file (opens in Perfetto) to `FILE`")
-	help := false
-	for _, a := range args {
-		if a == "-h" || a == "-help" || a == "--help" {
-			help = true
-		}
-	}
+	args, help := splitHelp(args)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
-		if help && len(pos) == 0 {
-			// The flag package printed the generic help; add scenario
-			// parameters when a scenario precedes --help.
-			for _, a := range args {
-				if !strings.HasPrefix(a, "-") {
-					if s, err := scenario.Lookup(a); err == nil {
-						scenarioHelp(e, s)
-					}
-					break
-				}
+		return code
+	}
+	if help {
+		// The scenario's parameters follow the generic help; a scenario
+		// that does not exist is an error, not help.
+		var s *scenario.Scenario
+		if len(pos) > 0 {
+			var err error
+			if s, err = scenario.Lookup(pos[0]); err != nil {
+				return usageError(e, "run", "%s", scenario.UsageMessage(err))
 			}
 		}
-		return code
+		fs.SetOutput(e.stdout)
+		fs.Usage()
+		if s != nil {
+			scenarioHelp(e, s)
+		}
+		return exitOK
 	}
 	if len(pos) > 1 {
 		return usageError(e, "run", "one scenario at a time, got %q", pos)
@@ -75,11 +74,7 @@ platform.<field path>=<value> to change one field of the platform
 	}
 	out, err := scenario.Run(s, opt)
 	if err != nil {
-		if errors.Is(err, scenario.ErrUsage) {
-			return usageError(e, "run", "%s", scenario.UsageMessage(err))
-		}
-		fmt.Fprintf(e.stderr, "dmalab run %s: %v\n", name, err)
-		return exitFindings
+		return scenarioError(e, "run", name, err)
 	}
 	if *tracePath != "" {
 		if err := writeFile(*tracePath, out.Trace.Write); err != nil {

@@ -67,6 +67,7 @@ type validator struct {
 
 func validate(s *Spec, errs *errorList, lines map[string]int) {
 	v := &validator{s: s, errs: errs, lines: lines, kinds: map[string]Kind{}, where: map[string]string{}}
+	v.bounds()
 	v.strings(reflect.ValueOf(s).Elem(), "")
 	if s.Name == "" {
 		v.add("name", "missing: every platform has a name")

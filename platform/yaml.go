@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"reflect"
 	"regexp"
@@ -22,13 +23,56 @@ import (
 // minutes (a 300×300 distance matrix still fits).
 const maxValues = 200_000
 
-// Load reads a platform file. Errors name the path as given.
+// MaxFileSize bounds a platform file: the largest preset is a few
+// kilobytes, and a document of maxValues nodes fits well within it.
+const MaxFileSize = 16 << 20
+
+// Load reads a platform file. Errors name the path as given. Only a
+// regular file of at most MaxFileSize is read: a device (/dev/zero), a
+// FIFO or a huge file is refused before any of it is read.
 func Load(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load platform: %w", err)
 	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("load platform: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("load platform %s: %s, not a regular file", path, fileKind(st.Mode()))
+	}
+	if st.Size() > MaxFileSize {
+		return nil, fmt.Errorf("load platform %s: %d bytes, larger than the %d MiB a platform file may have", path, st.Size(), MaxFileSize>>20)
+	}
+	// The file may grow between Stat and the read: read one byte more
+	// than the bound to notice.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("load platform: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("load platform %s: larger than the %d MiB a platform file may have", path, MaxFileSize>>20)
+	}
 	return Parse(path, data)
+}
+
+// fileKind names what a file that is not a regular file is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file"
 }
 
 // Parse reads a platform description in YAML and validates it. filename

@@ -401,6 +401,9 @@ func runDMABugs(c *Context) error {
 			}
 		}
 	})
-	m.Engine.Run()
-	return runErr
+	guardErr := runEngine(c)
+	if runErr != nil {
+		return runErr
+	}
+	return guardErr
 }

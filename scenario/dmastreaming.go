@@ -101,19 +101,27 @@ func runDMAStreaming(c *Context) error {
 	default:
 		opt.Dir = nic.Both
 	}
-	if opt.Device == "" {
-		d, err := pickDevice(c, "")
-		if err != nil {
-			return err
-		}
-		opt.Device = d.Name()
+	// The named device must exist: an unknown name is bad input, said
+	// with the devices there are.
+	d, err := pickDevice(c, opt.Device)
+	if err != nil {
+		return err
 	}
-	res, err := nic.Run(m, m.Mem, c.DMA, opt)
+	opt.Device = d.Name()
+	n, err := nic.Start(m, m.Mem, c.DMA, opt)
 	if errors.Is(err, nic.ErrBadOption) {
 		return usagef("%v", err)
 	}
 	if err != nil {
 		return err
+	}
+	guardErr := runEngine(c, "packets", "size")
+	res, err := n.Result()
+	if err != nil {
+		return err
+	}
+	if guardErr != nil {
+		return guardErr
 	}
 	for _, s := range []struct {
 		dir string
@@ -176,8 +184,11 @@ func runDMAVsMemcpy(c *Context) error {
 		runErr = copySweep(c, p, ctl, dev, node, cores, sizes)
 	})
 	cores.Attach(driver, 0)
-	m.Engine.Run()
-	return runErr
+	guardErr := runEngine(c, "sizes")
+	if runErr != nil {
+		return runErr
+	}
+	return guardErr
 }
 
 func copySweep(c *Context, p *sim.Proc, ctl *dmaengine.Controller, dev *dma.Device, node int, cores *dmaengine.Cores, sizes []int64) error {

@@ -2,7 +2,10 @@ package scenario
 
 import (
 	"errors"
+	"io"
 	"testing"
+
+	"github.com/dmalab/dmalab/report"
 )
 
 // FuzzSets feeds arbitrary --set assignments to a run: it must either
@@ -28,9 +31,22 @@ func FuzzSets(f *testing.F) {
 		// cannot lift the cap) to keep every input well inside the
 		// fuzzer's hang limit.
 		caps := []string{"platform.nodes.0.dram=4GiB", "platform.gpus.gpu0.vram=4GiB"}
-		_, err := Run(s, Options{Sets: append([]string{a, b}, caps...)})
+		out, err := Run(s, Options{Sets: append([]string{a, b}, caps...), Trace: true})
 		if err != nil && !errors.Is(err, ErrUsage) {
 			t.Fatalf("--set %q --set %q: %v (want success or a usage error)", a, b, err)
+		}
+		if err != nil {
+			return
+		}
+		// What a run produces, every writer the CLI uses must take.
+		for name, write := range map[string]func(io.Writer) error{
+			"table": func(w io.Writer) error { return report.WriteTable(w, out.Result) },
+			"json":  func(w io.Writer) error { return report.WriteJSON(w, out.Result) },
+			"trace": out.Trace.Write,
+		} {
+			if err := write(io.Discard); err != nil {
+				t.Fatalf("--set %q --set %q: writing the %s: %v", a, b, name, err)
+			}
 		}
 	})
 }

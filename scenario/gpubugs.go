@@ -205,6 +205,9 @@ func commitGPUBugs(c *Context, seen func(class string, misuse error)) error {
 			}
 		}
 	})
-	c.Machine.Engine.Run()
-	return runErr
+	guardErr := runEngine(c)
+	if runErr != nil {
+		return runErr
+	}
+	return guardErr
 }

@@ -111,8 +111,11 @@ func runHostMemory(c *Context) error {
 			})
 		}
 	})
-	c.Machine.Engine.Run()
-	return runErr
+	guardErr := runEngine(c, "size")
+	if runErr != nil {
+		return runErr
+	}
+	return guardErr
 }
 
 // unsupported says whether err is the driver refusing a memory type this

@@ -212,17 +212,11 @@ func runTransfers(c *Context) error {
 			c.Result.Results = append(c.Result.Results, row)
 		}
 	})
-	m.Engine.Run()
+	guardErr := runEngine(c, "sizes")
 	if runErr != nil {
 		return runErr
 	}
-	if b := m.Engine.Blocked(); len(b) > 0 {
-		if m.Fabric.Unending() > 0 {
-			return usagef("a copy needs more virtual time than the model has (about 106 days): use smaller sizes")
-		}
-		return fmt.Errorf("transfers: model deadlocked: %s", strings.Join(b, "; "))
-	}
-	return nil
+	return guardErr
 }
 
 // dropPath removes path from paths when the platform does not have it:

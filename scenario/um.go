@@ -240,8 +240,11 @@ func measureUMPrefetch(c *Context) ([]umSample, error) {
 			out = append(out, s...)
 		}
 	})
-	c.Machine.Engine.Run()
-	return out, runErr
+	guardErr := runEngine(c, "size")
+	if runErr != nil {
+		return nil, runErr
+	}
+	return out, guardErr
 }
 
 // prefetchMode runs one variant: the buffer made and written by the CPU,
@@ -458,8 +461,11 @@ func measureUMOversubscribe(c *Context) ([]umPass, error) {
 			}
 		}
 	})
-	c.Machine.Engine.Run()
-	return out, runErr
+	guardErr := runEngine(c, "vram", "ratios")
+	if runErr != nil {
+		return nil, runErr
+	}
+	return out, guardErr
 }
 
 // sweep enqueues one pass of the streaming kernel over [buf, buf+ws) as

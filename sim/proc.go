@@ -83,6 +83,11 @@ func (p *Proc) resume() {
 
 // block suspends the running process until something calls wake.
 func (p *Proc) block(what string) {
+	if p.state == procDone {
+		// Close is unwinding p and a deferred function blocks again (a
+		// driver's cleanup that sleeps or waits): keep unwinding.
+		panic(killed{})
+	}
 	if p.e.running != p {
 		panic(fmt.Sprintf("sim: %s called on process %q, which is not running", what, p.name))
 	}

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -372,6 +374,8 @@ func TestBadOptions(t *testing.T) {
 		"empty sizes":      {Sizes: []int64{}},
 		"small too large":  {SmallSizes: []int64{1 << 20}},
 		"two samples":      {Samples: 2},
+		"too many samples": {Samples: MaxSamples + 1},
+		"too many sizes":   {Sizes: slices.Repeat([]int64{MinSize}, MaxSizes+1)},
 		"unknown family":   {Families: []string{"teleport"}},
 		"gpu out of range": {GPUs: []int{3}},
 	} {
@@ -515,9 +519,23 @@ func TestReadJSONRejects(t *testing.T) {
 			`"unit":"GB/s","size_bytes":1,"repetitions":1,"samples":1,"values":[1],"median":2,"min":3,"max":1}]}]}`,
 		"values count": `{"schema":"dmalab.probe/v1","gpus":[{"measurements":[{"family":"ce_copy","path":"pinned","method":"spin_events",` +
 			`"unit":"GB/s","size_bytes":1,"repetitions":1,"samples":3,"values":[1],"median":1,"min":1,"max":1}]}]}`,
+		// The writers index and size by these: -1 panicked in
+		// WriteNVBandwidth, a huge one allocated a matrix of gigabytes.
+		"negative ordinal": `{"schema":"dmalab.probe/v1","gpus":[{"device":{"ordinal":-1}}]}`,
+		"huge ordinal":     `{"schema":"dmalab.probe/v1","gpus":[{"device":{"ordinal":40000}}]}`,
+		"huge gpu_count":   `{"schema":"dmalab.probe/v1","machine":{"gpu_count":40000}}`,
+		"negative count":   `{"schema":"dmalab.probe/v1","machine":{"cpus":-1}}`,
+		"negative peer": `{"schema":"dmalab.probe/v1","gpus":[{"measurements":[{"family":"ce_copy","path":"peer","direction":"d2d","operation":"read",` +
+			`"method":"spin_events","unit":"GB/s","size_bytes":1,"repetitions":1,"samples":1,"values":[1],"median":1,"min":1,"max":1,"peer_gpu":-1}]}]}`,
+		"too large": `{"schema":"dmalab.probe/v1","machine":{"hostname":"` + strings.Repeat("x", MaxReportSize) + `"}}`,
 	} {
-		if _, err := ReadJSON(strings.NewReader(doc)); err == nil {
+		_, err := ReadJSON(strings.NewReader(doc))
+		if err == nil {
 			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if name == "too large" && !strings.Contains(err.Error(), "larger than 64 MiB") {
+			t.Errorf("too large: %v", err)
 		}
 	}
 }
@@ -530,11 +548,34 @@ func FuzzReadJSON(f *testing.F) {
 	var buf bytes.Buffer
 	rep.WriteJSON(&buf)
 	f.Add(buf.Bytes())
+	// Two GPUs with peer copies: ordinals and peer_gpu index the
+	// nvbandwidth matrices.
+	peers, err := Run(context.Background(), NewFake(FakeConfig{GPUs: 2}), Options{Sizes: []int64{4096}, SmallSizes: []int64{8}, Families: []string{FamilyCE, FamilySM}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	buf.Reset()
+	peers.WriteJSON(&buf)
+	f.Add(buf.Bytes())
 	f.Add([]byte(`{"schema":"dmalab.probe/v1"}`))
+	f.Add([]byte(`{"schema":"dmalab.probe/v1","gpus":[{"device":{"ordinal":-1},"measurements":[{"family":"ce_copy","path":"peer","direction":"d2d",` +
+		`"operation":"read","method":"spin_events","unit":"GB/s","size_bytes":1,"repetitions":1,"samples":1,"values":[1],"median":1,"min":1,"max":1,"peer_gpu":0}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := ReadJSON(bytes.NewReader(data))
 		if err != nil {
 			return
+		}
+		// Every writer takes what ReadJSON accepts (probe --input prints
+		// it in each format).
+		if err := r.WriteTable(io.Discard); err != nil {
+			t.Fatalf("WriteTable: %v", err)
+		}
+		var nvb bytes.Buffer
+		if err := r.WriteNVBandwidth(&nvb); err != nil {
+			t.Fatalf("WriteNVBandwidth: %v", err)
+		}
+		if !json.Valid(nvb.Bytes()) {
+			t.Fatal("WriteNVBandwidth wrote invalid JSON")
 		}
 		// What ReadJSON accepts, WriteJSON writes back to an equal report.
 		var out bytes.Buffer

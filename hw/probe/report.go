@@ -228,12 +228,31 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// ReadJSON parses a report written by WriteJSON and checks it.
+// Bounds on what a report may hold. The writers allocate by them (the
+// nvbandwidth layout is a matrix of GPUs by GPUs), so a report read from
+// a file is checked against them before anything is written.
+const (
+	// MaxGPUs is NV_MAX_DEVICES, "the maximum number of GPUs supported
+	// in a single system" (open-gpu-kernel-modules, nvlimits.h): GPU
+	// ordinals, peer GPUs and gpu_count stay below or at it.
+	MaxGPUs = 32
+	// MaxReportSize bounds the JSON ReadJSON reads: a full run on eight
+	// GPUs writes well under a megabyte.
+	MaxReportSize = 64 << 20
+)
+
+// ReadJSON parses a report written by WriteJSON and checks it. It reads
+// at most MaxReportSize bytes.
 func ReadJSON(rd io.Reader) (*Report, error) {
 	var r Report
-	dec := json.NewDecoder(rd)
+	lr := &io.LimitedReader{R: rd, N: MaxReportSize + 1}
+	dec := json.NewDecoder(lr)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	err := dec.Decode(&r)
+	if lr.N <= 0 {
+		return nil, fmt.Errorf("probe report: larger than %d MiB", MaxReportSize>>20)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("probe report: %w", err)
 	}
 	if err := r.Validate(); err != nil {
@@ -248,10 +267,23 @@ func (r *Report) Validate() error {
 		return fmt.Errorf("probe report: schema %q, want %q", r.Schema, Schema)
 	}
 	var errs []error
+	mc := r.Machine
+	if mc.GPUCount < 0 || mc.GPUCount > MaxGPUs || mc.CPUs < 0 || mc.NUMANodes < 0 {
+		errs = append(errs, fmt.Errorf("machine: gpu_count %d, cpus %d, numa_nodes %d: want 0..%d GPUs (NV_MAX_DEVICES) and no negative count",
+			mc.GPUCount, mc.CPUs, mc.NUMANodes, MaxGPUs))
+	}
+	if len(r.GPUs) > MaxGPUs {
+		errs = append(errs, fmt.Errorf("gpus: %d of them, want at most %d (NV_MAX_DEVICES)", len(r.GPUs), MaxGPUs))
+	}
 	for gi, g := range r.GPUs {
+		if o := g.Device.Ordinal; o < 0 || o >= MaxGPUs {
+			errs = append(errs, fmt.Errorf("gpus[%d].device.ordinal: %d, want 0..%d", gi, o, MaxGPUs-1))
+		}
 		for mi, m := range g.Measurements {
 			where := fmt.Sprintf("gpus[%d].measurements[%d] (%s)", gi, mi, m.Key())
 			switch {
+			case m.PeerGPU != nil && (*m.PeerGPU < 0 || *m.PeerGPU >= MaxGPUs):
+				errs = append(errs, fmt.Errorf("%s: peer_gpu %d, want 0..%d", where, *m.PeerGPU, MaxGPUs-1))
 			case m.Family == "" || m.Path == "" || m.Method == "" || m.Unit == "":
 				errs = append(errs, fmt.Errorf("%s: family, path, method and unit are required", where))
 			case m.SizeBytes < 0 || m.Repetitions < 1 || m.Samples < 1 || m.Warmup < 0:

@@ -25,6 +25,11 @@ const (
 	MaxSize      = 1 << 30
 	MinSmallSize = 1
 	MaxSmallSize = 64 << 10
+	// MaxSamples bounds Options.Samples, and MaxSizes the length of each
+	// size list: every sample of every size is real GPU time, and a
+	// thousand of either is hours of it.
+	MaxSamples = 1000
+	MaxSizes   = 1000
 )
 
 // Defaults.
@@ -85,6 +90,9 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Sizes) == 0 {
 		errs = append(errs, errors.New("no sizes"))
 	}
+	if len(o.Sizes) > MaxSizes || len(o.SmallSizes) > MaxSizes {
+		errs = append(errs, fmt.Errorf("%d sizes and %d small sizes: at most %d of each", len(o.Sizes), len(o.SmallSizes), MaxSizes))
+	}
 	for _, s := range o.Sizes {
 		if s < MinSize || s > MaxSize {
 			errs = append(errs, fmt.Errorf("size %d outside %d..%d", s, MinSize, MaxSize))
@@ -95,8 +103,8 @@ func (o Options) withDefaults() (Options, error) {
 			errs = append(errs, fmt.Errorf("small size %d outside %d..%d", s, MinSmallSize, MaxSmallSize))
 		}
 	}
-	if o.Samples < 3 {
-		errs = append(errs, fmt.Errorf("samples %d < 3", o.Samples))
+	if o.Samples < 3 || o.Samples > MaxSamples {
+		errs = append(errs, fmt.Errorf("samples %d: want 3..%d", o.Samples, MaxSamples))
 	}
 	if o.Warmup < 0 || o.Repetitions < 1 {
 		errs = append(errs, fmt.Errorf("warmup %d, repetitions %d", o.Warmup, o.Repetitions))
