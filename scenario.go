@@ -107,6 +107,8 @@ type RunOptions struct {
 	Progress io.Writer
 	// EventBudget bounds the run's events (Options.EventBudget).
 	EventBudget uint64
+	// Attribution fills the result's time split (Options.Attribution).
+	Attribution bool
 }
 
 // Outcome is what a run produced.
@@ -175,7 +177,7 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	seed, _ := strconv.ParseUint(seedText, 10, 64) // checked above
 	sys, err := boot(spec, Options{
 		Name: s.Name, Seed: seed, Payload: opt.Payload, Check: opt.Check, Trace: opt.Trace, Progress: opt.Progress,
-		EventBudget: opt.EventBudget,
+		EventBudget: opt.EventBudget, Attribution: opt.Attribution,
 	})
 	if err != nil {
 		return nil, err

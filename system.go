@@ -42,6 +42,9 @@ type Options struct {
 	// EventBudget bounds the events of a run (RunEngine); zero means
 	// DefaultEventBudget.
 	EventBudget uint64
+	// Attribution fills Result.Time: where the run's transfer time went,
+	// by cause (call, queueing, translation, transfer, fault service).
+	Attribution bool
 }
 
 // System is one booted machine with everything on it. The parts are
@@ -136,6 +139,9 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	s.cuda, s.cudaErr = s.bootCUDA()
 	if s.cuda != nil && s.Checker != nil {
 		gpumem.Attach(s.Checker, s.cuda)
+	}
+	if opt.Attribution {
+		s.attribute()
 	}
 	return s, nil
 }

@@ -21,7 +21,7 @@ func (s *setFlags) String() string     { return strings.Join(*s, " ") }
 func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
 
 func runRun(e *env, args []string) int {
-	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--json] [--trace FILE]",
+	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--json] [--trace FILE] [--attribution]",
 		`Runs a built-in scenario on a modelled platform, in virtual time, and prints
 its results. Without SCENARIO it runs `+scenario.Default+` on its default platform.
 "dmalab list" shows the scenarios and platforms; "dmalab run SCENARIO --help"
@@ -29,12 +29,17 @@ shows a scenario's parameters.
 
 --set takes a scenario parameter (sizes=4KiB,1GiB), seed=N, or
 platform.<field path>=<value> to change one field of the platform
-(platform.gpus.gpu0.copy_overhead=5us, platform.fabric.cross_traffic=0.05).`)
+(platform.gpus.gpu0.copy_overhead=5us, platform.fabric.cross_traffic=0.05).
+
+--attribution adds where the transfers' time went, by cause: the calls'
+fixed overheads, queueing for a busy engine, address translation, bytes
+on the wire, and waiting for unified-memory faults ("time_split" in JSON).`)
 	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
 	asJSON := fs.Bool("json", false, "print one JSON document instead of a table")
 	tracePath := fs.String("trace", "", "write a Chrome trace-event file (opens in Perfetto) to `FILE`")
+	attribution := fs.Bool("attribution", false, "add the time split by cause (call, queue, translate, transfer, fault)")
 	args, help := splitHelp(args)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
@@ -68,7 +73,7 @@ platform.<field path>=<value> to change one field of the platform
 	if err != nil {
 		return usageError(e, "run", "%s", scenario.UsageMessage(err))
 	}
-	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != ""}
+	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != "", Attribution: *attribution}
 	if e.isTerminal {
 		opt.Progress = e.stderr
 	}
