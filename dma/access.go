@@ -117,7 +117,8 @@ func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, writ
 		if len(out) > n {
 			pa = out[n].Start
 		}
-		e := Event{
+		e := &d.dma.ev
+		*e = Event{
 			Op: OpDeviceAccess, Header: sim.Header{Time: d.dma.eng.Now()}, Device: d.name,
 			Addr: addr, Size: size, Phys: pa, Write: write, Pinned: pinned, Failed: err != nil,
 			Bounced: d.dma.tlb.contains(pa),
@@ -126,7 +127,7 @@ func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, writ
 		if err != nil {
 			e.Warn = err.Error()
 		}
-		d.dma.emit(e)
+		d.dma.fire()
 	}
 	if err != nil {
 		return out[:n], cost, err

@@ -25,7 +25,8 @@ func pageAlign(size uint64) uint64 { return (size + mem.PageSize - 1) &^ (mem.Pa
 func (d *Device) AllocCoherent(p *sim.Proc, size uint64) (mem.VirtAddr, mem.DMAAddr, error) {
 	va, handle, pa, err := d.allocCoherent(p, size)
 	if d.dma.observed() {
-		e := Event{
+		e := &d.dma.ev
+		*e = Event{
 			Op: OpAllocCoherent, Kind: KindCoherent, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: handle, Size: size, Failed: err != nil, CPUAddr: va, Phys: pa, Class: MemLinear,
 			Call: d.dma.call.begin("dma_alloc_coherent", d.name).dec(size).end(),
@@ -36,7 +37,7 @@ func (d *Device) AllocCoherent(p *sim.Proc, size uint64) (mem.VirtAddr, mem.DMAA
 		if err != nil {
 			e.Addr, e.Warn = MappingErrorAddr, err.Error()
 		}
-		d.dma.emit(e)
+		d.dma.fire()
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("dma_alloc_coherent(%s, %d): %w", d.name, size, err)
@@ -97,7 +98,8 @@ func (d *Device) FreeCoherent(p *sim.Proc, size uint64, va mem.VirtAddr, handle 
 	}
 	errs = append(errs, m.FreePages(pa, pageAlign(size)))
 	if d.dma.observed() {
-		e := Event{
+		e := &d.dma.ev
+		*e = Event{
 			Op: OpFreeCoherent, Kind: KindCoherent, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: handle, Size: size, CPUAddr: va, Phys: pa, Class: memClassOf(cls),
 			Call: d.dma.call.begin("dma_free_coherent", d.name).dec(size).hex("va:", uint64(va)).hex("dma:", uint64(handle)).end(),
@@ -105,6 +107,6 @@ func (d *Device) FreeCoherent(p *sim.Proc, size uint64, va mem.VirtAddr, handle 
 		if err := errors.Join(errs...); err != nil {
 			e.Warn = err.Error()
 		}
-		d.dma.emit(e)
+		d.dma.fire()
 	}
 }

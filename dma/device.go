@@ -130,10 +130,11 @@ func (d *Device) capable(addr mem.DMAAddr, size uint64) bool {
 // checked.
 func (d *Device) MappingError(addr mem.DMAAddr) bool {
 	if d.dma.observed() {
-		d.dma.emit(Event{
+		d.dma.ev = Event{
 			Op: OpMappingError, Header: sim.Header{Time: d.dma.eng.Now()}, Device: d.name, Addr: addr,
 			Call: d.dma.call.begin("dma_mapping_error", d.name).hex("dma:", uint64(addr)).end(),
-		})
+		}
+		d.dma.fire()
 	}
 	return addr == MappingErrorAddr
 }
@@ -142,9 +143,10 @@ func (d *Device) MappingError(addr mem.DMAAddr) bool {
 // (device_release_driver): mappings still pending then are leaks.
 func (d *Device) Unbind(p *sim.Proc) {
 	if d.dma.observed() {
-		d.dma.emit(Event{
+		d.dma.ev = Event{
 			Op: OpUnbind, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Call: d.dma.call.begin("device_release_driver", d.name).end(),
-		})
+		}
+		d.dma.fire()
 	}
 }

@@ -69,12 +69,12 @@ func New(m *machine.Machine, memory *mem.Memory) (*DMA, error) {
 // observed says whether anyone listens: events are built only then.
 func (x *DMA) observed() bool { return x.Hooks.Active() }
 
-// emit delivers e, with its component and cause filled in, from the
-// layer's own event struct (so that delivering allocates nothing).
-func (x *DMA) emit(e Event) {
-	x.ev = e
+// fire delivers the event the caller built in x.ev (so that building
+// and delivering it copy nothing and allocate nothing), with its
+// component and cause filled in.
+func (x *DMA) fire() {
 	x.ev.Component = "dma"
-	switch e.Op {
+	switch x.ev.Op {
 	case OpDeviceAccess:
 		x.ev.Cause = sim.CauseAccess
 	case OpTransfer:
@@ -83,6 +83,12 @@ func (x *DMA) emit(e Event) {
 		x.ev.Cause = sim.CauseCall
 	}
 	x.Hooks.Emit(&x.ev)
+}
+
+// emit delivers e (built elsewhere) as fire does.
+func (x *DMA) emit(e *Event) {
+	x.ev = *e
+	x.fire()
 }
 
 // Machine is the machine the layer serves.
@@ -172,3 +178,6 @@ func bitMask(bits int) uint64 {
 	}
 	return 1<<bits - 1
 }
+
+// emitSG delivers an sg call's event (sgEvent builds it by value).
+func (x *DMA) emitSG(e Event) { x.emit(&e) }

@@ -42,12 +42,13 @@ func (d *Device) MapSingle(p *sim.Proc, va mem.VirtAddr, size uint64, dir Direct
 		warn = "rejecting DMA map of vmalloc memory"
 	}
 	if d.dma.observed() {
-		d.dma.emit(Event{
+		d.dma.ev = Event{
 			Op: OpMap, Kind: KindSingle, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Failed: addr == MappingErrorAddr, Bounced: bounced, Warn: warn,
 			CPUAddr: va, Phys: pa, Class: class,
 			Call: d.dma.call.begin("dma_map_single", d.name).hex("va:", uint64(va)).dec(size).dir(dir).end(),
-		})
+		}
+		d.dma.fire()
 	}
 	return addr
 }
@@ -73,12 +74,13 @@ func (d *Device) MapPage(p *sim.Proc, page mem.PhysAddr, offset, size uint64, di
 		addr, bounced, warn = d.mapPhys(p, pa, size, dir)
 	}
 	if d.dma.observed() {
-		d.dma.emit(Event{
+		d.dma.ev = Event{
 			Op: OpMap, Kind: KindPage, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Failed: addr == MappingErrorAddr, Bounced: bounced, Warn: warn,
 			Phys: pa, Class: class,
 			Call: d.dma.call.begin("dma_map_page", d.name).hex("pa:", uint64(page)).dec(offset).dec(size).dir(dir).end(),
-		})
+		}
+		d.dma.fire()
 	}
 	return addr
 }
@@ -108,12 +110,13 @@ func (d *Device) MapResource(p *sim.Proc, phys mem.PhysAddr, size uint64, dir Di
 		}
 	}
 	if d.dma.observed() {
-		d.dma.emit(Event{
+		d.dma.ev = Event{
 			Op: OpMap, Kind: KindResource, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Failed: addr == MappingErrorAddr, Warn: warn,
 			Phys: phys, Class: class,
 			Call: d.dma.call.begin("dma_map_resource", d.name).hex("pa:", uint64(phys)).dec(size).dir(dir).end(),
-		})
+		}
+		d.dma.fire()
 	}
 	return addr
 }
@@ -122,11 +125,12 @@ func (d *Device) MapResource(p *sim.Proc, phys mem.PhysAddr, size uint64, dir Di
 // mapping, so it only reports.
 func (d *Device) UnmapResource(p *sim.Proc, addr mem.DMAAddr, size uint64, dir Direction) {
 	if d.dma.observed() {
-		d.dma.emit(Event{
+		d.dma.ev = Event{
 			Op: OpUnmap, Kind: KindResource, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir,
 			Call: d.dma.call.begin("dma_unmap_resource", d.name).hex("dma:", uint64(addr)).dec(size).dir(dir).end(),
-		})
+		}
+		d.dma.fire()
 	}
 }
 
@@ -137,11 +141,12 @@ func (d *Device) UnmapResource(p *sim.Proc, addr mem.DMAAddr, size uint64, dir D
 func (d *Device) SyncSingleForCPU(p *sim.Proc, addr mem.DMAAddr, size uint64, dir Direction) {
 	pa := d.toPhys(addr)
 	if d.dma.observed() {
-		d.dma.emit(Event{
+		d.dma.ev = Event{
 			Op: OpSyncForCPU, Kind: KindSingle, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Bounced: d.dma.tlb.contains(pa),
 			Call: d.dma.call.begin("dma_sync_single_for_cpu", d.name).hex("dma:", uint64(addr)).dec(size).dir(dir).end(),
-		})
+		}
+		d.dma.fire()
 	}
 	d.syncForCPU(p, pa, size, dir)
 }
@@ -153,11 +158,12 @@ func (d *Device) SyncSingleForDevice(p *sim.Proc, addr mem.DMAAddr, size uint64,
 	pa := d.toPhys(addr)
 	d.syncForDevice(p, pa, size, dir)
 	if d.dma.observed() {
-		d.dma.emit(Event{
+		d.dma.ev = Event{
 			Op: OpSyncForDevice, Kind: KindSingle, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Bounced: d.dma.tlb.contains(pa),
 			Call: d.dma.call.begin("dma_sync_single_for_device", d.name).hex("dma:", uint64(addr)).dec(size).dir(dir).end(),
-		})
+		}
+		d.dma.fire()
 	}
 }
 
@@ -165,11 +171,12 @@ func (d *Device) SyncSingleForDevice(p *sim.Proc, addr mem.DMAAddr, size uint64,
 func (d *Device) unmap(p *sim.Proc, kind Kind, fn string, addr mem.DMAAddr, size uint64, dir Direction) {
 	pa := d.toPhys(addr)
 	if d.dma.observed() {
-		d.dma.emit(Event{
+		d.dma.ev = Event{
 			Op: OpUnmap, Kind: kind, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
 			Addr: addr, Size: size, Dir: dir, Bounced: d.dma.tlb.contains(pa),
 			Call: d.dma.call.begin(fn, d.name).hex("dma:", uint64(addr)).dec(size).dir(dir).end(),
-		})
+		}
+		d.dma.fire()
 	}
 	d.unmapPhys(p, pa, size, dir, true)
 }

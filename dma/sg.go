@@ -124,7 +124,7 @@ func (d *Device) mapSG(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir
 			e.SG = segments(sgl[:nents], true)
 			e.Addr, e.Size, e.Phys = sgl[0].DMAAddress, sgl[0].DMALength, sgl[0].Phys()
 		}
-		d.dma.emit(e)
+		d.dma.emit(&e)
 	}
 	return mapped, err
 }
@@ -186,7 +186,7 @@ func entries(sgl []Scatterlist, nents int) []Scatterlist {
 func (d *Device) sgForCPU(p *sim.Proc, op Op, fn string, sgl []Scatterlist, nents int, dir Direction) {
 	list := entries(sgl, nents)
 	if d.dma.observed() {
-		d.dma.emit(d.sgEvent(p, op, fn, sgl, list, nents, dir, op == OpUnmap))
+		d.dma.emitSG(d.sgEvent(p, op, fn, sgl, list, nents, dir, op == OpUnmap))
 	}
 	for i := range list {
 		pa := d.toPhys(list[i].DMAAddress)
@@ -204,7 +204,7 @@ func (d *Device) syncSGForDevice(p *sim.Proc, fn string, sgl []Scatterlist, nent
 		d.syncForDevice(p, d.toPhys(list[i].DMAAddress), list[i].Length, dir)
 	}
 	if d.dma.observed() {
-		d.dma.emit(d.sgEvent(p, OpSyncForDevice, fn, sgl, list, nents, dir, false))
+		d.dma.emitSG(d.sgEvent(p, OpSyncForDevice, fn, sgl, list, nents, dir, false))
 	}
 }
 

@@ -291,7 +291,8 @@ func (d *Device) report(info *TransferInfo) {
 	if !d.dma.observed() {
 		return
 	}
-	e := Event{
+	e := &d.dma.ev
+	*e = Event{
 		Header: sim.Header{Time: info.End}, Op: OpTransfer, Device: d.name,
 		Size: uint64(info.Bytes), Failed: info.Err != nil, Transfer: info,
 		Call: info.Name,
@@ -299,7 +300,7 @@ func (d *Device) report(info *TransferInfo) {
 	if info.Err != nil {
 		e.Warn = info.Err.Error()
 	}
-	d.dma.emit(e)
+	d.dma.fire()
 }
 
 // Effect is the memory effect of an access the device makes with no
