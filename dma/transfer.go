@@ -116,26 +116,60 @@ type TransferInfo struct {
 }
 
 // Transfer makes t from the running process p and returns when its last
-// byte has landed.
-func (d *Device) Transfer(p *sim.Proc, t *Transfer) (*TransferInfo, error) {
+// byte has landed. It runs the steps in p itself, so that a copy costs
+// no more than its flow.
+func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 	if err := d.checkTransfer(t); err != nil {
-		return nil, err
+		return TransferInfo{}, err
 	}
-	call := p.Now()
+	info := TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: p.Now()}
 	p.Sleep(t.Overhead)
-	queued := p.Now()
+	info.Overhead = p.Now() - info.Call
 	if t.Engine != nil {
+		queued := p.Now()
 		t.Engine.Acquire(p)
+		info.Queue = p.Now() - queued
+		info.Engine = t.Engine.Name
 	}
-	done := d.dma.eng.NewNamedCompletion(t.Name)
-	var info *TransferInfo
-	d.start(t, call, queued, func(i *TransferInfo) { info = i; done.Complete() })
-	p.Wait(done)
-	if t.Engine != nil {
-		t.Engine.Release()
+	release := func() {
+		if t.Engine != nil {
+			t.Engine.Release()
+		}
 	}
-	d.report(info)
-	return info, info.Err
+	route, err := d.route(t)
+	if err != nil {
+		release()
+		info.Err = err
+		info.Start, info.End = p.Now(), p.Now()
+		return info, err
+	}
+	info.Route = route
+	reads, writes, err := d.translateAll(t, &info)
+	p.Sleep(info.Translate)
+	info.Start = p.Now()
+	info.Data = d.readRanges(reads)
+	info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, t.Opts...)
+	p.Wait(info.Flow.Done())
+	info.End = p.Now()
+	info.Move = info.End - info.Start
+	data := info.Data
+	if len(t.Read) == 0 {
+		data = t.Data
+	}
+	d.writeRanges(writes, data)
+	release()
+	d.report(&info)
+	return info, err
+}
+
+// translateAll translates t's reads and writes, adding their cost to
+// info.Translate and their first bus error to info.Err.
+func (d *Device) translateAll(t *Transfer, info *TransferInfo) (reads, writes []mem.PhysRange, err error) {
+	reads, cost, rerr := d.translate(t.Read, false)
+	writes, wcost, werr := d.translate(t.Write, true)
+	info.Translate += cost + wcost
+	info.Err = errors.Join(rerr, werr)
+	return reads, writes, info.Err
 }
 
 // StartTransfer makes t from event context (hardware) and calls done
@@ -148,8 +182,7 @@ func (d *Device) StartTransfer(t *Transfer, done func(*TransferInfo)) error {
 	if t.Engine != nil || t.Overhead != 0 {
 		return fmt.Errorf("dma: %s: transfer %s: an engine or overhead needs a process (Transfer)", d.name, t.Name)
 	}
-	now := d.dma.eng.Now()
-	d.start(t, now, now, func(i *TransferInfo) { d.report(i); done(i) })
+	d.start(t, func(i *TransferInfo) { d.report(i); done(i) })
 	return nil
 }
 
@@ -163,12 +196,11 @@ func (d *Device) checkTransfer(t *Transfer) error {
 	return nil
 }
 
-// start runs steps 3 to 6 from event context, from time queued on (the
-// engine, if any, is held); done gets the result.
-func (d *Device) start(t *Transfer, call, queued sim.Time, done func(*TransferInfo)) {
-	info := &TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: call, Overhead: queued - call}
+// start runs a transfer without engine or overhead from event context;
+// done gets the result.
+func (d *Device) start(t *Transfer, done func(*TransferInfo)) {
 	eng := d.dma.eng
-	info.Queue = eng.Now() - queued
+	info := &TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: eng.Now()}
 	route, err := d.route(t)
 	if err != nil {
 		info.Err = err
@@ -176,14 +208,8 @@ func (d *Device) start(t *Transfer, call, queued sim.Time, done func(*TransferIn
 		done(info)
 		return
 	}
-	if t.Engine != nil {
-		info.Engine = t.Engine.Name
-	}
 	info.Route = route
-	reads, cost, rerr := d.translate(t.Read, false)
-	writes, wcost, werr := d.translate(t.Write, true)
-	info.Err = errors.Join(rerr, werr)
-	info.Translate = cost + wcost
+	reads, writes, _ := d.translateAll(t, info)
 	move := func() {
 		info.Start = eng.Now()
 		info.Data = d.readRanges(reads)

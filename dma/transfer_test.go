@@ -181,7 +181,7 @@ func TestTransferThroughTranslator(t *testing.T) {
 			accesses = append(accesses, *e)
 		}
 	})
-	var info *TransferInfo
+	var info TransferInfo
 	m.Engine.Spawn("copy", func(p *sim.Proc) {
 		m.Mem.WriteBytes(p, 0, src, msg)
 		sbus, _ := g.Translator().ToBus(spa, 8192)

@@ -154,6 +154,25 @@ func newUMGPU(c *Context, dev int, modes *[]string) (*umGPU, error) {
 	return g, nil
 }
 
+// fits refuses, before anything is allocated, a managed buffer of n
+// bytes that the machine cannot hold: its pages live in the GPU's memory
+// or in the DRAM of the GPU's node, and the unified-memory driver evicts
+// from one to the other, so more than both together is out of memory on
+// the real system too (the kernel's OOM killer, not a fault).
+func (g *umGPU) fits(c *Context, n uint64) error {
+	node := c.Machine.GPUs[g.dev].Node
+	_, dram := c.Mem.NodeRange(node)
+	_, vram := g.d.System().Devices[g.dev].MemGetInfo()
+	if g.d.System().Devices[g.dev].GPU.Spec.Integrated {
+		vram = 0 // an integrated GPU's memory is that same DRAM
+	}
+	if n > dram+vram {
+		return usagef("--set size=%s: a managed buffer larger than node%d's DRAM (%s) and %s's memory (%s) together cannot be backed; use a smaller size",
+			report.FormatBytes(int64(n)), node, report.FormatBytes(int64(dram)), c.Machine.GPUs[g.dev].Name, report.FormatBytes(int64(vram)))
+	}
+	return nil
+}
+
 // timed runs enqueue (work on g.s) between two events and waits for
 // it: the time is the GPU's, as cuEventElapsedTime gives it.
 func (g *umGPU) timed(p *sim.Proc, enqueue func() error) (sim.Time, error) {
@@ -227,6 +246,9 @@ func measureUMPrefetch(c *Context) ([]umSample, error) {
 		return nil, err
 	}
 	n := uint64(size)
+	if err := g.fits(c, n); err != nil {
+		return nil, err
+	}
 	var out []umSample
 	var runErr error
 	c.Machine.Engine.Spawn("app", func(p *sim.Proc) {
