@@ -125,3 +125,13 @@ func lookup(code string) *Class {
 	defer registry.mu.RUnlock()
 	return registry.byCode[code]
 }
+
+// Infos is the ClassInfo of each of cs, in order: what a pack's Classes
+// returns.
+func Infos(cs []*Class) []ClassInfo {
+	out := make([]ClassInfo, len(cs))
+	for i, c := range cs {
+		out[i] = c.Info()
+	}
+	return out
+}

@@ -53,13 +53,7 @@ var infos = [nClasses]check.ClassInfo{
 var classes = check.Register("gpu-memory", 200, infos[:]...)
 
 // Classes lists the pack's classes.
-func Classes() []check.ClassInfo {
-	out := make([]check.ClassInfo, nClasses)
-	for i, k := range classes {
-		out[i] = k.Info()
-	}
-	return out
-}
+func Classes() []check.ClassInfo { return check.Infos(classes[:]) }
 
 // Pack checks the uses of GPU memory one CUDA driver reports. It keeps
 // no state: every observation carries what the address resolved to.
