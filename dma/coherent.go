@@ -51,12 +51,13 @@ func (d *Device) allocCoherent(p *sim.Proc, size uint64) (mem.VirtAddr, mem.DMAA
 	}
 	m := d.dma.mem
 	size = pageAlign(size)
+	mp, iommu := d.tr.(Mapper)
 	zone := mem.ZoneNormal
-	if d.mask <= 1<<32-1 {
+	if d.mask <= 1<<32-1 && !iommu {
 		zone = mem.ZoneDMA32
 	}
 	pa, err := m.AllocPages(d.node, size, zone)
-	if err == nil && !d.capable(d.bus(pa, size), size) {
+	if err == nil && !iommu && !d.capable(d.bus(pa, size), size) {
 		freeErr := m.FreePages(pa, size)
 		if zone == mem.ZoneDMA32 {
 			err = errors.Join(fmt.Errorf("pages at %v beyond the mask %#x: %w", pa, d.mask, mem.ErrNoMemory), freeErr)
@@ -80,7 +81,18 @@ func (d *Device) allocCoherent(p *sim.Proc, size uint64) (mem.VirtAddr, mem.DMAA
 		}
 	}
 	m.Write(p, d.node, va, size)
-	return va, d.bus(pa, size), pa, nil
+	if !iommu {
+		return va, d.bus(pa, size), pa, nil
+	}
+	// iommu_dma_alloc: the pages anywhere, an IOVA below the mask.
+	handle, err := mp.Map(p, pa, size, Bidirectional)
+	if err != nil {
+		if cls, _, _ := m.Classify(va); cls == mem.ClassRemap {
+			err = errors.Join(err, m.Unremap(va))
+		}
+		return 0, 0, 0, errors.Join(err, m.FreePages(pa, size))
+	}
+	return va, handle, pa, nil
 }
 
 // FreeCoherent is dma_free_coherent, as dma_direct_free does it: the
@@ -93,6 +105,9 @@ func (d *Device) FreeCoherent(p *sim.Proc, size uint64, va mem.VirtAddr, handle 
 	cls, _, _ := m.Classify(va)
 	pa := d.toPhys(handle)
 	var errs []error
+	if mp, ok := d.tr.(Mapper); ok {
+		mp.Unmap(p, handle, pageAlign(size), Bidirectional)
+	}
 	if cls == mem.ClassRemap {
 		errs = append(errs, m.Unremap(va))
 	}

@@ -101,7 +101,17 @@ func (d *Device) MapResource(p *sim.Proc, phys mem.PhysAddr, size uint64, dir Di
 		class = MemLinear
 	}
 	addr, warn := MappingErrorAddr, ""
-	if dir.valid() {
+	mp, iommu := d.tr.(Mapper)
+	switch {
+	case !dir.valid():
+	case iommu:
+		// iommu_dma_map_resource: an IOVA like any mapping.
+		if a, err := mp.Map(p, phys, size, dir); err == nil {
+			addr = a
+		} else {
+			warn = err.Error()
+		}
+	default:
 		a := d.bus(phys, size)
 		if d.capable(a, size) {
 			addr = a
@@ -122,8 +132,11 @@ func (d *Device) MapResource(p *sim.Proc, phys mem.PhysAddr, size uint64, dir Di
 }
 
 // UnmapResource is dma_unmap_resource: nothing to undo under direct
-// mapping, so it only reports.
+// mapping, so it only reports; through an IOMMU the IOVA is unmapped.
 func (d *Device) UnmapResource(p *sim.Proc, addr mem.DMAAddr, size uint64, dir Direction) {
+	if mp, ok := d.tr.(Mapper); ok && dir.valid() {
+		defer mp.Unmap(p, addr, size, dir)
+	}
 	if d.dma.observed() {
 		d.dma.ev = Event{
 			Op: OpUnmap, Kind: KindResource, Header: sim.Header{Time: p.Now(), Proc: p.Name()}, Device: d.name,
@@ -178,7 +191,34 @@ func (d *Device) unmap(p *sim.Proc, kind Kind, fn string, addr mem.DMAAddr, size
 		}
 		d.dma.fire()
 	}
+	if mp, ok := d.tr.(Mapper); ok {
+		d.iommuUnmap(p, mp, pa, addr, size, dir)
+		return
+	}
 	d.unmapPhys(p, pa, size, dir, true)
+}
+
+// iommuMap is iommu_dma_map_page: an IOVA mapped for the buffer where it
+// is (no bounce), then the for_device cache operation.
+func (d *Device) iommuMap(p *sim.Proc, mp Mapper, pa mem.PhysAddr, size uint64, dir Direction) (mem.DMAAddr, bool, string) {
+	addr, err := mp.Map(p, pa, size, dir)
+	if err != nil {
+		return MappingErrorAddr, false, err.Error()
+	}
+	if !d.coherent {
+		opForDevice(dir).apply(d.dma.mem, p, pa, size)
+	}
+	return addr, false, ""
+}
+
+// iommuUnmap is iommu_dma_unmap_page: the for_cpu cache operation on
+// the buffer at pa, then the IOVA unmapped and freed.
+func (d *Device) iommuUnmap(p *sim.Proc, mp Mapper, pa mem.PhysAddr, addr mem.DMAAddr, size uint64, dir Direction) {
+	if !dir.valid() {
+		return
+	}
+	d.syncForCPU(p, pa, size, dir)
+	mp.Unmap(p, addr, size, dir)
 }
 
 // mapPhys is dma_direct_map_phys for RAM: bounce when the device cannot
@@ -189,6 +229,9 @@ func (d *Device) unmap(p *sim.Proc, kind Kind, fn string, addr mem.DMAAddr, size
 func (d *Device) mapPhys(p *sim.Proc, pa mem.PhysAddr, size uint64, dir Direction) (mem.DMAAddr, bool, string) {
 	if !dir.valid() {
 		return MappingErrorAddr, false, ""
+	}
+	if mp, ok := d.tr.(Mapper); ok {
+		return d.iommuMap(p, mp, pa, size, dir)
 	}
 	addr := d.bus(pa, size)
 	if !d.forceBounce && d.capable(addr, size) {

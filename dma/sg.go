@@ -1,6 +1,7 @@
 package dma
 
 import (
+	"errors"
 	"fmt"
 	"syscall"
 
@@ -88,6 +89,12 @@ func (d *Device) mapSG(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir
 	switch {
 	case nents <= 0 || nents > len(sgl) || !dir.valid():
 		err = syscall.EINVAL
+	case d.isMapper():
+		mapped, err = d.iommuMapSG(p, d.tr.(Mapper), sgl[:nents], dir)
+		if err != nil {
+			class = MemInvalid
+			warn = err.Error()
+		}
 	default:
 		for i := range sgl[:nents] {
 			sg := &sgl[i]
@@ -121,12 +128,95 @@ func (d *Device) mapSG(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir
 			Call: d.dma.call.begin(fn, d.name).sgl(len(sgl)).int(nents).dir(dir).end(),
 		}
 		if mapped > 0 {
-			e.SG = segments(sgl[:nents], true)
+			e.SG = segments(sgl[:mapped], true)
 			e.Addr, e.Size, e.Phys = sgl[0].DMAAddress, sgl[0].DMALength, sgl[0].Phys()
 		}
 		d.dma.emit(&e)
 	}
 	return mapped, err
+}
+
+func (d *Device) isMapper() bool {
+	_, ok := d.tr.(Mapper)
+	return ok
+}
+
+// iommuMapSG is iommu_dma_map_sg: every entry, its offset into the
+// granule kept, in one contiguous IOVA range, then __finalise_sg merging
+// entries that are contiguous in it into fewer DMA segments (within the
+// device's max_segment_size and segment boundary); it returns their
+// count. The entries past it have no DMA address and length 0, which is
+// where iommu_dma_unmap_sg stops.
+func (d *Device) iommuMapSG(p *sim.Proc, mp Mapper, list []Scatterlist, dir Direction) (int, error) {
+	g := mp.Granule()
+	ranges := make([]mem.PhysRange, len(list))
+	for i := range list {
+		pa := list[i].Phys()
+		off := uint64(pa) & (g - 1)
+		ranges[i] = mem.PhysRange{Start: pa - mem.PhysAddr(off), Size: (off + list[i].Length + g - 1) &^ (g - 1)}
+	}
+	base, err := mp.MapSG(p, ranges, dir)
+	if err != nil {
+		if errors.Is(err, syscall.ENOMEM) {
+			return 0, syscall.ENOMEM
+		}
+		return 0, syscall.EIO
+	}
+	if !d.coherent {
+		for i := range list {
+			opForDevice(dir).apply(d.dma.mem, p, list[i].Phys(), list[i].Length)
+		}
+	}
+	count, cur, curLen, addr := 0, -1, uint64(0), base
+	for i := range list {
+		off, length := uint64(list[i].Phys())&(g-1), list[i].Length
+		list[i].DMAAddress, list[i].DMALength = MappingErrorAddr, 0
+		if curLen != 0 && off == 0 && uint64(addr)&d.segBoundary != 0 && d.maxSeg-curLen >= length {
+			curLen += length
+		} else {
+			cur++
+			count++
+			curLen = length
+			list[cur].DMAAddress = addr + mem.DMAAddr(off)
+		}
+		list[cur].DMALength = curLen
+		addr += mem.DMAAddr(ranges[i].Size)
+		if off+length < ranges[i].Size {
+			curLen = 0
+		}
+	}
+	return count, nil
+}
+
+// iommuUnmapSG is iommu_dma_unmap_sg: the for_cpu cache operation on
+// every entry, then one unmap from the first DMA segment to the end of
+// the last (the first entry of length 0 ends them).
+func (d *Device) iommuUnmapSG(p *sim.Proc, mp Mapper, list []Scatterlist, dir Direction) {
+	if len(list) == 0 || !dir.valid() {
+		return
+	}
+	for i := range list {
+		d.syncForCPU(p, list[i].Phys(), list[i].Length, dir)
+	}
+	start, end := list[0].DMAAddress, list[0].DMAAddress
+	for i := range list {
+		if list[i].DMALength == 0 {
+			break
+		}
+		end = list[i].DMAAddress + mem.DMAAddr(list[i].DMALength)
+	}
+	mp.Unmap(p, start, uint64(end-start), dir)
+}
+
+// sgPhys is the physical address a sync of entry sg works on: the
+// entry's own under an IOMMU (iommu_dma_sync_sg_for_cpu uses sg_phys,
+// since merged DMA segments do not say where each entry is), the
+// translation of its DMA address under dma-direct (the bounce slot).
+func (d *Device) sgPhys(sg *Scatterlist) mem.PhysAddr {
+	if d.isMapper() {
+		return sg.Phys()
+	}
+	return d.toPhys(sg.DMAAddress)
 }
 
 // segments lists entries for an event: as mapped (device side) or as
@@ -188,8 +278,12 @@ func (d *Device) sgForCPU(p *sim.Proc, op Op, fn string, sgl []Scatterlist, nent
 	if d.dma.observed() {
 		d.dma.emitSG(d.sgEvent(p, op, fn, sgl, list, nents, dir, op == OpUnmap))
 	}
+	if mp, ok := d.tr.(Mapper); ok && op == OpUnmap {
+		d.iommuUnmapSG(p, mp, list, dir)
+		return
+	}
 	for i := range list {
-		pa := d.toPhys(list[i].DMAAddress)
+		pa := d.sgPhys(&list[i])
 		if op == OpUnmap {
 			d.unmapPhys(p, pa, list[i].DMALength, dir, true)
 		} else {
@@ -201,7 +295,7 @@ func (d *Device) sgForCPU(p *sim.Proc, op Op, fn string, sgl []Scatterlist, nent
 func (d *Device) syncSGForDevice(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir Direction) {
 	list := entries(sgl, nents)
 	for i := range list {
-		d.syncForDevice(p, d.toPhys(list[i].DMAAddress), list[i].Length, dir)
+		d.syncForDevice(p, d.sgPhys(&list[i]), list[i].Length, dir)
 	}
 	if d.dma.observed() {
 		d.dma.emitSG(d.sgEvent(p, OpSyncForDevice, fn, sgl, list, nents, dir, false))

@@ -32,6 +32,33 @@ type Translator interface {
 	ToPhys(out []mem.PhysRange, a mem.DMAAddr, size uint64, write bool) ([]mem.PhysRange, sim.Time, error)
 }
 
+// Mapper is a Translator that owns the bus address space it translates,
+// as an IOMMU domain does: a mapping allocates a bus address (an IOVA)
+// and maps it, an unmap removes it. The mapping calls use it instead of
+// ToBus when the device's Translator is one (dma-iommu.c's
+// iommu_dma_map_page, iommu_dma_unmap_page, iommu_dma_map_sg in place of
+// dma-direct); ToBus is then not asked.
+type Mapper interface {
+	Translator
+	// Granule is the mapping unit (the IOVA granule): MapSG's ranges
+	// are multiples of it.
+	Granule() uint64
+	// Map maps [pa, pa+size) for dir and returns the bus address of
+	// pa; p pays what it costs.
+	Map(p *sim.Proc, pa mem.PhysAddr, size uint64, dir Direction) (mem.DMAAddr, error)
+	// MapSG maps the granule-aligned ranges back to back in one
+	// contiguous bus range and returns its start.
+	MapSG(p *sim.Proc, ranges []mem.PhysRange, dir Direction) (mem.DMAAddr, error)
+	// Unmap removes the mapping of [addr, addr+size) (addr and size as
+	// Map returned and was given, or a MapSG range) and frees its bus
+	// addresses; p pays the invalidation.
+	Unmap(p *sim.Proc, addr mem.DMAAddr, size uint64, dir Direction)
+	// Phys is the physical address at addr as the kernel's tables say
+	// (iommu_iova_to_phys), with no device access: false when nothing
+	// is mapped there.
+	Phys(addr mem.DMAAddr) (mem.PhysAddr, bool)
+}
+
 // Direct is dma-direct's translation without a bus offset: the bus
 // address is the physical address, at no cost.
 type Direct struct{}
@@ -74,6 +101,12 @@ func (d *Device) bus(pa mem.PhysAddr, size uint64) mem.DMAAddr {
 // bookkeeping, never from a device access: the first byte's.
 func (d *Device) toPhys(a mem.DMAAddr) mem.PhysAddr {
 	if _, ok := d.tr.(Direct); ok {
+		return mem.PhysAddr(a)
+	}
+	if mp, ok := d.tr.(Mapper); ok {
+		if pa, ok := mp.Phys(a); ok {
+			return pa
+		}
 		return mem.PhysAddr(a)
 	}
 	r, _, err := d.tr.ToPhys(nil, a, 1, false)

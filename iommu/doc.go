@@ -1,0 +1,45 @@
+// Package iommu is an IOMMU between bus masters and memory: domains with
+// multi-level page tables, the IOVA allocator, the IOTLB of each IOMMU
+// unit with strict or lazy (flush-queue) invalidation, and the DMA
+// layer's translation for a device attached to a domain.
+//
+// Real counterparts:
+//
+//   - drivers/iommu/iommu.c: struct iommu_domain, iommu_map,
+//     iommu_unmap (which stops at the first page not mapped and returns
+//     what it unmapped), iommu_iova_to_phys, iommu_pgsize (the largest
+//     page the alignment of both addresses and the length allow). Domain
+//     mirrors them; Unit is one IOMMU (struct intel_iommu, struct
+//     arm_smmu_device).
+//   - drivers/iommu/io-pgtable-arm.c and drivers/iommu/intel/iommu.c: a
+//     4-level table of 512 eight-byte entries per 4 KiB page, with leaves
+//     of 4 KiB (level 3), 2 MiB (level 2) and 1 GiB (level 1). The table
+//     pages are real pages of package mem, allocated on first use, so a
+//     domain costs memory (Domain.TablePages).
+//   - drivers/iommu/iova.c: struct iova_domain (IOVADomain): ranges
+//     allocated top-down below a limit, aligned to their size rounded up
+//     to a power of two, with per-CPU caches of freed ranges up to 128 KiB
+//     (IOVA_RANGE_CACHE_MAX_SIZE) in magazines of IOVA_MAG_SIZE and a
+//     depot of MAX_GLOBAL_MAGS full magazines.
+//   - drivers/iommu/dma-iommu.c: the DMA API over a domain (Translator
+//     implements dma.Mapper): iommu_dma_map_page (an IOVA allocated below
+//     the device's mask, 32-bit first for PCI devices unless
+//     iommu.forcedac), iommu_dma_unmap_page, iommu_dma_map_sg (every
+//     segment in one contiguous IOVA range; the DMA layer merges them as
+//     __finalise_sg does), strict invalidation at every unmap or the
+//     flush queue (IOVA_FQ_SIZE entries, IOVA_FQ_TIMEOUT).
+//
+// # Invariants
+//
+// An access that does not translate (no mapping, or a write through a
+// mapping without write permission) is a fault: the translation returns
+// an error wrapping ErrFault or ErrPermission and no range, so the DMA
+// layer changes no byte of memory. The one way a device reaches memory
+// that is not mapped is a stale IOTLB entry in lazy mode, between an
+// unmap and the flush that follows it; every such access is reported
+// (OpStaleHit). IOVAs are freed only after the IOTLB no longer holds
+// them (at the unmap in strict mode, at the flush in lazy mode).
+//
+// The model is single-threaded (one process runs at a time), so nothing
+// here locks.
+package iommu

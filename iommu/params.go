@@ -1,0 +1,82 @@
+package iommu
+
+import "github.com/dmalab/dmalab/sim"
+
+// Defaults of an IOMMU unit. Where Linux has a constant, it is the
+// source; the IOTLB's geometry and costs are not published by the
+// vendors, so they come from public measurements, or are assumed and
+// say why.
+const (
+	// DefaultIOTLBEntries: pcie-bench measured the IOTLB of Intel Xeon
+	// E5 at 64 entries of 4 KiB (latency rises past a 256 KiB working
+	// set): Neugebauer et al., "Understanding PCIe performance for end
+	// host networking", SIGCOMM 2018, section 6.3.
+	DefaultIOTLBEntries = 64
+	// DefaultIOTLBWays is assumed: vendors do not publish the
+	// associativity; 4 ways keeps conflict misses rare at 64 entries.
+	DefaultIOTLBWays = 4
+	// DefaultHitCost is assumed: an IOTLB hit is a lookup in the root
+	// complex, a few cycles, small against PCIe latencies.
+	DefaultHitCost = 2 * sim.Nanosecond
+	// DefaultWalkReadCost is one read of a table page during a walk:
+	// assumed one DRAM load-to-use latency, so that a 4-level walk
+	// (320 ns) is the ~330 ns pcie-bench measured for an IOTLB miss
+	// (Neugebauer et al., SIGCOMM 2018).
+	DefaultWalkReadCost = 80 * sim.Nanosecond
+	// DefaultInvalidateCost is one synchronous IOTLB invalidation
+	// (queued invalidation descriptor and wait descriptor on VT-d, CMD_TLBI
+	// and CMD_SYNC on SMMUv3): assumed 1 µs, the order Peleg et al.,
+	// "Utilizing the IOMMU scalably", USENIX ATC 2015, report for the
+	// invalidation strict mode pays at every unmap.
+	DefaultInvalidateCost = 1 * sim.Microsecond
+	// DefaultFlushQueueSize is IOVA_FQ_SIZE (drivers/iommu/dma-iommu.c):
+	// entries a flush queue holds before it must flush.
+	DefaultFlushQueueSize = 256
+	// DefaultFlushTimeout is IOVA_FQ_TIMEOUT (drivers/iommu/dma-iommu.c,
+	// 10 ms): the flush queue's timer.
+	DefaultFlushTimeout = 10 * sim.Millisecond
+)
+
+// Granule is the smallest page of the tables and of the IOVA allocator
+// (4 KiB, the IOVA granule dma-iommu uses with 4 KiB CPU pages).
+const Granule = 4096
+
+// The IOVA allocator's constants (drivers/iommu/iova.c, include/linux/iova.h).
+const (
+	// rcacheOrders is IOVA_RANGE_CACHE_MAX_SIZE (6): ranges of 2^0 to
+	// 2^5 granules (128 KiB) are cached per CPU.
+	rcacheOrders = 6
+	// magSize is IOVA_MAG_SIZE: ranges a magazine holds.
+	magSize = 127
+	// maxGlobalMags is MAX_GLOBAL_MAGS: full magazines in a depot.
+	maxGlobalMags = 32
+)
+
+// Params are an IOMMU unit's numbers.
+type Params struct {
+	// IOTLBEntries and IOTLBWays are the IOTLB's size and
+	// associativity (entries must be a multiple of ways).
+	IOTLBEntries, IOTLBWays int
+	// HitCost is the time of an IOTLB hit; WalkReadCost of one table
+	// read in a walk (a miss pays one per level).
+	HitCost, WalkReadCost sim.Time
+	// InvalidateCost is one synchronous invalidation, paid by the
+	// unmapping thread in strict mode and by whoever triggers a flush.
+	InvalidateCost sim.Time
+	// FlushQueueSize and FlushTimeout are the lazy mode's flush queue.
+	FlushQueueSize int
+	FlushTimeout   sim.Time
+	// CPUs is the number of per-CPU IOVA caches.
+	CPUs int
+}
+
+// DefaultParams are the constants above, with one CPU.
+func DefaultParams() Params {
+	return Params{
+		IOTLBEntries: DefaultIOTLBEntries, IOTLBWays: DefaultIOTLBWays,
+		HitCost: DefaultHitCost, WalkReadCost: DefaultWalkReadCost,
+		InvalidateCost: DefaultInvalidateCost,
+		FlushQueueSize: DefaultFlushQueueSize, FlushTimeout: DefaultFlushTimeout,
+		CPUs: 1,
+	}
+}
