@@ -52,8 +52,19 @@ type Unit struct {
 	params  Params
 	tlb     *IOTLB
 	domains int
+	stats   UnitStats
 	ev      Event
 }
+
+// UnitStats counts what the unit blocked or let through stale.
+type UnitStats struct {
+	// Faults are blocked accesses; StaleHits accesses translated by an
+	// IOTLB entry whose mapping was gone.
+	Faults, StaleHits uint64
+}
+
+// Stats are the unit's counts so far.
+func (u *Unit) Stats() UnitStats { return u.stats }
 
 // NewUnit is an IOMMU named name whose tables are allocated on NUMA
 // node node of m.
