@@ -43,7 +43,9 @@ func Attach(dev *dma.Device, dom *Domain, opt AttachOptions) *Translator {
 func (t *Translator) Domain() *Domain { return t.dom }
 
 // Name says which unit and domain translate.
-func (t *Translator) Name() string { return fmt.Sprintf("iommu %s domain %d", t.dom.unit.name, t.dom.id) }
+func (t *Translator) Name() string {
+	return fmt.Sprintf("iommu %s domain %d", t.dom.unit.name, t.dom.id)
+}
 
 // Granule is the IOVA granule.
 func (t *Translator) Granule() uint64 { return Granule }
