@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dmalab/dmalab/dma"
+	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -249,4 +250,30 @@ func TestMapSGSegmentLimit(t *testing.T) {
 		}
 		dev.UnmapSG(p, sgl, len(sgl), dma.ToDevice)
 	})
+}
+
+// TestTransferChargesWalk: the DMA layer's transfer pays the IOTLB miss
+// (a 4-level walk) the first time and a hit the second, before its bytes
+// move.
+func TestTransferChargesWalk(t *testing.T) {
+	r := newRig(t, Strict, DefaultParams())
+	dev, _ := r.attach("nic0", AttachOptions{PCI: true})
+	pa := r.pages(4096)
+	var infos []dma.TransferInfo
+	r.run(func(p *sim.Proc) {
+		a := dev.MapPage(p, pa, 0, 4096, dma.FromDevice)
+		for range 2 {
+			info, err := dev.Transfer(p, &dma.Transfer{Name: "rx", Route: &fabric.Route{}, Bytes: 64, Write: []dma.Span{dma.BusSpan(a, 64)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			infos = append(infos, info)
+		}
+	})
+	if want := 4 * DefaultWalkReadCost; infos[0].Translate != want || infos[0].Start-infos[0].Call != want {
+		t.Errorf("first transfer: translation %v, started after %v; want %v both", infos[0].Translate, infos[0].Start-infos[0].Call, want)
+	}
+	if infos[1].Translate != DefaultHitCost {
+		t.Errorf("second transfer: translation %v, want a hit's %v", infos[1].Translate, DefaultHitCost)
+	}
 }
