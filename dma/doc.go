@@ -15,8 +15,10 @@
 //   - kernel/dma/direct.c: dma-direct, the path without an IOMMU
 //     (dma_direct_map_phys, dma_direct_unmap_phys, dma_direct_sync_*,
 //     dma_direct_alloc/free, dma_capable). The bus address is the
-//     physical address; the addrMapper interface is the seam where an
-//     IOMMU's translation will go.
+//     physical address. The Translator interface is the seam where an
+//     IOMMU's translation goes; a Translator that is also a Mapper (an
+//     iommu domain) allocates the bus addresses too, and the mapping
+//     calls go through it as dma-iommu.c's do.
 //   - kernel/dma/swiotlb.c: the bounce pool (struct io_tlb_pool with one
 //     area): 2 KiB slots (IO_TLB_SIZE), contiguous runs within
 //     128-slot segments (IO_TLB_SEGSIZE, so at most 256 KiB per
