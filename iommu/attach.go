@@ -134,21 +134,21 @@ func (t *Translator) Unmap(p *sim.Proc, addr mem.DMAAddr, size uint64, dir dma.D
 		// on the unmapped size and frees nothing it cannot find).
 		return
 	}
-	var err error
-	if u.mode == Strict {
-		u.tlb.invalidateRange(t.dom.id, uint64(iova), n)
-		p.Sleep(u.params.InvalidateCost)
-		if u.Hooks.Active() {
-			u.emit(Event{Op: OpFlush, Domain: t.dom.id, IOVA: iova, Size: n, Entries: 1}, p.Name(), sim.CauseTranslate)
-		}
-		err = t.dom.iovad.Free(t.opt.CPU, iova, n)
-	} else {
-		err = t.dom.queue(p, t.opt.CPU, iova, n)
+	if u.mode == Lazy {
+		t.dom.queue(p, t.opt.CPU, iova, n)
+		return
 	}
-	if err != nil {
-		// The DMA API's unmap returns nothing: a free the allocator
-		// refuses means the model lost track of an IOVA.
-		panic(fmt.Errorf("%s: unmap %v+%d: %w", t.Name(), addr, size, err))
+	u.tlb.invalidateRange(t.dom.id, uint64(iova), n)
+	p.Sleep(u.params.InvalidateCost)
+	err := t.dom.iovad.Free(t.opt.CPU, iova, n)
+	if u.Hooks.Active() {
+		// As in lazy mode, an IOVA the allocator does not know is
+		// Linux's silent free_iova of nothing, reported here.
+		e := Event{Op: OpFlush, Domain: t.dom.id, IOVA: iova, Size: n, Entries: 1}
+		if err != nil {
+			e.Warn = err.Error()
+		}
+		u.emit(e, p.Name(), sim.CauseTranslate)
 	}
 }
 

@@ -24,33 +24,29 @@ type fqEntry struct {
 }
 
 // queue is queue_iova: a full queue is flushed first, synchronously,
-// at the cost of one invalidation to p (nil from a timer).
-func (d *Domain) queue(p *sim.Proc, cpu int, iova mem.DMAAddr, size uint64) error {
-	var err error
+// at the cost of one invalidation to p.
+func (d *Domain) queue(p *sim.Proc, cpu int, iova mem.DMAAddr, size uint64) {
 	if len(d.fq.entries) >= d.unit.params.FlushQueueSize {
-		err = d.flush(p)
+		d.flush(p)
 	}
 	d.fq.entries = append(d.fq.entries, fqEntry{iova: iova, size: size, cpu: cpu})
 	if !d.fq.armed {
 		d.fq.armed = true
 		d.fq.timer = d.unit.eng.After(d.unit.params.FlushTimeout, func() {
 			d.fq.armed = false
-			// A timer has no caller to hand an error to; a free the
-			// allocator refuses is a model bug the tests catch.
-			if err := d.flush(nil); err != nil {
-				panic(err)
-			}
+			d.flush(nil)
 		})
 	}
-	return err
 }
 
 // flush is fq_flush_iotlb then fq_ring_free: one domain-wide
-// invalidation, then every queued IOVA freed.
-func (d *Domain) flush(p *sim.Proc) error {
+// invalidation, then every queued IOVA freed. An IOVA the allocator does
+// not know (a driver unmapped at an address it was not given) is freed
+// silently by Linux; here the flush event's Warn names it.
+func (d *Domain) flush(p *sim.Proc) {
 	n := len(d.fq.entries)
 	if n == 0 {
-		return nil
+		return
 	}
 	d.unit.tlb.invalidateDomain(d.id)
 	proc := ""
@@ -64,14 +60,17 @@ func (d *Domain) flush(p *sim.Proc) error {
 	}
 	d.fq.entries = d.fq.entries[:0]
 	if d.unit.Hooks.Active() {
-		d.unit.emit(Event{Op: OpFlush, Domain: d.id, Entries: n}, proc, sim.CauseTranslate)
+		e := Event{Op: OpFlush, Domain: d.id, Entries: n}
+		if err := errors.Join(errs...); err != nil {
+			e.Warn = err.Error()
+		}
+		d.unit.emit(e, proc, sim.CauseTranslate)
 	}
-	return errors.Join(errs...)
 }
 
 // Flush empties the flush queue now (iommu_dma_flush_iotlb_all), p
 // paying the invalidation.
-func (d *Domain) Flush(p *sim.Proc) error { return d.flush(p) }
+func (d *Domain) Flush(p *sim.Proc) { d.flush(p) }
 
 // Pending is the number of IOVAs waiting in the flush queue.
 func (d *Domain) Pending() int { return len(d.fq.entries) }

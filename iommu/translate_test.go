@@ -277,3 +277,54 @@ func TestTransferChargesWalk(t *testing.T) {
 		t.Errorf("second transfer: translation %v, want a hit's %v", infos[1].Translate, DefaultHitCost)
 	}
 }
+
+// TestUnmapWrongAddress: a driver unmapping inside a 256 KiB mapping
+// (not at the address it was given) unmaps from there on, and the IOVA
+// it names, unknown to the allocator, is reported, not freed.
+func TestUnmapWrongAddress(t *testing.T) {
+	r := newRig(t, Strict, DefaultParams())
+	dev, tr := r.attach("nic0", AttachOptions{PCI: true})
+	pa := r.pages(256 << 10)
+	r.run(func(p *sim.Proc) {
+		a := dev.MapPage(p, pa, 0, 256<<10, dma.ToDevice)
+		dev.UnmapPage(p, a+4096, 256<<10-4096, dma.ToDevice)
+		if _, ok := tr.Phys(a); !ok {
+			t.Error("the first page was unmapped")
+		}
+		if _, ok := tr.Phys(a + 4096); ok {
+			t.Error("the second page is still mapped")
+		}
+	})
+	var warned bool
+	for _, e := range r.events {
+		warned = warned || (e.Op == OpFlush && e.Warn != "")
+	}
+	if !warned || tr.Domain().IOVAs().Stats().Ranges != 1 {
+		t.Errorf("warned %v, %d ranges allocated; want a warning and the range kept", warned, tr.Domain().IOVAs().Stats().Ranges)
+	}
+}
+
+// TestCoherentThroughIOMMU: dma_alloc_coherent through a domain returns
+// an IOVA (iommu_dma_alloc), the device reaches the buffer through it,
+// and dma_free_coherent unmaps it.
+func TestCoherentThroughIOMMU(t *testing.T) {
+	r := newRig(t, Strict, DefaultParams())
+	dev, tr := r.attach("nic0", AttachOptions{PCI: true})
+	r.run(func(p *sim.Proc) {
+		va, handle, err := dev.AllocCoherent(p, 8192)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pa, _ := r.mem.VirtToPhys(va)
+		if got, ok := tr.Phys(handle); !ok || got != pa || uint64(handle) == uint64(pa) {
+			t.Errorf("handle %v translates to %v, %v; want an IOVA of %v", handle, got, ok, pa)
+		}
+		if _, err := dev.Write(handle+4096, 4096); err != nil {
+			t.Errorf("device write: %v", err)
+		}
+		dev.FreeCoherent(p, 8192, va, handle)
+		if _, ok := tr.Phys(handle); ok {
+			t.Error("still mapped after dma_free_coherent")
+		}
+	})
+}
