@@ -3,8 +3,8 @@ package iommu
 import (
 	"errors"
 	"maps"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/dmalab/dmalab/dma"
