@@ -128,7 +128,7 @@ func (d *Device) mapSG(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir
 			Call: d.dma.call.begin(fn, d.name).sgl(len(sgl)).int(nents).dir(dir).end(),
 		}
 		if mapped > 0 {
-			e.SG = segments(sgl[:mapped], true)
+			e.SG = segments(sgl[:nents], true)
 			e.Addr, e.Size, e.Phys = sgl[0].DMAAddress, sgl[0].DMALength, sgl[0].Phys()
 		}
 		d.dma.emit(&e)
