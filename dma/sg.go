@@ -90,9 +90,14 @@ func (d *Device) mapSG(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir
 	case nents <= 0 || nents > len(sgl) || !dir.valid():
 		err = syscall.EINVAL
 	case d.isMapper():
-		mapped, err = d.iommuMapSG(p, d.tr.(Mapper), sgl[:nents], dir)
-		if err != nil {
-			class = MemInvalid
+		// dma-iommu maps whatever the entries name; the event's class
+		// says when that is not RAM, for the checker.
+		for i := range sgl[:nents] {
+			if !d.dma.isRAM(sgl[i].Phys(), sgl[i].Length) {
+				class = MemInvalid
+			}
+		}
+		if mapped, err = d.iommuMapSG(p, d.tr.(Mapper), sgl[:nents], dir); err != nil {
 			warn = err.Error()
 		}
 	default:
