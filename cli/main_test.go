@@ -130,7 +130,7 @@ func TestDeterminism(t *testing.T) {
 	var traces [2][]byte
 	for i := range 2 {
 		tr := filepath.Join(dir, "trace"+string(rune('0'+i))+".json")
-		code, out, errs := dmalab(t, "run", "transfers", "--platform", "2s-4gpu-pcie", "--json", "--trace", tr)
+		code, out, errs := dmalab(t, "run", "transfers", "--platform", "2s-4gpu-pcie", "--json", "--trace", tr, "--attribution")
 		if code != exitOK {
 			t.Fatalf("exit %d: %s", code, errs)
 		}
@@ -142,6 +142,9 @@ func TestDeterminism(t *testing.T) {
 	}
 	if outs[0] != outs[1] {
 		t.Error("two runs printed different JSON")
+	}
+	if !strings.Contains(outs[0], `"time_split"`) {
+		t.Error("--attribution printed no time_split")
 	}
 	if !bytes.Equal(traces[0], traces[1]) {
 		t.Error("two runs wrote different traces")
