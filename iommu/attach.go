@@ -221,7 +221,8 @@ func (t *Translator) fault(iova uint64, write bool, why error) error {
 	if u.Hooks.Active() {
 		u.emit(Event{Op: OpFault, Domain: t.dom.id, Device: t.dev.Name(), IOVA: mem.DMAAddr(iova), Write: write, Reason: why}, "", sim.CauseFault)
 	}
-	return fmt.Errorf("%s: %s at %v: %w", t.dev.Name(), rwName(write), mem.DMAAddr(iova), why)
+	// The DMA layer wraps it with the device and the access.
+	return fmt.Errorf("%s at %v: %w", rwName(write), mem.DMAAddr(iova), why)
 }
 
 func (t *Translator) staleHit(iova uint64, pa mem.PhysAddr, prot Prot, write bool) {

@@ -328,3 +328,14 @@ func TestCoherentThroughIOMMU(t *testing.T) {
 		}
 	})
 }
+
+// TestFaultMessage pins what a driver sees of a fault.
+func TestFaultMessage(t *testing.T) {
+	r := newRig(t, Strict, DefaultParams())
+	dev, _ := r.attach("nic0", AttachOptions{PCI: true})
+	_, err := dev.Write(0x5000, 64)
+	const want = "nic0: DMA write of dma:0x5000+64: iommu dmar0 domain 1: write at dma:0x5000: iommu: translation fault"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+}
