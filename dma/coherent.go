@@ -51,7 +51,8 @@ func (d *Device) allocCoherent(p *sim.Proc, size uint64) (mem.VirtAddr, mem.DMAA
 	}
 	m := d.dma.mem
 	size = pageAlign(size)
-	mp, iommu := d.tr.(Mapper)
+	mp := d.mapper
+	iommu := mp != nil
 	zone := mem.ZoneNormal
 	if d.mask <= 1<<32-1 && !iommu {
 		zone = mem.ZoneDMA32
@@ -105,7 +106,7 @@ func (d *Device) FreeCoherent(p *sim.Proc, size uint64, va mem.VirtAddr, handle 
 	cls, _, _ := m.Classify(va)
 	pa := d.toPhys(handle)
 	var errs []error
-	if mp, ok := d.tr.(Mapper); ok {
+	if mp := d.mapper; mp != nil {
 		mp.Unmap(p, handle, pageAlign(size), Bidirectional)
 	}
 	if cls == mem.ClassRemap {

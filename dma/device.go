@@ -32,6 +32,8 @@ type Device struct {
 	forceBounce bool
 	// tr is the device's translation (Translator).
 	tr Translator
+	// mapper is tr when it is a Mapper (an IOMMU domain), else nil.
+	mapper Mapper
 	// scratch holds the ranges of an access being made.
 	scratch []mem.PhysRange
 }

@@ -101,7 +101,8 @@ func (d *Device) MapResource(p *sim.Proc, phys mem.PhysAddr, size uint64, dir Di
 		class = MemLinear
 	}
 	addr, warn := MappingErrorAddr, ""
-	mp, iommu := d.tr.(Mapper)
+	mp := d.mapper
+	iommu := mp != nil
 	switch {
 	case !dir.valid():
 	case iommu:
@@ -134,7 +135,7 @@ func (d *Device) MapResource(p *sim.Proc, phys mem.PhysAddr, size uint64, dir Di
 // UnmapResource is dma_unmap_resource: nothing to undo under direct
 // mapping, so it only reports; through an IOMMU the IOVA is unmapped.
 func (d *Device) UnmapResource(p *sim.Proc, addr mem.DMAAddr, size uint64, dir Direction) {
-	if mp, ok := d.tr.(Mapper); ok && dir.valid() {
+	if mp := d.mapper; mp != nil && dir.valid() {
 		defer mp.Unmap(p, addr, size, dir)
 	}
 	if d.dma.observed() {
@@ -191,7 +192,7 @@ func (d *Device) unmap(p *sim.Proc, kind Kind, fn string, addr mem.DMAAddr, size
 		}
 		d.dma.fire()
 	}
-	if mp, ok := d.tr.(Mapper); ok {
+	if mp := d.mapper; mp != nil {
 		d.iommuUnmap(p, mp, pa, addr, size, dir)
 		return
 	}
@@ -230,7 +231,7 @@ func (d *Device) mapPhys(p *sim.Proc, pa mem.PhysAddr, size uint64, dir Directio
 	if !dir.valid() {
 		return MappingErrorAddr, false, ""
 	}
-	if mp, ok := d.tr.(Mapper); ok {
+	if mp := d.mapper; mp != nil {
 		return d.iommuMap(p, mp, pa, size, dir)
 	}
 	addr := d.bus(pa, size)

@@ -89,7 +89,7 @@ func (d *Device) mapSG(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir
 	switch {
 	case nents <= 0 || nents > len(sgl) || !dir.valid():
 		err = syscall.EINVAL
-	case d.isMapper():
+	case d.mapper != nil:
 		// dma-iommu maps whatever the entries name; the event's class
 		// says when that is not RAM, for the checker.
 		for i := range sgl[:nents] {
@@ -97,7 +97,7 @@ func (d *Device) mapSG(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir
 				class = MemInvalid
 			}
 		}
-		if mapped, err = d.iommuMapSG(p, d.tr.(Mapper), sgl[:nents], dir); err != nil {
+		if mapped, err = d.iommuMapSG(p, d.mapper, sgl[:nents], dir); err != nil {
 			warn = err.Error()
 		}
 	default:
@@ -139,11 +139,6 @@ func (d *Device) mapSG(p *sim.Proc, fn string, sgl []Scatterlist, nents int, dir
 		d.dma.emit(&e)
 	}
 	return mapped, err
-}
-
-func (d *Device) isMapper() bool {
-	_, ok := d.tr.(Mapper)
-	return ok
 }
 
 // iommuMapSG is iommu_dma_map_sg: every entry, its offset into the
@@ -218,7 +213,7 @@ func (d *Device) iommuUnmapSG(p *sim.Proc, mp Mapper, list []Scatterlist, dir Di
 // since merged DMA segments do not say where each entry is), the
 // translation of its DMA address under dma-direct (the bounce slot).
 func (d *Device) sgPhys(sg *Scatterlist) mem.PhysAddr {
-	if d.isMapper() {
+	if d.mapper != nil {
 		return sg.Phys()
 	}
 	return d.toPhys(sg.DMAAddress)
@@ -283,7 +278,7 @@ func (d *Device) sgForCPU(p *sim.Proc, op Op, fn string, sgl []Scatterlist, nent
 	if d.dma.observed() {
 		d.dma.emitSG(d.sgEvent(p, op, fn, sgl, list, nents, dir, op == OpUnmap))
 	}
-	if mp, ok := d.tr.(Mapper); ok && op == OpUnmap {
+	if mp := d.mapper; mp != nil && op == OpUnmap {
 		d.iommuUnmapSG(p, mp, list, dir)
 		return
 	}

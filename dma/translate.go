@@ -80,7 +80,10 @@ func (d *Device) Translator() Translator { return d.tr }
 // SetTranslator puts the device behind t (attaching it to an IOMMU
 // domain, or back to dma-direct with Direct{}). Mappings made before
 // keep the bus addresses they were given.
-func (d *Device) SetTranslator(t Translator) { d.tr = t }
+func (d *Device) SetTranslator(t Translator) {
+	d.tr = t
+	d.mapper, _ = t.(Mapper)
+}
 
 // bus is the bus address of [pa, pa+size) for a mapping: direct
 // translation never fails; a translator that refuses gives
@@ -103,7 +106,7 @@ func (d *Device) toPhys(a mem.DMAAddr) mem.PhysAddr {
 	if _, ok := d.tr.(Direct); ok {
 		return mem.PhysAddr(a)
 	}
-	if mp, ok := d.tr.(Mapper); ok {
+	if mp := d.mapper; mp != nil {
 		if pa, ok := mp.Phys(a); ok {
 			return pa
 		}
