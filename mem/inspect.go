@@ -10,6 +10,20 @@ const checkInvariants = false
 // Latest is the version of the latest write to pa.
 func (m *Memory) Latest(pa PhysAddr) Version { return m.latest.get(uint64(pa)) }
 
+// LatestIn is the newest version of the latest writes to any byte of
+// [pa, pa+size) (0 when none was written since boot). Versions only
+// grow, so a range whose LatestIn is the same before and after a run
+// of accesses was not written by any of them: the proof a scenario
+// gives that a device changed nothing outside its mappings.
+func (m *Memory) LatestIn(pa PhysAddr, size uint64) Version {
+	s, e := uint64(pa), uint64(pa)+size
+	var v Version
+	for i := m.latest.find(s); i < len(m.latest.s) && m.latest.s[i].start < e; i++ {
+		v = max(v, m.latest.s[i].v)
+	}
+	return v
+}
+
 // DRAMVersion is the version DRAM holds at pa (what a non-coherent
 // device reads).
 func (m *Memory) DRAMVersion(pa PhysAddr) Version { return m.dram.get(uint64(pa)) }

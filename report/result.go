@@ -78,6 +78,15 @@ type Row struct {
 	Faults        int64 `json:"faults,omitempty"`
 	MigratedBytes int64 `json:"migrated_bytes,omitempty"`
 	Evictions     int64 `json:"evictions,omitempty"`
+	// Escapes, StaleEscapes, SecretRead and Changed are a malicious
+	// device's results (iommu-attack): its DMAs that reached memory
+	// outside its mappings, those of them through a stale IOTLB entry,
+	// whether one read the secret, and the pages outside its mappings
+	// whose versions changed. Faults then counts its DMAs refused.
+	Escapes      int64 `json:"escapes,omitempty"`
+	StaleEscapes int64 `json:"stale_escapes,omitempty"`
+	SecretRead   bool  `json:"secret_read,omitempty"`
+	Changed      int64 `json:"changed_pages,omitempty"`
 }
 
 // Factor is one efficiency factor and where its value comes from.
@@ -104,14 +113,19 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
 	// Columns beyond the five of a copy appear when some row has them.
-	var mode, ops, cpu, lat, step, um bool
+	var mode, ops, cpu, lat, step, um, attack bool
+	for _, row := range r.Results {
+		attack = attack || row.Escapes != 0 || row.StaleEscapes != 0 || row.SecretRead || row.Changed != 0
+	}
 	for _, row := range r.Results {
 		mode = mode || row.Mode != ""
 		ops = ops || row.Ops != 0
 		cpu = cpu || row.CPUSeconds != 0
 		lat = lat || row.P50Seconds != 0 || row.P99Seconds != 0
 		step = step || row.Step != 0
-		um = um || row.Faults != 0 || row.MigratedBytes != 0 || row.Evictions != 0
+		// An attack's faults are its own column; the unified-memory
+		// columns appear for a migration only.
+		um = um || !attack && row.Faults != 0 || row.MigratedBytes != 0 || row.Evictions != 0
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "path\tdirection\t"
@@ -135,6 +149,9 @@ func WriteTable(w io.Writer, r *Result) error {
 	if um {
 		head += "faults\tmigrated\tevictions\t"
 	}
+	if attack {
+		head += "faults\tescapes\tstale\tsecret read\tchanged pages\t"
+	}
 	fmt.Fprintln(tw, head)
 	for _, row := range r.Results {
 		line := row.Path + "\t" + row.Direction + "\t"
@@ -157,6 +174,10 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 		if um {
 			line += fmt.Sprint(row.Faults) + "\t" + FormatBytes(row.MigratedBytes) + "\t" + fmt.Sprint(row.Evictions) + "\t"
+		}
+		if attack {
+			line += fmt.Sprint(row.Faults) + "\t" + fmt.Sprint(row.Escapes) + "\t" + fmt.Sprint(row.StaleEscapes) + "\t" +
+				fmt.Sprint(row.SecretRead) + "\t" + fmt.Sprint(row.Changed) + "\t"
 		}
 		fmt.Fprintln(tw, line)
 	}
