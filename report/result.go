@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -87,6 +88,13 @@ type Row struct {
 	StaleEscapes int64 `json:"stale_escapes,omitempty"`
 	SecretRead   bool  `json:"secret_read,omitempty"`
 	Changed      int64 `json:"changed_pages,omitempty"`
+	// LineGbps, IOTLBMisses and MapSeconds are a NIC's behind an IOMMU
+	// (iommu-modes): its line rate in Gb/s, IOTLB misses per operation,
+	// and the CPU time per operation of its DMA map and unmap (or sync)
+	// calls.
+	LineGbps    float64 `json:"line_gbps,omitempty"`
+	IOTLBMisses float64 `json:"iotlb_misses,omitempty"`
+	MapSeconds  float64 `json:"map_seconds,omitempty"`
 }
 
 // Factor is one efficiency factor and where its value comes from.
@@ -113,7 +121,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
 	// Columns beyond the five of a copy appear when some row has them.
-	var mode, ops, cpu, lat, step, um, attack bool
+	var mode, ops, cpu, lat, step, um, attack, lineRate bool
 	for _, row := range r.Results {
 		attack = attack || row.Escapes != 0 || row.StaleEscapes != 0 || row.SecretRead || row.Changed != 0
 	}
@@ -123,6 +131,7 @@ func WriteTable(w io.Writer, r *Result) error {
 		cpu = cpu || row.CPUSeconds != 0
 		lat = lat || row.P50Seconds != 0 || row.P99Seconds != 0
 		step = step || row.Step != 0
+		lineRate = lineRate || row.LineGbps != 0
 		// An attack's faults are its own column; the unified-memory
 		// columns appear for a migration only.
 		um = um || !attack && row.Faults != 0 || row.MigratedBytes != 0 || row.Evictions != 0
@@ -136,6 +145,9 @@ func WriteTable(w io.Writer, r *Result) error {
 		head += "step\t"
 	}
 	head += "size\t"
+	if lineRate {
+		head += "line Gb/s\t"
+	}
 	if ops {
 		head += "ops\t"
 	}
@@ -148,6 +160,9 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	if um {
 		head += "faults\tmigrated\tevictions\t"
+	}
+	if lineRate {
+		head += "IOTLB miss/op\tmap/op\t"
 	}
 	if attack {
 		head += "faults\tescapes\tstale\tsecret read\tchanged pages\t"
@@ -162,6 +177,9 @@ func WriteTable(w io.Writer, r *Result) error {
 			line += fmt.Sprint(row.Step) + "\t"
 		}
 		line += FormatBytes(row.Bytes) + "\t"
+		if lineRate {
+			line += strconv.FormatFloat(row.LineGbps, 'g', -1, 64) + "\t"
+		}
 		if ops {
 			line += fmt.Sprint(row.Ops) + "\t"
 		}
@@ -174,6 +192,9 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 		if um {
 			line += fmt.Sprint(row.Faults) + "\t" + FormatBytes(row.MigratedBytes) + "\t" + fmt.Sprint(row.Evictions) + "\t"
+		}
+		if lineRate {
+			line += fmt.Sprintf("%.3g", row.IOTLBMisses) + "\t" + FormatSeconds(row.MapSeconds) + "\t"
 		}
 		if attack {
 			line += fmt.Sprint(row.Faults) + "\t" + fmt.Sprint(row.Escapes) + "\t" + fmt.Sprint(row.StaleEscapes) + "\t" +
