@@ -93,6 +93,8 @@ func TestEveryScenarioOnEveryPreset(t *testing.T) {
 		"dma-vs-memcpy":    {"sizes=1KiB,64KiB"},
 		"um-prefetch":      {"size=8MiB", "kernels=2"},
 		"um-oversubscribe": {"vram=64MiB", "ratios=0.5,1.5"},
+		"iommu-attack":     {"dmas=500"},
+		"iommu-modes":      {"packets=200", "rates=100"},
 	}
 	for _, s := range All() {
 		for _, p := range platform.Presets() {
