@@ -164,7 +164,7 @@ func runIOMMUAttack(c *Context) error {
 // run is one mode: the device behind its translation, the driver and
 // the attacker until the attacker's DMAs are done, then the proof by
 // versions and the device back on dma-direct.
-func (r *attackRig) run(p *sim.Proc, mode string) (attackStats, error) {
+func (r *attackRig) run(p *sim.Proc, mode string) (_ attackStats, retErr error) {
 	c, dev := r.c, r.dev
 	var unit *iommu.Unit
 	if mode != "off" {
@@ -183,8 +183,13 @@ func (r *attackRig) run(p *sim.Proc, mode string) (attackStats, error) {
 		}
 		iommu.Attach(dev, dom, iommu.AttachOptions{PCI: true})
 		defer func() {
+			// The flush queue is emptied before the domain goes, as
+			// iommu_put_dma_cookie does.
+			dom.Flush(p)
 			dev.SetTranslator(dma.Direct{})
-			dom.Free()
+			if err := dom.Free(); err != nil && retErr == nil {
+				retErr = err
+			}
 		}()
 	}
 	st := attackStats{}

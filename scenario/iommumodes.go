@@ -73,7 +73,7 @@ IOTLB numbers are package iommu's defaults.`,
 			{Name: "rates", Kind: dmalab.ParamFloats, Max: 1600, Item: "rate", Default: "100,200,400", Help: "line rates in Gb/s"},
 			{Name: "modes", Kind: dmalab.ParamList, Values: []string{"off", "passthrough", "strict", "lazy"}, Item: "mode", Default: "off,passthrough,strict,lazy", Help: "IOMMU modes, in order"},
 			{Name: "pages", Kind: dmalab.ParamList, Values: []string{"4KiB", "2MiB"}, Item: "page size", Default: "4KiB,2MiB", Help: "IOMMU page sizes of strict and lazy"},
-			{Name: "packets", Kind: dmalab.ParamInt, Min: 1, Max: maxModesPackets, Default: "4000", Help: "packets per row"},
+			{Name: "packets", Kind: dmalab.ParamInt, Min: 1, Max: maxModesPackets, Default: "2000", Help: "packets per row"},
 			{Name: "size", Kind: dmalab.ParamSize, Max: mem.PageSize, Default: "1500B", Help: "packet size (64B to 4KiB)"},
 			{Name: "device", Default: "", Help: "the NIC (default: the platform's first)"},
 		},
@@ -202,7 +202,7 @@ func modesNIC(c *Context) (*dma.Device, *machine.Device, error) {
 
 // run is one row: the translation set up, every queue's ring posted, the
 // packets received, the rings taken down.
-func (r *modesRig) run(p *sim.Proc, cfg modesRow, packets int) (report.Row, error) {
+func (r *modesRig) run(p *sim.Proc, cfg modesRow, packets int) (_ report.Row, retErr error) {
 	c, dev := r.c, r.dev
 	huge := cfg.page == "2MiB"
 	var unit *iommu.Unit
@@ -221,8 +221,13 @@ func (r *modesRig) run(p *sim.Proc, cfg modesRow, packets int) (report.Row, erro
 		}
 		iommu.Attach(dev, dom, iommu.AttachOptions{PCI: true})
 		defer func() {
+			// The flush queue is emptied before the domain goes, as
+			// iommu_put_dma_cookie does.
+			dom.Flush(p)
 			dev.SetTranslator(dma.Direct{})
-			dom.Free()
+			if err := dom.Free(); err != nil && retErr == nil {
+				retErr = err
+			}
 		}()
 	} else {
 		// Passthrough: the identity domain's devices keep dma-direct.
