@@ -38,6 +38,7 @@ type unitState struct {
 }
 
 type domainState struct {
+	unit string
 	id   int
 	live liveSet
 	gone goneRing
@@ -75,7 +76,7 @@ func (x *Pack) WatchDMA(d *dma.DMA) {
 func (us *unitState) domain(id int) *domainState {
 	d := us.domains[id]
 	if d == nil {
-		d = &domainState{id: id}
+		d = &domainState{unit: us.name, id: id}
 		us.domains[id] = d
 	}
 	return d
@@ -90,13 +91,13 @@ func (x *Pack) iommu(us *unitState, e *iommu.Event) {
 		}
 		x.seq++
 		r := &rec{start: uint64(e.IOVA), end: uint64(e.IOVA) + e.Size, pa: e.Phys, prot: e.Prot, dev: e.Device, seq: x.seq,
-			made: call{fmt.Sprintf("iommu_map(%s domain %d, %v, %v, %#x, %v)", us.name, e.Domain, e.IOVA, e.Phys, e.Size, e.Prot), e.Time, e.Proc}}
+			made: call{t: e.Time, proc: e.Proc, iova: e.IOVA, pa: e.Phys, size: e.Size, prot: e.Prot}}
 		us.domain(e.Domain).live.add(r)
 		if x.dma && e.Device != "" {
 			x.maps[e.Device] = append(x.maps[e.Device], r)
 		}
 	case iommu.OpUnmap:
-		undone := call{fmt.Sprintf("iommu_unmap(%s domain %d, %v, %#x)", us.name, e.Domain, e.IOVA, e.Size), e.Time, e.Proc}
+		undone := call{t: e.Time, proc: e.Proc, unmap: true, iova: e.IOVA, size: e.Size}
 		named := false
 		if c, ok := x.unmaps[e.Device]; ok && e.Device != "" && c.proc == e.Proc {
 			undone, named = c, true
@@ -124,19 +125,19 @@ func (x *Pack) dmaEvent(ev *dma.Event) {
 	case dma.OpMap, dma.OpAllocCoherent:
 		// The call reports as it returns: the domain's maps came first.
 		for _, r := range x.maps[ev.Device] {
-			r.made = call{ev.Call, ev.Time, ev.Proc}
+			r.made = call{call: ev.Call, t: ev.Time, proc: ev.Proc}
 		}
 		delete(x.maps, ev.Device)
 	case dma.OpUnmap:
 		// The call reports as it starts: the domain's unmap follows,
 		// unless the direction is invalid and nothing is unmapped.
 		if ev.Dir >= dma.Bidirectional && ev.Dir <= dma.FromDevice {
-			x.unmaps[ev.Device] = call{ev.Call, ev.Time, ev.Proc}
+			x.unmaps[ev.Device] = call{call: ev.Call, t: ev.Time, proc: ev.Proc}
 		}
 	case dma.OpFreeCoherent:
 		// dma_free_coherent reports after its unmap.
 		for _, r := range x.freed[ev.Device] {
-			r.undone = call{ev.Call, ev.Time, ev.Proc}
+			r.undone = call{call: ev.Call, t: ev.Time, proc: ev.Proc}
 		}
 		delete(x.freed, ev.Device)
 	case dma.OpUnbind:
@@ -154,8 +155,6 @@ func (x *Pack) diag(k cls, e *iommu.Event, buf, msg, orig string) {
 		Time: e.Time, Proc: proc, Device: e.Device, Buffer: buf, Message: msg, Origin: orig,
 	})
 }
-
-func (c call) origin() string { return check.Origin(c.call, c.t, c.proc) }
 
 func (r *rec) String() string {
 	return fmt.Sprintf("%v mapping %v +%d (%v)", r.prot, mem.DMAAddr(r.start), r.end-r.start, r.pa)
@@ -182,7 +181,7 @@ func (x *Pack) fault(us *unitState, e *iommu.Event) {
 		orig := ""
 		if r := d.live.find(a); r != nil {
 			msg += fmt.Sprintf("; its %v", r)
-			orig = r.made.origin()
+			orig = r.made.origin(d)
 		}
 		x.diag(cPermission, e, e.IOVA.String(), msg, orig)
 		return
@@ -190,8 +189,8 @@ func (x *Pack) fault(us *unitState, e *iommu.Event) {
 	msg := fmt.Sprintf("%s %s %v, not mapped in %s: blocked, no byte changed", e.Device, verb(e.Write), e.IOVA, where)
 	orig := ""
 	if r := d.gone.find(a); r != nil {
-		msg += fmt.Sprintf("; its %v was unmapped by %s", r, r.undone.origin())
-		orig = r.made.origin()
+		msg += fmt.Sprintf("; its %v was unmapped by %s", r, r.undone.origin(d))
+		orig = r.made.origin(d)
 	} else {
 		msg += " (not mapped since the checker attached)"
 	}
@@ -205,8 +204,8 @@ func (x *Pack) staleHit(us *unitState, e *iommu.Event) {
 		e.Device, verb(e.Write), e.IOVA, us.name, e.Domain, e.Phys)
 	orig := ""
 	if r := d.gone.find(uint64(e.IOVA)); r != nil {
-		msg += fmt.Sprintf("; its %v was made by %s", r, r.made.origin())
-		orig = r.undone.origin()
+		msg += fmt.Sprintf("; its %v was made by %s", r, r.made.origin(d))
+		orig = r.undone.origin(d)
 	}
 	x.diag(cStaleIOTLB, e, e.IOVA.String(), msg, orig)
 }
@@ -236,7 +235,7 @@ func (x *Pack) unbind(ev *dma.Event) {
 				Buffer: fmt.Sprintf("%v +%d", mem.DMAAddr(old.start), old.end-old.start),
 				Message: fmt.Sprintf("driver unbound from %s with %s (%d bytes of IOVA space) still in %s domain %d; the oldest is the %v",
 					ev.Device, check.Plural(n, "IOVA mapping"), bytes, us.name, d.id, old),
-				Origin: old.made.origin(),
+				Origin: old.made.origin(d),
 			})
 		}
 	}

@@ -1,19 +1,45 @@
 package iommucheck
 
 import (
+	"fmt"
 	"slices"
 
+	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/iommu"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
 
 // call is a call with its time and process: what an origin names.
+// Without the DMA layer's name for it (call empty) it is the domain's
+// own iommu_map or iommu_unmap of the range given, whose name is only
+// made when a diagnostic needs it: most mappings never appear in one.
 type call struct {
 	call string
 	t    sim.Time
 	proc string
+
+	unmap bool
+	iova  mem.DMAAddr
+	pa    mem.PhysAddr
+	size  uint64
+	prot  iommu.Prot
 }
+
+// name is the call as a C programmer reads it, in domain d.
+func (c *call) name(d *domainState) string {
+	switch {
+	case c.call != "":
+		return c.call
+	case c.unmap:
+		return fmt.Sprintf("iommu_unmap(%s domain %d, %v, %#x)", d.unit, d.id, c.iova, c.size)
+	}
+	return fmt.Sprintf("iommu_map(%s domain %d, %v, %v, %#x, %v)", d.unit, d.id, c.iova, c.pa, c.size, c.prot)
+}
+
+// origin is the call with its time and process, as a diagnostic's
+// Origin holds it.
+func (c *call) origin(d *domainState) string { return check.Origin(c.name(d), c.t, c.proc) }
 
 // rec is one mapping of a domain: [start, end) of IOVA space to pa with
 // prot, made for dev (empty for iommu_map called directly) by made, and
