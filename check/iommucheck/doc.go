@@ -16,7 +16,8 @@
 //     IOTLB entry whose mapping was already unmapped, before the flush
 //     queue's invalidation: a use after unmap the hardware did not stop,
 //     reaching memory no longer mapped for the device. Nothing in Linux
-//     sees it; the origin is the unmap.
+//     sees it; the origin is the unmap. The IOMMU reports each page an
+//     access crosses; the pack reports each access once per mapping.
 //   - iova-leak: IOVA mappings made for a device through the DMA API
 //     still in its domain when its driver is unbound. Linux does not
 //     check this (put_iova_domain frees what is left silently); the

@@ -9,6 +9,7 @@ import (
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/iommu"
 	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/sim"
 )
 
 // Pack checks the devices behind the IOMMU units it is attached to.
@@ -29,6 +30,18 @@ type Pack struct {
 	// dma_free_coherent removed before its event named it.
 	unmaps map[string]call
 	freed  map[string][]*rec
+
+	// lastStale is the last stale hit reported: the IOMMU reports one
+	// per page an access crosses, all at the access's instant, and the
+	// pack one per access and mapping.
+	lastStale staleKey
+}
+
+type staleKey struct {
+	d   *domainState
+	dev string
+	t   sim.Time
+	r   *rec
 }
 
 // unitState is what the pack knows of one unit's domains, by id.
@@ -200,10 +213,16 @@ func (x *Pack) fault(us *unitState, e *iommu.Event) {
 // staleHit reports an access a stale IOTLB entry let through.
 func (x *Pack) staleHit(us *unitState, e *iommu.Event) {
 	d := us.domain(e.Domain)
+	r := d.gone.find(uint64(e.IOVA))
+	k := staleKey{d, e.Device, e.Time, r}
+	if r != nil && k == x.lastStale {
+		return // the next page of the same access
+	}
+	x.lastStale = k
 	msg := fmt.Sprintf("%s %s %v through a stale IOTLB entry of %s domain %d (lazy invalidation, before the flush): it reached %v, no longer mapped for it",
 		e.Device, verb(e.Write), e.IOVA, us.name, e.Domain, e.Phys)
 	orig := ""
-	if r := d.gone.find(uint64(e.IOVA)); r != nil {
+	if r != nil {
 		msg += fmt.Sprintf("; its %v was made by %s", r, r.made.origin(d))
 		orig = r.undone.origin(d)
 	}

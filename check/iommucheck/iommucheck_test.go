@@ -408,3 +408,27 @@ func TestClassList(t *testing.T) {
 		t.Error("the pack's classes are not the last of the registry's")
 	}
 }
+
+// TestStaleOncePerAccess: an access across four pages of one unmapped
+// mapping is one finding, not four; a second access later is another.
+func TestStaleOncePerAccess(t *testing.T) {
+	r := newRig(t, iommu.Lazy, true)
+	r.run(func(p *sim.Proc) {
+		buf, err := r.m.Mem.AllocPagesAligned(0, 4*mem.PageSize, 4*mem.PageSize, mem.ZoneNormal)
+		must(t, err)
+		a := r.nic.MapPage(p, buf, 0, 4*mem.PageSize, dma.FromDevice)
+		r.nic.MappingError(a)
+		_, err = r.nic.Write(a, 4*mem.PageSize)
+		must(t, err)
+		r.nic.UnmapPage(p, a, 4*mem.PageSize, dma.FromDevice)
+		r.nic.Write(a, 4*mem.PageSize)
+		p.Sleep(sim.Microsecond)
+		r.nic.Write(a, 4*mem.PageSize)
+	})
+	if st := r.unit.Stats().StaleHits; st != 8 {
+		t.Fatalf("%d stale hits, want 8 (4 pages, twice)", st)
+	}
+	if n := r.c.Count(IOMMUStaleIOTLB); n != 2 {
+		t.Errorf("%d diagnostics, want 2: %v", n, r.c.Diagnostics())
+	}
+}
