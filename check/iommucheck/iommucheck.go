@@ -141,7 +141,12 @@ func (x *Pack) dmaEvent(ev *dma.Event) {
 			r.made = call{call: ev.Call, t: ev.Time, proc: ev.Proc}
 		}
 		delete(x.maps, ev.Device)
+		// An unmap call still waiting unmapped nothing (an empty sg
+		// list): it must not name a later one; nor may a free's.
+		delete(x.unmaps, ev.Device)
+		delete(x.freed, ev.Device)
 	case dma.OpUnmap:
+		delete(x.freed, ev.Device)
 		// The call reports as it starts: the domain's unmap follows,
 		// unless the direction is invalid and nothing is unmapped.
 		if ev.Dir >= dma.Bidirectional && ev.Dir <= dma.FromDevice {
