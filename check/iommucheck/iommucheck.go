@@ -210,7 +210,7 @@ func (x *Pack) fault(us *unitState, e *iommu.Event) {
 		msg += fmt.Sprintf("; its %v was unmapped by %s", r, r.undone.origin(d))
 		orig = r.made.origin(d)
 	} else {
-		msg += " (not mapped since the checker attached)"
+		msg += " (no mapping there among the last unmaps the pack remembers)"
 	}
 	x.diag(cFault, e, e.IOVA.String(), msg, orig)
 }

@@ -129,7 +129,7 @@ func classCases() []classCase {
 				r.nic.UnmapPage(p, a, 1500, dma.FromDevice)
 			}},
 		{name: "never mapped", code: IOMMUFault, mode: iommu.Strict,
-			origin: "", msg: []string{"nic0 reads dma:0x1000,", "not mapped", "(not mapped since the checker attached)"},
+			origin: "", msg: []string{"nic0 reads dma:0x1000,", "not mapped", "(no mapping there among the last unmaps"},
 			bad: func(t *testing.T, r *rig, p *sim.Proc) {
 				r.nic.Read(0x1000, 64)
 			},
