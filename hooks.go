@@ -9,9 +9,10 @@ import (
 
 // HookAll subscribes fn to every event of every component of the system,
 // in the order they happen: DMA calls and transfers (dma), memory accesses
-// (mem), flows (fabric), processes and files (kernel), and, when the
-// platform has GPUs the façade drives, GPU activities (gpu), CUDA calls
-// (cuda) and unified-memory events (uvm). Each is an Event with its
+// (mem), flows (fabric), processes and files (kernel), the IOMMU units
+// attached so far (iommu), and, when the platform has GPUs the façade
+// drives, GPU activities (gpu), CUDA calls (cuda) and unified-memory
+// events (uvm). Each is an Event with its
 // sim.Header (time, process, component, cause); fn reads the concrete
 // type with a type switch and copies what it keeps, since components
 // reuse their event structs. A subscriber to one kind of event hooks that
@@ -24,6 +25,9 @@ func (s *System) HookAll(fn func(sim.Event)) {
 
 func (s *System) hookers() []sim.Hooker {
 	hs := []sim.Hooker{&s.DMA.Hooks, &s.Mem.Hooks, &s.Machine.Fabric.Hooks, &s.Kernel.Hooks}
+	for _, u := range s.iommus {
+		hs = append(hs, &u.Hooks)
+	}
 	if s.cuda != nil {
 		hs = append(hs, &s.cuda.System().Hooks, &s.cuda.Hooks)
 		if u := s.cuda.UVM(); u != nil {

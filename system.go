@@ -9,9 +9,11 @@ import (
 	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/check/dmadebug"
 	"github.com/dmalab/dmalab/check/gpumem"
+	"github.com/dmalab/dmalab/check/iommucheck"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/gpu"
+	"github.com/dmalab/dmalab/iommu"
 	"github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
@@ -75,6 +77,10 @@ type System struct {
 	opt     Options
 	cuda    *cuda.Driver
 	cudaErr error
+	// iommus are the IOMMU units attached (AttachIOMMU); iommuCheck is
+	// the IOMMU pack watching them, made with the first.
+	iommus     []*iommu.Unit
+	iommuCheck *iommucheck.Pack
 }
 
 // Boot builds a system from a platform preset name or a YAML file.
@@ -160,6 +166,25 @@ func (s *System) bootCUDA() (*cuda.Driver, error) {
 		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, s.Spec.Name, err)
 	}
 	return d, nil
+}
+
+// AttachIOMMU makes u one of the system's IOMMU units: when the system
+// checks, the IOMMU pack watches it (faults, permission faults, stale
+// IOTLB hits, IOVA mappings left at a driver's unbind, with the DMA
+// API's calls as origins), and HookAll subscribes to its events. The
+// platform builds no unit yet: a program or scenario that puts devices
+// behind one (iommu.NewUnit on the system's memory and engine,
+// iommu.Attach) attaches it here, before it runs.
+func (s *System) AttachIOMMU(u *iommu.Unit) {
+	s.iommus = append(s.iommus, u)
+	if s.Checker == nil {
+		return
+	}
+	if s.iommuCheck == nil {
+		s.iommuCheck = iommucheck.New(s.Checker)
+		s.iommuCheck.WatchDMA(s.DMA)
+	}
+	s.iommuCheck.AttachUnit(u)
 }
 
 // Options are the options the system booted with (the seed filled in).

@@ -96,8 +96,9 @@ func Register(pack string, rank int, classes ...ClassInfo) []*Class {
 
 // Classes lists every registered class: by pack rank, then in the order
 // each pack gave. In dmalab's binary that is the 19 classes of
-// kernel/dma/debug.c, dmalab's three coherency classes, and the five of
-// GPU memory, as `dmalab check --classes` prints them.
+// kernel/dma/debug.c, dmalab's three coherency classes, the five of
+// GPU memory and the four of the IOMMU, as `dmalab check --classes`
+// prints them.
 func Classes() []ClassInfo {
 	registry.mu.RLock()
 	ks := slices.Clone(registry.classes)

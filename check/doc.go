@@ -24,12 +24,16 @@
 //     by content versions, device access to unmapped memory).
 //   - check/gpumem: misuse of GPU memory through the CUDA driver API,
 //     over package cuda's observations.
+//   - check/iommucheck: what an IOMMU blocks (faults, permission
+//     faults), what lazy invalidation lets through (stale IOTLB hits)
+//     and IOVA mappings left at a driver's unbind, over package iommu's
+//     events, with package dma's calls as provenance.
 //
 // A pack's Attach takes the Checker and its subject and hooks the
 // subject's events; the pack calls Checker.Record with its Class for
 // each finding, and BeginBatch and EndBatch around a call over a list
-// so that a class is reported once per call. A new pack (an IOMMU,
-// DMA-BUF, GPUDirect) needs nothing of the others: it registers its
+// so that a class is reported once per call. A new pack (DMA-BUF,
+// GPUDirect) needs nothing of the others: it registers its
 // classes with a rank of its own, and Classes lists them after those of
 // lower rank.
 //

@@ -92,7 +92,7 @@ func (t *Translator) Map(p *sim.Proc, pa mem.PhysAddr, size uint64, dir dma.Dire
 	if err != nil {
 		return dma.MappingErrorAddr, err
 	}
-	if err := t.dom.Map(iova, pa-mem.PhysAddr(off), n, protOf(dir)); err != nil {
+	if err := t.dom.mapFor(iova, pa-mem.PhysAddr(off), n, protOf(dir), t.dev.Name(), p.Name()); err != nil {
 		return dma.MappingErrorAddr, errors.Join(err, t.dom.iovad.Free(t.opt.CPU, iova, n))
 	}
 	return iova + mem.DMAAddr(off), nil
@@ -110,8 +110,10 @@ func (t *Translator) MapSG(p *sim.Proc, ranges []mem.PhysRange, dir dma.Directio
 	}
 	a := iova
 	for _, r := range ranges {
-		if err := t.dom.Map(a, r.Start, r.Size, protOf(dir)); err != nil {
-			t.dom.unmapFast(iova, uint64(a-iova), p.Name())
+		if err := t.dom.mapFor(a, r.Start, r.Size, protOf(dir), t.dev.Name(), p.Name()); err != nil {
+			// Undoing its own partial work, not a driver's unmap: no
+			// device named.
+			t.dom.unmapFast(iova, uint64(a-iova), "", p.Name())
 			t.dom.unit.tlb.invalidateRange(t.dom.id, uint64(iova), uint64(a-iova))
 			return dma.MappingErrorAddr, errors.Join(err, t.dom.iovad.Free(t.opt.CPU, iova, total))
 		}
@@ -128,7 +130,7 @@ func (t *Translator) Unmap(p *sim.Proc, addr mem.DMAAddr, size uint64, dir dma.D
 	off := uint64(addr) & (Granule - 1)
 	iova, n := addr-mem.DMAAddr(off), (off+size+Granule-1)&^(Granule-1)
 	u := t.dom.unit
-	unmapped := t.dom.unmapFast(iova, n, p.Name())
+	unmapped := t.dom.unmapFast(iova, n, t.dev.Name(), p.Name())
 	if unmapped == 0 {
 		// Nothing of it was mapped: no IOVA to give back (Linux WARNs
 		// on the unmapped size and frees nothing it cannot find).

@@ -143,16 +143,22 @@ func index(iova uint64, level int) int { return int(iova>>levelShift[level]) & (
 // must lie in the 48-bit aperture (ERANGE); any page of it already
 // mapped fails the call with nothing changed (EEXIST).
 func (d *Domain) Map(iova mem.DMAAddr, pa mem.PhysAddr, size uint64, prot Prot) error {
+	return d.mapFor(iova, pa, size, prot, "", "")
+}
+
+// mapFor is Map on behalf of the DMA layer's mapping for device dev by
+// process proc, which its event names (the checker's provenance).
+func (d *Domain) mapFor(iova mem.DMAAddr, pa mem.PhysAddr, size uint64, prot Prot, dev, proc string) error {
 	err := d.mapRange(uint64(iova), pa, size, prot)
 	if err != nil {
 		err = fmt.Errorf("iommu_map(%v, %v, %#x, %v): %w", iova, pa, size, prot, err)
 	}
 	if d.unit.Hooks.Active() {
-		e := Event{Op: OpMap, Domain: d.id, IOVA: iova, Size: size, Phys: pa, Prot: prot}
+		e := Event{Op: OpMap, Domain: d.id, Device: dev, IOVA: iova, Size: size, Phys: pa, Prot: prot}
 		if err != nil {
 			e.Warn = err.Error()
 		}
-		d.unit.emit(e, "", sim.CauseCall)
+		d.unit.emit(e, proc, sim.CauseCall)
 	}
 	return err
 }
@@ -273,13 +279,15 @@ func (d *Domain) IOVAToPhys(iova mem.DMAAddr) (mem.PhysAddr, bool) {
 // in the IOTLB (iommu_iotlb_sync). An incomplete unmap is reported with
 // Warn.
 func (d *Domain) Unmap(iova mem.DMAAddr, size uint64) uint64 {
-	n := d.unmapFast(iova, size, "")
+	n := d.unmapFast(iova, size, "", "")
 	d.unit.tlb.invalidateRange(d.id, uint64(iova), max(n, size))
 	return n
 }
 
 // unmapFast is iommu_unmap_fast: the tables only, the IOTLB untouched.
-func (d *Domain) unmapFast(iova mem.DMAAddr, size uint64, proc string) uint64 {
+// dev and proc, when the DMA layer unmaps, are the device and the
+// process its event names.
+func (d *Domain) unmapFast(iova mem.DMAAddr, size uint64, dev, proc string) uint64 {
 	var n uint64
 	warn := ""
 	if size == 0 || (uint64(iova)|size)&(Granule-1) != 0 {
@@ -291,7 +299,7 @@ func (d *Domain) unmapFast(iova mem.DMAAddr, size uint64, proc string) uint64 {
 		}
 	}
 	if d.unit.Hooks.Active() {
-		d.unit.emit(Event{Op: OpUnmap, Domain: d.id, IOVA: iova, Size: size, Unmapped: n, Warn: warn}, proc, sim.CauseCall)
+		d.unit.emit(Event{Op: OpUnmap, Domain: d.id, Device: dev, IOVA: iova, Size: size, Unmapped: n, Warn: warn}, proc, sim.CauseCall)
 	}
 	return n
 }

@@ -41,7 +41,10 @@ type Event struct {
 	sim.Header
 	Op Op
 	// Domain is the domain's id; Device the device whose access it
-	// was (faults and stale hits).
+	// was (faults and stale hits), or for which the DMA layer mapped or
+	// unmapped (empty for iommu_map and iommu_unmap called directly).
+	// The Header's Proc is the process that mapped or unmapped; empty
+	// for a device's own access.
 	Domain int
 	Device string
 	// IOVA and Size are the range; Phys where it maps (or mapped).
