@@ -177,6 +177,9 @@ func (r *attackRig) run(p *sim.Proc, mode string) (_ attackStats, retErr error) 
 		if err != nil {
 			return attackStats{}, err
 		}
+		// The system's hooks and, under "dmalab check", the IOMMU
+		// rule pack watch the unit.
+		c.AttachIOMMU(unit)
 		dom, err := unit.NewDomain()
 		if err != nil {
 			return attackStats{}, err

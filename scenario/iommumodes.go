@@ -215,6 +215,9 @@ func (r *modesRig) run(p *sim.Proc, cfg modesRow, packets int) (_ report.Row, re
 		if unit, err = iommu.NewUnit("dmar0", c.Mem, c.Engine, r.node, im, iommu.DefaultParams()); err != nil {
 			return report.Row{}, err
 		}
+		// The system's hooks and, under "dmalab check", the IOMMU
+		// rule pack watch the unit.
+		c.AttachIOMMU(unit)
 		dom, err := unit.NewDomain()
 		if err != nil {
 			return report.Row{}, err
