@@ -24,7 +24,8 @@ func init() {
 		Platform: "2s-4gpu-pcie",
 		Doc: `A NIC receives packets at each line rate, spread by RSS over its receive
 queues (one per DMA engine of the platform's device, each with its own core
-and a ring of one 2 MiB-aligned buffer pool of 2 MiB). Each queue's packets
+and a ring of up to 1024 buffers carved from one 2 MiB-aligned pool of
+2 MiB). Each queue's packets
 arrive back to back at rate/queues; the NIC writes each into the next
 posted buffer. A queue's writes are translated in order (PCIe posted writes
 keep their order, so the root complex translates a queue's writes one after
@@ -88,6 +89,9 @@ const (
 	minModesPacket  = 64
 	// poolSize is each queue's buffer pool: one 2 MiB page.
 	poolSize = 2 << 20
+	// modesRing is the most buffers a queue's ring holds: 1024, the
+	// default rx ring of mlx5 and ice (ethtool -g).
+	modesRing = 1024
 	// headerTouch is what the driver reads of each packet.
 	headerTouch = 128
 )
@@ -197,7 +201,7 @@ func modesNIC(c *Context) (*dma.Device, *machine.Device, error) {
 			return dev, d, nil
 		}
 	}
-	return nil, nil, usagef("--set device=%s: not a device of platform %s", name, c.Machine.Spec.Name)
+	return nil, nil, usagef("--set device=%s: not a NIC of platform %s", name, c.Machine.Spec.Name)
 }
 
 // run is one row: the translation set up, every queue's ring posted, the
@@ -236,7 +240,7 @@ func (r *modesRig) run(p *sim.Proc, cfg modesRow, packets int) (_ report.Row, re
 		// Passthrough: the identity domain's devices keep dma-direct.
 		dev.SetTranslator(dma.Direct{})
 	}
-	slots := int(poolSize / r.slot)
+	slots := min(int(poolSize/r.slot), modesRing)
 	for _, q := range r.queues {
 		*q = modesQueue{pool: q.pool, cond: q.cond, slotOf: map[mem.DMAAddr]int{}}
 		if huge {
