@@ -123,7 +123,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	// Columns beyond the five of a copy appear when some row has them.
 	var mode, ops, cpu, lat, step, um, attack, lineRate bool
 	for _, row := range r.Results {
-		attack = attack || row.Escapes != 0 || row.StaleEscapes != 0 || row.SecretRead || row.Changed != 0
+		attack = attack || row.Direction == "attack" || row.Escapes != 0 || row.StaleEscapes != 0 || row.SecretRead || row.Changed != 0
 	}
 	for _, row := range r.Results {
 		mode = mode || row.Mode != ""

@@ -121,6 +121,9 @@ func runIOMMUAttack(c *Context) error {
 	_, secret, _ := m.Classify(va)
 	r := &attackRig{c: c, dev: dev, secret: secret, span: span, mapped: map[mem.PhysAddr]bool{}}
 	base, size := m.NodeRange(node)
+	if span > size {
+		return usagef("--set span=%s: node %d of platform %s has only %s", c.Text("span"), node, c.Machine.Spec.Name, report.FormatBytes(int64(size)))
+	}
 	w := secret &^ mem.PhysAddr(span-1)
 	w = max(w, base)
 	w = min(w, base+mem.PhysAddr(size-span))
@@ -204,12 +207,16 @@ func (r *attackRig) run(p *sim.Proc, mode string) (_ attackStats, retErr error) 
 	addr := make([]mem.DMAAddr, len(r.ring))
 	var given []mem.DMAAddr
 	mapPage := func(p *sim.Proc, i int) error {
+		// The page counts as mapped from the start of the map call to
+		// the end of the unmap call: the device may reach it while the
+		// call still does its cache maintenance.
+		r.mapped[r.ring[i]] = true
 		a := dev.MapPage(p, r.ring[i], 0, mem.PageSize, dma.FromDevice)
 		if dev.MappingError(a) {
+			delete(r.mapped, r.ring[i])
 			return fmt.Errorf("iommu-attack %s: dma_map_page of rx page %d failed", mode, i)
 		}
 		addr[i] = a
-		r.mapped[r.ring[i]] = true
 		given = append(given, a)
 		return nil
 	}

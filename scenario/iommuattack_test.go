@@ -13,11 +13,13 @@ import (
 // changes pages outside them and reads the secret; strict mode blocks
 // every escape and leaves every version outside the mappings as it
 // was; lazy mode lets through only accesses by stale IOTLB entries,
-// which reach no page outside the ring. On the default platform and on
-// another with a NIC.
+// which reach no page outside the ring. On the default platform, on
+// another x86 one, and on the non-coherent Zynq, whose 1 GiB leaves the
+// IOVA window below 4 GiB without memory (and the secret unread at the
+// default count).
 func TestIOMMUAttack(t *testing.T) {
 	s, _ := Lookup("iommu-attack")
-	for _, plat := range []string{"2s-4gpu-pcie", "dgx-h100"} {
+	for _, plat := range []string{"2s-4gpu-pcie", "dgx-h100", "zynq-7000"} {
 		out, err := Run(s, Options{Platform: plat})
 		if err != nil {
 			t.Fatalf("%s: %v", plat, err)
@@ -30,7 +32,7 @@ func TestIOMMUAttack(t *testing.T) {
 			}
 		}
 		off, strict, lazy := rows["off"], rows["strict"], rows["lazy"]
-		if off.Escapes == 0 || off.Changed == 0 || !off.SecretRead || off.StaleEscapes != 0 {
+		if off.Escapes == 0 || off.Changed == 0 || !off.SecretRead && plat != "zynq-7000" || off.StaleEscapes != 0 {
 			t.Errorf("%s off: %+v: want escapes, changed pages and the secret read", plat, off)
 		}
 		if strict.Escapes != 0 || strict.Changed != 0 || strict.SecretRead || strict.Faults == 0 {
