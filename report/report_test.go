@@ -135,3 +135,52 @@ func TestFormatters(t *testing.T) {
 		t.Errorf("FormatGBps(0.0012) = %q", got)
 	}
 }
+
+// TestTableOptionalColumns: the columns of the IOMMU scenarios appear
+// when a row has them, and their JSON fields only then; an attack's
+// faults are in its own columns, not the unified-memory driver's.
+func TestTableOptionalColumns(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		row      Row
+		want     []string
+		wantNot  []string
+		jsonWant []string
+	}{
+		{"copy", Row{Path: "pinned", Direction: "h2d", Bytes: 1 << 20, Seconds: 1e-4, GBps: 10},
+			nil, []string{"escapes", "line Gb/s", "faults"}, nil},
+		{"attack", Row{Path: "strict", Direction: "attack", Bytes: 1 << 20, Ops: 10, Faults: 9},
+			[]string{"faults", "escapes", "stale", "secret read", "changed pages"}, []string{"migrated", "line Gb/s"}, []string{`"faults": 9`}},
+		{"attack that escaped", Row{Path: "off", Direction: "attack", Ops: 10, Escapes: 4, SecretRead: true, Changed: 2},
+			[]string{"escapes", "true"}, []string{"migrated"}, []string{`"escapes": 4`, `"secret_read": true`, `"changed_pages": 2`}},
+		{"nic behind an iommu", Row{Path: "lazy", Direction: "rx", Mode: "4KiB", Bytes: 1500, Ops: 10, LineGbps: 200, IOTLBMisses: 1, MapSeconds: 28e-9},
+			[]string{"line Gb/s", "IOTLB miss/op", "map/op", "200", "28 ns"}, []string{"escapes"}, []string{`"line_gbps": 200`, `"iotlb_misses": 1`, `"map_seconds": 2.8e-8`}},
+	} {
+		r := &Result{Scenario: "s", Platform: "p", Results: []Row{c.row}}
+		var tb, js bytes.Buffer
+		if err := WriteTable(&tb, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteJSON(&js, r); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(tb.String(), w) {
+				t.Errorf("%s: table lacks %q:\n%s", c.name, w, tb.String())
+			}
+		}
+		for _, w := range c.wantNot {
+			if strings.Contains(tb.String(), w) {
+				t.Errorf("%s: table has %q:\n%s", c.name, w, tb.String())
+			}
+		}
+		for _, w := range c.jsonWant {
+			if !strings.Contains(js.String(), w) {
+				t.Errorf("%s: JSON lacks %s:\n%s", c.name, w, js.String())
+			}
+		}
+		if c.name == "copy" && strings.Contains(js.String(), "escapes") {
+			t.Errorf("copy: JSON has IOMMU fields:\n%s", js.String())
+		}
+	}
+}
