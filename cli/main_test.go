@@ -71,7 +71,8 @@ func within(t *testing.T, what string, got, want, tol float64) {
 }
 
 // TestH200Calibration checks the model of the measured machine against
-// REFERENCE.md's measurements: pinned 256 MiB copies at 55.5 GB/s within
+// the H200 machine's measurements (2026-11-21, docs/measurements/): pinned
+// 256 MiB copies at 55.5 GB/s within
 // 3 %, and the synchronous 8-byte copy at 6.6 µs within 10 %.
 func TestH200Calibration(t *testing.T) {
 	d := runJSON(t, "transfers", "--platform", "h200-pcie", "--set", "sizes=8B,256MiB", "--set", "paths=pinned")
@@ -187,7 +188,8 @@ func TestPeerPaths(t *testing.T) {
 		t.Fatalf("%s: no peer %s row in %+v", d.Platform, dir, d.Results)
 		return 0
 	}
-	// NVLink4 peer copies: ~375 GB/s one way (REFERENCE.md); PCIe Gen5
+	// NVLink4 peer copies: ~375 GB/s one way (the preset's calibration;
+	// two NV18 H200s measured 368-395 GB/s, docs/measurements/); PCIe Gen5
 	// peers behind one switch are bounded by one x16 link.
 	within(t, "dgx-h100 peer d2d GB/s", get(nv, "d2d"), 375, 0.05)
 	if p := get(pcie, "d2d"); p > 64 || p < 20 {

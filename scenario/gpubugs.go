@@ -143,7 +143,8 @@ model refuses the launch instead of losing the context later),
 CUDA_ERROR_INVALID_VALUE for a copy into freed memory.
 
 managed-access-rule is a rule of GPUs without concurrent managed access
-(pre-Pascal and Tegra: seed 004). On the default h200-pcie (Hopper) the
+(pre-Pascal and Tegra: NVIDIA's "How does NVIDIA implement unified
+memory on PCIe GPUs and Tegra platforms?"). On the default h200-pcie (Hopper) the
 same access is allowed and nothing is reported; run it on such a GPU:
 
   dmalab check gpu-bugs --set platform.gpus.gpu0.arch=maxwell

@@ -33,9 +33,10 @@ func init() {
 		Name:     "um-prefetch",
 		Summary:  "the first kernel on managed memory without prefetch: its latency spike, and prefetch, advice and device memory beside it",
 		Platform: "h200-pcie",
-		Doc: `The lecture's pitfall (seed 000: "Using cudaMallocManaged() in production
-inference without cudaMemPrefetchAsync() causes unpredictable latency spikes
-at first access"), and its cures beside it. A program allocates a buffer of
+		Doc: `A well-known pitfall: cudaMallocManaged() in production inference
+without cudaMemPrefetchAsync() causes unpredictable latency spikes at first
+access (the CUDA Programming Guide's unified-memory performance hints), and
+its cures beside it. A program allocates a buffer of
 size, writes it with the CPU (first touch: the pages are populated in system
 memory), then launches a kernel streaming over it kernels times, each timed
 between two events (cuEventElapsedTime). Modes:

@@ -144,7 +144,8 @@ func NewFake(cfg FakeConfig) *Fake {
 }
 
 // defaultBandwidth is the fake's GB/s for a route when the config does not
-// override it: an H200 on PCIe Gen5 x16, roughly as REFERENCE.md measured.
+// override it: an H200 on PCIe Gen5 x16, roughly as measured on the H200
+// machine (docs/measurements/2026-11-21-h200-probe.txt).
 func defaultBandwidth(r Route) float64 {
 	switch {
 	case r.Src == MemPeer || r.Dst == MemPeer:
