@@ -50,6 +50,8 @@ var yamlNames = map[string]string{
 
 	"BandwidthFactor": "bandwidth_factor", "LatencyFactor": "latency_factor",
 	"CrossTraffic": "cross_traffic",
+
+	"IOMMU": "iommu", "Profile": "profile", "Mode": "mode", "ATS": "ats", "ACS": "acs",
 }
 
 // field is one YAML field of a struct type.

@@ -55,7 +55,53 @@ type Spec struct {
 	// SWIOTLB is the size of the bounce-buffer pool in low memory
 	// (swiotlb=, Linux default 64 MiB); zero means that default.
 	SWIOTLB Param[Bytes]
+	// IOMMU is the platform's IOMMU hardware and how the kernel runs it;
+	// left out, the platform has none in use (mode off).
+	IOMMU IOMMU
 }
+
+// IOMMU modes, as the kernel sets them (iommu=off or intel_iommu=off,
+// iommu=pt, iommu.strict=1, iommu.strict=0).
+const (
+	IOMMUOff         = "off"
+	IOMMUPassthrough = "passthrough"
+	IOMMUStrict      = "strict"
+	IOMMULazy        = "lazy"
+)
+
+// IOMMU profiles: the hardware families the iommu package has parameter
+// sets for.
+const (
+	IOMMUVTd    = "vtd"
+	IOMMUAMDVi  = "amd-vi"
+	IOMMUSMMUv3 = "smmuv3"
+)
+
+var (
+	iommuModes    = []string{IOMMUOff, IOMMUPassthrough, IOMMUStrict, IOMMULazy}
+	iommuProfiles = []string{IOMMUVTd, IOMMUAMDVi, IOMMUSMMUv3}
+)
+
+// IOMMU describes the platform's IOMMU: one unit of the given profile
+// for the whole platform. Real x86 machines have a DMAR unit per root
+// complex, but they share one profile and one mode (the kernel's
+// command line sets the mode for all), and the model's IOTLB contention
+// across root complexes is not yet a question anyone asks of it, so one
+// unit is the simpler faithful choice.
+type IOMMU struct {
+	// Profile is the hardware family: vtd, amd-vi or smmuv3.
+	Profile string
+	// Mode is off (no translation; the default), passthrough (identity
+	// domains), strict or lazy (translated DMA domains, invalidating at
+	// every unmap or through a flush queue).
+	Mode string
+	// ATS says devices cache translations themselves (PCIe Address
+	// Translation Services).
+	ATS bool
+}
+
+// Enabled says the IOMMU takes part in DMA: a mode other than off.
+func (i IOMMU) Enabled() bool { return i.Mode != "" && i.Mode != IOMMUOff }
 
 // Node is a NUMA node: cores and the DRAM attached to them.
 type Node struct {
@@ -192,6 +238,12 @@ type Switch struct {
 	Link   PCIeLink
 	// Latency is the switch's cut-through traversal latency.
 	Latency Param[sim.Time]
+	// ACS says the switch's downstream ports have PCIe Access Control
+	// Services (source validation, request and completion redirect), so
+	// peer-to-peer traffic between them goes up to the root complex and
+	// the IOMMU can tell its devices apart: without it, every device
+	// below the switch shares one IOMMU group.
+	ACS bool
 }
 
 // GPU is a GPU: a discrete one on PCIe (and possibly NVLink), or an

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"reflect"
@@ -124,6 +125,26 @@ func validate(s *Spec, errs *errorList, lines map[string]int) {
 			bytesText(IOTLBSlot), bytesText(DefaultSWIOTLB), bytesText(s.SWIOTLB.V))
 	}
 	v.coherency()
+	v.iommu()
+}
+
+// iommu checks the IOMMU section: a known profile and mode, and a
+// profile wherever the mode translates or passes through.
+func (v *validator) iommu() {
+	io := v.s.IOMMU
+	if io.Profile != "" && !slices.Contains(iommuProfiles, io.Profile) {
+		v.add("iommu.profile", "unknown profile %q (known: %s)", io.Profile, strings.Join(iommuProfiles, ", "))
+	}
+	if io.Mode != "" && !slices.Contains(iommuModes, io.Mode) {
+		v.add("iommu.mode", "unknown mode %q (known: %s)", io.Mode, strings.Join(iommuModes, ", "))
+		return
+	}
+	if io.Enabled() && io.Profile == "" {
+		v.add("iommu.profile", "missing: mode %s needs the hardware's profile (%s)", io.Mode, strings.Join(iommuProfiles, ", "))
+	}
+	if io.ATS && io.Mode != IOMMUStrict && io.Mode != IOMMULazy {
+		v.add("iommu.ats", "ATS caches translations, so it needs mode strict or lazy, got %q", cmp.Or(io.Mode, IOMMUOff))
+	}
 }
 
 // line returns the line of path or of its nearest ancestor in the
