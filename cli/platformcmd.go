@@ -2,6 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"strings"
+
+	"github.com/dmalab/dmalab/iommu"
 
 	"github.com/dmalab/dmalab/platform"
 )
@@ -16,7 +19,10 @@ func runPlatform(e *env, args []string) int {
 an identical platform, so it is the way to start a description of your own
 machine: dmalab platform show h200-pcie > mine.yaml, edit, then
 dmalab run --platform mine.yaml. check validates files and reports every
-error as file:line: field: reason. list names the presets.`)
+error as file:line: field: reason. list names the presets. Where the
+platform has an IOMMU, show ends with its IOMMU groups as a comment block
+(the devices that share a group can only be isolated, or passed to VFIO,
+together).`)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
 		return code
@@ -44,6 +50,7 @@ error as file:line: field: reason. list names the presets.`)
 			return exitFindings
 		}
 		e.stdout.Write(out)
+		writeGroups(e, spec)
 		return exitOK
 	case "check":
 		if len(pos) < 2 {
@@ -64,4 +71,17 @@ error as file:line: field: reason. list names the presets.`)
 		return exitOK
 	}
 	return usageError(e, "platform", "unknown subcommand %q (want show, check or list)", pos[0])
+}
+
+// writeGroups ends show's output with the platform's IOMMU groups, as
+// YAML comments so that the output still loads back unchanged.
+func writeGroups(e *env, spec *platform.Spec) {
+	groups := iommu.Groups(spec)
+	if spec.IOMMU.Profile == "" || len(groups) == 0 {
+		return
+	}
+	fmt.Fprintf(e.stdout, "# IOMMU groups (computed from the topology: the devices below a switch\n# whose ports lack ACS share one group):\n")
+	for _, g := range groups {
+		fmt.Fprintf(e.stdout, "#   group %d: %s (%s)\n", g.ID, strings.Join(g.Devices, ", "), g.Why)
+	}
 }

@@ -49,7 +49,14 @@ func Groups(s *platform.Spec) []Group {
 	add := func(name, parent string) {
 		sw := top(parent)
 		if sw == "" {
-			groups = append(groups, Group{ID: len(groups), Devices: []string{name}, Why: "isolated: ACS on every port up to the root"})
+			why := "alone: no PCIe parent, its own stream or source ID"
+			switch _, below := switches[parent]; {
+			case below:
+				why = "alone: every switch above it has ACS"
+			case parent != "":
+				why = "alone: directly below root complex " + parent
+			}
+			groups = append(groups, Group{ID: len(groups), Devices: []string{name}, Why: why})
 			return
 		}
 		if i, ok := shared[sw]; ok {
