@@ -16,12 +16,12 @@ func TestIOMMUSection(t *testing.T) {
 	}{
 		{"absent", "", IOMMU{}, ""},
 		{"strict", "iommu:\n  profile: vtd\n  mode: strict\n", IOMMU{Profile: "vtd", Mode: "strict"}, ""},
-		{"lazy with ats", "iommu: {profile: smmuv3, mode: lazy, ats: true}\n", IOMMU{Profile: "smmuv3", Mode: "lazy", ATS: true}, ""},
+		{"lazy", "iommu: {profile: smmuv3, mode: lazy}\n", IOMMU{Profile: "smmuv3", Mode: "lazy"}, ""},
+		{"passthrough", "iommu: {profile: amd-vi, mode: passthrough}\n", IOMMU{Profile: "amd-vi", Mode: "passthrough"}, ""},
 		{"profile only", "iommu:\n  profile: amd-vi\n", IOMMU{Profile: "amd-vi"}, ""},
 		{"bad profile", "iommu:\n  profile: dmar\n  mode: strict\n", IOMMU{}, `t.yaml:23: iommu.profile: unknown profile "dmar"`},
 		{"bad mode", "iommu:\n  profile: vtd\n  mode: relaxed\n", IOMMU{}, `t.yaml:24: iommu.mode: unknown mode "relaxed"`},
 		{"mode without profile", "iommu:\n  mode: passthrough\n", IOMMU{}, "t.yaml:23: iommu.profile: missing: mode passthrough needs"},
-		{"ats untranslated", "iommu:\n  profile: vtd\n  ats: true\n", IOMMU{}, "t.yaml:24: iommu.ats: ATS caches translations"},
 		{"unknown field", "iommu:\n  profile: vtd\n  strict: true\n", IOMMU{}, "t.yaml:24: iommu.strict: unknown field"},
 	}
 	for _, tt := range tests {
@@ -39,8 +39,10 @@ func TestIOMMUSection(t *testing.T) {
 			if s.IOMMU != tt.want || !s.Switches[0].ACS {
 				t.Errorf("iommu %+v acs %v, want %+v and true", s.IOMMU, s.Switches[0].ACS, tt.want)
 			}
-			if s.IOMMU.Enabled() != (tt.want.Mode == IOMMUStrict || tt.want.Mode == IOMMULazy) {
-				t.Errorf("Enabled() = %v for mode %q", s.IOMMU.Enabled(), tt.want.Mode)
+			on := tt.want.Mode != "" && tt.want.Mode != IOMMUOff
+			translated := tt.want.Mode == IOMMUStrict || tt.want.Mode == IOMMULazy
+			if s.IOMMU.Enabled() != on || s.IOMMU.Translated() != translated {
+				t.Errorf("mode %q: Enabled() %v, Translated() %v", tt.want.Mode, s.IOMMU.Enabled(), s.IOMMU.Translated())
 			}
 		})
 	}

@@ -51,7 +51,7 @@ var yamlNames = map[string]string{
 	"BandwidthFactor": "bandwidth_factor", "LatencyFactor": "latency_factor",
 	"CrossTraffic": "cross_traffic",
 
-	"IOMMU": "iommu", "Profile": "profile", "Mode": "mode", "ATS": "ats", "ACS": "acs",
+	"IOMMU": "iommu", "Profile": "profile", "Mode": "mode", "ACS": "acs",
 }
 
 // field is one YAML field of a struct type.

@@ -95,13 +95,13 @@ type IOMMU struct {
 	// domains), strict or lazy (translated DMA domains, invalidating at
 	// every unmap or through a flush queue).
 	Mode string
-	// ATS says devices cache translations themselves (PCIe Address
-	// Translation Services).
-	ATS bool
 }
 
-// Enabled says the IOMMU takes part in DMA: a mode other than off.
+// Enabled says the IOMMU is in use: a mode other than off.
 func (i IOMMU) Enabled() bool { return i.Mode != "" && i.Mode != IOMMUOff }
+
+// Translated says DMA goes through translated domains: strict or lazy.
+func (i IOMMU) Translated() bool { return i.Mode == IOMMUStrict || i.Mode == IOMMULazy }
 
 // Node is a NUMA node: cores and the DRAM attached to them.
 type Node struct {

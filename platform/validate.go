@@ -1,7 +1,6 @@
 package platform
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"reflect"
@@ -141,9 +140,6 @@ func (v *validator) iommu() {
 	}
 	if io.Enabled() && io.Profile == "" {
 		v.add("iommu.profile", "missing: mode %s needs the hardware's profile (%s)", io.Mode, strings.Join(iommuProfiles, ", "))
-	}
-	if io.ATS && io.Mode != IOMMUStrict && io.Mode != IOMMULazy {
-		v.add("iommu.ats", "ATS caches translations, so it needs mode strict or lazy, got %q", cmp.Or(io.Mode, IOMMUOff))
 	}
 }
 
