@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/dmalab/dmalab/check"
@@ -142,6 +143,10 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 		s.Checker = check.New(check.Options{})
 		dmadebug.Attach(s.Checker, d, m.Mem, dmadebug.Options{})
 	}
+	if err := s.bootIOMMU(); err != nil {
+		m.Close()
+		return nil, err
+	}
 	s.cuda, s.cudaErr = s.bootCUDA()
 	if s.cuda != nil && s.Checker != nil {
 		gpumem.Attach(s.Checker, s.cuda)
@@ -151,6 +156,74 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	}
 	return s, nil
 }
+
+// iommuUnitNames are the names Linux gives a profile's first unit
+// (/sys/class/iommu): dmar0 for VT-d, ivhd0 for AMD-Vi, and a name for
+// the SMMU, whose Linux name is its MMIO address.
+var iommuUnitNames = map[string]string{platform.IOMMUVTd: "dmar0", platform.IOMMUAMDVi: "ivhd0", platform.IOMMUSMMUv3: "smmu0"}
+
+// bootIOMMU puts the platform's DMA devices behind its IOMMU when the
+// platform's mode translates (strict or lazy): one unit with the
+// profile's parameters, one default DMA domain per IOMMU group that has
+// a DMA device (iommu_group_alloc_default_domain), every NIC, NVMe drive
+// and DMA engine attached to its group's domain, and the unit given to
+// AttachIOMMU. GPUs stay on dma-direct: their pinned memory is not
+// mapped through the DMA API in the model yet, so translating their
+// accesses would fault on memory a real driver maps. In passthrough
+// every device keeps dma-direct too, as Linux's identity domains do
+// (iommu=pt: dma-iommu is not used), and no unit is built since no
+// access reaches an IOTLB; off builds nothing.
+func (s *System) bootIOMMU() error {
+	cfg := s.Spec.IOMMU
+	if !cfg.Translated() {
+		return nil
+	}
+	prof, err := iommu.LookupProfile(cfg.Profile)
+	if err != nil {
+		return fmt.Errorf("%w: platform %s: %v", ErrUsage, s.Spec.Name, err)
+	}
+	mode := iommu.Strict
+	if cfg.Mode == platform.IOMMULazy {
+		mode = iommu.Lazy
+	}
+	node := 0
+	if len(s.Spec.RootComplexes) > 0 {
+		node = s.Spec.RootComplexes[0].Node
+	}
+	unit, err := iommu.NewUnit(iommuUnitNames[cfg.Profile], s.Mem, s.Engine, node, mode, prof.Params)
+	if err != nil {
+		return fmt.Errorf("boot iommu: %w", err)
+	}
+	pcie := map[string]bool{}
+	for _, d := range s.Spec.Devices {
+		pcie[d.Name] = d.Link != (platform.PCIeLink{})
+	}
+	for _, g := range iommu.Groups(s.Spec) {
+		var dom *iommu.Domain
+		for _, name := range g.Devices {
+			isPCI, isDevice := pcie[name]
+			if !isDevice {
+				continue // a GPU
+			}
+			if dom == nil {
+				if dom, err = unit.NewDomain(); err != nil {
+					return fmt.Errorf("boot iommu: group %d: %w", g.ID, err)
+				}
+			}
+			dev, err := s.DMA.Device(name)
+			if err != nil {
+				return fmt.Errorf("boot iommu: %w", err)
+			}
+			iommu.Attach(dev, dom, iommu.AttachOptions{PCI: isPCI})
+		}
+	}
+	s.AttachIOMMU(unit)
+	return nil
+}
+
+// IOMMUs are the IOMMU units of the system: the platform's, built at
+// boot when its mode translates, then those given to AttachIOMMU.
+func (s *System) IOMMUs() []*iommu.Unit { return slices.Clone(s.iommus) }
 
 // bootCUDA builds the GPUs and the CUDA façade over them, its processes
 // those of the system's kernel. A platform whose GPUs the façade cannot
@@ -171,10 +244,11 @@ func (s *System) bootCUDA() (*cuda.Driver, error) {
 // AttachIOMMU makes u one of the system's IOMMU units: when the system
 // checks, the IOMMU pack watches it (faults, permission faults, stale
 // IOTLB hits, IOVA mappings left at a driver's unbind, with the DMA
-// API's calls as origins), and HookAll subscribes to its events. The
-// platform builds no unit yet: a program or scenario that puts devices
-// behind one (iommu.NewUnit on the system's memory and engine,
-// iommu.Attach) attaches it here, before it runs.
+// API's calls as origins), and HookAll subscribes to its events. A
+// program or scenario that puts devices
+// behind a unit of its own (iommu.NewUnit on the system's memory and
+// engine, iommu.Attach) attaches it here, before it runs; the platform's
+// own unit, when its iommu mode is strict or lazy, is attached at boot.
 func (s *System) AttachIOMMU(u *iommu.Unit) {
 	s.iommus = append(s.iommus, u)
 	if s.Checker == nil {
