@@ -16,6 +16,12 @@
 //     of 4 KiB (level 3), 2 MiB (level 2) and 1 GiB (level 1). The table
 //     pages are real pages of package mem, allocated on first use, so a
 //     domain costs memory (Domain.TablePages).
+//   - drivers/iommu/iommu.c pci_device_group and drivers/pci/pci.c
+//     pci_acs_path_enabled: Groups forms a platform's IOMMU groups from
+//     its switches and their ACS. Profiles (vtd, amd-vi, smmuv3) are the
+//     hardware families' numbers, each with its source (the Intel VT-d,
+//     AMD IOMMU and Arm SMMUv3 specifications for the table formats;
+//     pcie-bench for the IOTLB; the rest assumed, saying why).
 //   - drivers/iommu/iova.c: struct iova_domain (IOVADomain): ranges
 //     allocated top-down below a limit, aligned to their size rounded up
 //     to a power of two, with per-CPU caches of freed ranges up to 128 KiB

@@ -5,7 +5,9 @@
 // snoops the CPU caches and which does not, what each device's driver
 // tells the DMA API (address mask, segment limits), the swiotlb pool, the
 // CUDA driver's per-call costs and the unified-memory driver's parameters
-// of each GPU, NVLink and NVSwitches, and the flow model's global factors. A Spec is what the hardware is, never what it is doing;
+// of each GPU, NVLink and NVSwitches, the IOMMU (its hardware profile and
+// the kernel's mode, and which switches have ACS), and the flow model's
+// global factors. A Spec is what the hardware is, never what it is doing;
 // package machine builds the running state from one. Like Akita's specs,
 // a Spec is immutable once validated: Set and Clone return new ones.
 //
@@ -56,8 +58,9 @@
 // a root complex's bandwidth cap, a device's line rate, dma_mask_bits,
 // max_segment and segment_boundary, a GPU's model, kernel_launch,
 // alloc_cost, pin_cost, unpin_cost, pageable_chunk and uvm (the nvidia_uvm
-// module parameters and the cost of one fault), a node's cache, swiotlb
-// and the fabric factors are optional (zero, or the documented default:
+// module parameters and the cost of one fault), a node's cache, swiotlb,
+// the iommu section (mode off when absent), a switch's acs (false) and
+// the fabric factors are optional (zero, or the documented default:
 // DefaultDMAMaskBits, DefaultKernelLaunch, DefaultPrefetchThreshold and
 // the other Default constants; where zero means a default, writing 0 is
 // an error rather than a silent default); every other parameter is
