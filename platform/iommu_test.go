@@ -65,6 +65,14 @@ func TestSetIOMMU(t *testing.T) {
 	if lazy.IOMMU.Mode != IOMMULazy || s.IOMMU.Mode != IOMMUOff {
 		t.Errorf("after set: %q, original %q", lazy.IOMMU.Mode, s.IOMMU.Mode)
 	}
+	out, err := Marshal(lazy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse("shown.yaml", out)
+	if err != nil || back.IOMMU != lazy.IOMMU {
+		t.Errorf("Marshal then Parse: %+v, %v; want %+v", back, err, lazy.IOMMU)
+	}
 	acs, err := Set(s, "switches.sw1.acs", "true")
 	if err != nil {
 		t.Fatal(err)
