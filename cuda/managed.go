@@ -258,7 +258,7 @@ func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, size uint64, wri
 	// (managed memory's content is not followed: no spans).
 	move := func(name string, r fabric.Route, n uint64) {
 		done := m.Engine.NewNamedCompletion(name)
-		if err := dev.StartTransfer(&dma.Transfer{Name: name, Route: &r, Bytes: int64(n)}, func(*dma.TransferInfo) { done.Complete() }); err != nil {
+		if _, err := dev.StartTransfer(&dma.Transfer{Name: name, Route: &r, Bytes: int64(n)}, func(*dma.TransferInfo) { done.Complete() }); err != nil {
 			panic(fmt.Sprintf("cuda: %s: %v", name, err))
 		}
 		waits = append(waits, done)

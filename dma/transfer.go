@@ -174,16 +174,17 @@ func (d *Device) translateAll(t *Transfer, info *TransferInfo) (reads, writes []
 
 // StartTransfer makes t from event context (hardware) and calls done
 // when its last byte has landed; t.Engine and t.Overhead must be zero:
-// a state machine queues and sequences on its own.
-func (d *Device) StartTransfer(t *Transfer, done func(*TransferInfo)) error {
+// a state machine queues and sequences on its own. It returns the
+// translation's cost, known as the transfer starts (the bytes move after
+// it), for hardware that must wait for it before its next access.
+func (d *Device) StartTransfer(t *Transfer, done func(*TransferInfo)) (sim.Time, error) {
 	if err := d.checkTransfer(t); err != nil {
-		return err
+		return 0, err
 	}
 	if t.Engine != nil || t.Overhead != 0 {
-		return fmt.Errorf("dma: %s: transfer %s: an engine or overhead needs a process (Transfer)", d.name, t.Name)
+		return 0, fmt.Errorf("dma: %s: transfer %s: an engine or overhead needs a process (Transfer)", d.name, t.Name)
 	}
-	d.start(t, func(i *TransferInfo) { d.report(i); done(i) })
-	return nil
+	return d.start(t, func(i *TransferInfo) { d.report(i); done(i) }), nil
 }
 
 func (d *Device) checkTransfer(t *Transfer) error {
@@ -197,8 +198,8 @@ func (d *Device) checkTransfer(t *Transfer) error {
 }
 
 // start runs a transfer without engine or overhead from event context;
-// done gets the result.
-func (d *Device) start(t *Transfer, done func(*TransferInfo)) {
+// done gets the result. It returns the translation's cost.
+func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
 	eng := d.dma.eng
 	info := &TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: eng.Now()}
 	route, err := d.route(t)
@@ -206,7 +207,7 @@ func (d *Device) start(t *Transfer, done func(*TransferInfo)) {
 		info.Err = err
 		info.Start, info.End = eng.Now(), eng.Now()
 		done(info)
-		return
+		return 0
 	}
 	info.Route = route
 	reads, writes, _ := d.translateAll(t, info)
@@ -230,6 +231,7 @@ func (d *Device) start(t *Transfer, done func(*TransferInfo)) {
 	} else {
 		move()
 	}
+	return info.Translate
 }
 
 // route is the path of t's bytes: given, or the endpoints' as its

@@ -89,7 +89,7 @@ func TestTransferErrors(t *testing.T) {
 		}
 	})
 	m.Engine.Run()
-	if err := g.StartTransfer(&Transfer{Name: "hw", Engine: gpu.CopyEngines[0], Src: host, Dst: gpu.Memory()}, func(*TransferInfo) {}); err == nil {
+	if _, err := g.StartTransfer(&Transfer{Name: "hw", Engine: gpu.CopyEngines[0], Src: host, Dst: gpu.Memory()}, func(*TransferInfo) {}); err == nil {
 		t.Error("StartTransfer with an engine accepted")
 	}
 }

@@ -138,7 +138,7 @@ func (ch *Chan) start() {
 // land, then done.
 func (ch *Chan) transfer(name string, route fabric.Route, n uint64, read, write []dma.Span, data []byte, done func(*dma.TransferInfo)) {
 	t := &dma.Transfer{Name: name, Route: &route, Bytes: int64(n), Read: read, Write: write, Data: data, Opts: []fabric.Option{fabric.Tag(ch)}}
-	if err := ch.c.dev.StartTransfer(t, done); err != nil {
+	if _, err := ch.c.dev.StartTransfer(t, done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
 }

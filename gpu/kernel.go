@@ -295,7 +295,7 @@ func (s *Stream) execute(w *sim.Proc, k Kernel, plan []planned) {
 			t.Read = pl.spans
 		}
 		done := w.Engine().NewNamedCompletion(name)
-		if err := d.dma.StartTransfer(t, func(*dma.TransferInfo) { done.Complete() }); err != nil {
+		if _, err := d.dma.StartTransfer(t, func(*dma.TransferInfo) { done.Complete() }); err != nil {
 			panic(fmt.Sprintf("gpu: %s: %v", name, err))
 		}
 		waits = append(waits, done)

@@ -401,7 +401,7 @@ func runDMABugs(c *Context) error {
 			}
 		}
 	})
-	guardErr := runEngine(c)
+	guardErr := c.RunEngine()
 	if runErr != nil {
 		return runErr
 	}

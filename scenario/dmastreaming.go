@@ -115,7 +115,7 @@ func runDMAStreaming(c *Context) error {
 	if err != nil {
 		return err
 	}
-	guardErr := runEngine(c, "packets", "size")
+	guardErr := c.RunEngine("packets", "size")
 	res, err := n.Result()
 	if err != nil {
 		return err
@@ -184,7 +184,7 @@ func runDMAVsMemcpy(c *Context) error {
 		runErr = copySweep(c, p, ctl, dev, node, cores, sizes)
 	})
 	cores.Attach(driver, 0)
-	guardErr := runEngine(c, "sizes")
+	guardErr := c.RunEngine("sizes")
 	if runErr != nil {
 		return runErr
 	}

@@ -206,7 +206,7 @@ func commitGPUBugs(c *Context, seen func(class string, misuse error)) error {
 			}
 		}
 	})
-	guardErr := runEngine(c)
+	guardErr := c.RunEngine()
 	if runErr != nil {
 		return runErr
 	}

@@ -97,9 +97,9 @@ func TestGuardDeadlockIsAModelError(t *testing.T) {
 	c := &Context{System: sys}
 	irq := sys.Engine.NewNamedCompletion("irq")
 	sys.Engine.Spawn("driver", func(p *sim.Proc) { p.Wait(irq) })
-	err = runEngine(c, "size")
-	if !errors.Is(err, ErrModel) || errors.Is(err, ErrUsage) || !errors.Is(err, sim.ErrStalled) {
-		t.Fatalf("runEngine = %v, want a model error wrapping sim.ErrStalled", err)
+	err = c.RunEngine("size")
+	if !errors.Is(err, dmalab.ErrModel) || errors.Is(err, ErrUsage) || !errors.Is(err, sim.ErrStalled) {
+		t.Fatalf("RunEngine = %v, want a model error wrapping sim.ErrStalled", err)
 	}
 	for _, want := range []string{"driver (waiting on completion irq)", "please report it", "other values of size"} {
 		if !strings.Contains(err.Error(), want) {

@@ -111,7 +111,7 @@ func runHostMemory(c *Context) error {
 			})
 		}
 	})
-	guardErr := runEngine(c, "size")
+	guardErr := c.RunEngine("size")
 	if runErr != nil {
 		return runErr
 	}

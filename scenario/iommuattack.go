@@ -151,7 +151,7 @@ func runIOMMUAttack(c *Context) error {
 			rows = append(rows, st)
 		}
 	})
-	if err := errors.Join(runEngine(c, "dmas"), runErr); err != nil {
+	if err := errors.Join(c.RunEngine("dmas"), runErr); err != nil {
 		return err
 	}
 	for i, st := range rows {

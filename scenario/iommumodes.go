@@ -175,7 +175,7 @@ func runIOMMUModes(c *Context) error {
 			c.Result.Results = append(c.Result.Results, row)
 		}
 	})
-	return errors.Join(runEngine(c, "packets"), runErr)
+	return errors.Join(c.RunEngine("packets"), runErr)
 }
 
 // modesNIC is the NIC: the named device, else the platform's first NIC.
@@ -271,7 +271,7 @@ func (r *modesRig) run(p *sim.Proc, cfg modesRow, packets int) (_ report.Row, re
 			n++
 		}
 		procs = append(procs,
-			c.Engine.Spawn(fmt.Sprintf("%s-rxq%d", dev.Name(), qi), func(p *sim.Proc) { r.nic(p, q, qi, n, nq, start, gap, unit, huge) }),
+			c.Engine.Spawn(fmt.Sprintf("%s-rxq%d", dev.Name(), qi), func(p *sim.Proc) { r.nic(p, q, qi, n, nq, start, gap) }),
 			c.Engine.Spawn(fmt.Sprintf("%s-napi%d", dev.Name(), qi), func(p *sim.Proc) { r.driver(p, q, n, huge) }))
 	}
 	for _, pr := range procs {
@@ -334,14 +334,7 @@ func (r *modesRig) post(p *sim.Proc, q *modesQueue, i int, huge bool) (mem.DMAAd
 // nic is queue qi's hardware: its n packets arrive gap·nq apart; each
 // waits for a posted buffer, for the translation of the writes before it
 // (in order), then moves while the next is translated.
-func (r *modesRig) nic(p *sim.Proc, q *modesQueue, qi, n, nq int, start, gap sim.Time, unit *iommu.Unit, huge bool) {
-	params := iommu.DefaultParams()
-	// A 4 KiB leaf is at the fourth level of the table, a 2 MiB leaf at
-	// the third.
-	walkReads := sim.Time(4)
-	if huge {
-		walkReads = 3
-	}
+func (r *modesRig) nic(p *sim.Proc, q *modesQueue, qi, n, nq int, start, gap sim.Time) {
 	for k := range n {
 		if at := start + gap*sim.Time(k*nq+qi+1); at > p.Now() {
 			p.Sleep(at - p.Now())
@@ -352,30 +345,22 @@ func (r *modesRig) nic(p *sim.Proc, q *modesQueue, qi, n, nq int, start, gap sim
 		}
 		a := q.posted[0]
 		q.posted = q.posted[1:]
-		var s0 iommu.IOTLBStats
-		if unit != nil {
-			s0 = unit.IOTLB().Stats()
-		}
 		t := &dma.Transfer{Name: "rx", Route: &r.route, Bytes: int64(r.size), Write: []dma.Span{dma.BusSpan(a, r.size)}}
-		if err := r.dev.StartTransfer(t, func(i *dma.TransferInfo) {
+		translate, err := r.dev.StartTransfer(t, func(i *dma.TransferInfo) {
 			if i.Err != nil && q.err == nil {
 				q.err = fmt.Errorf("iommu-modes: the NIC's write: %w", i.Err)
 			}
 			q.done = append(q.done, a)
 			q.cond.Broadcast()
-		}); err != nil {
+		})
+		if err != nil {
 			q.err = err
 			q.cond.Broadcast()
 			return
 		}
-		if unit != nil {
-			// The write's translation happened as it started; the
-			// queue's next write waits for it (posted writes stay in
-			// order). Its cost, from the IOTLB's counts: a hit, or a
-			// walk reading one table page per level down to the leaf.
-			s1 := unit.IOTLB().Stats()
-			p.Sleep(sim.Time(s1.Hits-s0.Hits)*params.HitCost + sim.Time(s1.Misses-s0.Misses)*walkReads*params.WalkReadCost)
-		}
+		// The write's translation happened as it started; the queue's
+		// next write waits for it (posted writes stay in order).
+		p.Sleep(translate)
 	}
 }
 

@@ -212,7 +212,7 @@ func runTransfers(c *Context) error {
 			c.Result.Results = append(c.Result.Results, row)
 		}
 	})
-	guardErr := runEngine(c, "sizes")
+	guardErr := c.RunEngine("sizes")
 	if runErr != nil {
 		return runErr
 	}

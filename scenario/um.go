@@ -263,7 +263,7 @@ func measureUMPrefetch(c *Context) ([]umSample, error) {
 			out = append(out, s...)
 		}
 	})
-	guardErr := runEngine(c, "size")
+	guardErr := c.RunEngine("size")
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -484,7 +484,7 @@ func measureUMOversubscribe(c *Context) ([]umPass, error) {
 			}
 		}
 	})
-	guardErr := runEngine(c, "vram", "ratios")
+	guardErr := c.RunEngine("vram", "ratios")
 	if runErr != nil {
 		return nil, runErr
 	}
