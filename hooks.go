@@ -10,7 +10,7 @@ import (
 // HookAll subscribes fn to every event of every component of the system,
 // in the order they happen: DMA calls and transfers (dma), memory accesses
 // (mem), flows (fabric), processes and files (kernel), the IOMMU units
-// attached so far (iommu), and, when the platform has GPUs the façade
+// attached so far (iommu), the VFIO layer (vfio), and, when the platform has GPUs the façade
 // drives, GPU activities (gpu), CUDA calls (cuda) and unified-memory
 // events (uvm). Each is an Event with its
 // sim.Header (time, process, component, cause); fn reads the concrete
@@ -27,6 +27,9 @@ func (s *System) hookers() []sim.Hooker {
 	hs := []sim.Hooker{&s.DMA.Hooks, &s.Mem.Hooks, &s.Machine.Fabric.Hooks, &s.Kernel.Hooks}
 	for _, u := range s.iommus {
 		hs = append(hs, &u.Hooks)
+	}
+	if s.vfio != nil {
+		hs = append(hs, &s.vfio.Hooks)
 	}
 	if s.cuda != nil {
 		hs = append(hs, &s.cuda.System().Hooks, &s.cuda.Hooks)

@@ -62,7 +62,7 @@ func (g *group) viable() bool { return g.owner == nil && len(g.kernelDriven()) =
 // group->owner_cnt is set by someone else (drivers/iommu/iommu.c). The
 // first claim moves every device of the group into its blocking
 // domain (__iommu_take_dma_ownership).
-func (g *group) claim(t *sim.Proc, s space, perDevice bool) error {
+func (g *group) claim(t *sim.Proc, p *kernel.Process, s space, perDevice bool) error {
 	if k := g.kernelDriven(); len(k) > 0 {
 		return fmt.Errorf("group %d is not viable: %s bound to a kernel driver: %w", g.id, strings.Join(k, ", "), syscall.EPERM)
 	}
@@ -83,7 +83,7 @@ func (g *group) claim(t *sim.Proc, s space, perDevice bool) error {
 	attach(g.devs, g.blocking)
 	g.owner, g.ownerCnt = s, 1
 	for _, pd := range g.devs {
-		g.v.emit(t, Event{Op: OpClaim, Device: pd.name, Space: s.spaceName(), Unit: g.v.unit.Name(), Domain: g.blocking.ID()})
+		g.v.emit(t, Event{Op: OpClaim, Process: p.Name(), PID: p.PID(), Device: pd.name, Space: s.spaceName(), Unit: g.v.unit.Name(), Domain: g.blocking.ID()})
 	}
 	return nil
 }
@@ -191,7 +191,7 @@ func (v *VFIO) GroupSetContainer(t *sim.Proc, p *kernel.Process, gfd, cfd int) e
 	if !ok {
 		return fail(fmt.Errorf("%s is not a container: %w", f.FileName(), syscall.EBADFD))
 	}
-	if err := g.claim(t, c.c, false); err != nil {
+	if err := g.claim(t, p, c.c, false); err != nil {
 		return fail(err)
 	}
 	c.c.groups = append(c.c.groups, g)

@@ -312,7 +312,7 @@ func (v *VFIO) DeviceBindIOMMUFD(t *sim.Proc, p *kernel.Process, dfd, ifd int) (
 	if !ok {
 		return fail(fmt.Errorf("%s is not /dev/iommu: %w", f.FileName(), syscall.EBADFD))
 	}
-	if err := pd.group.claim(t, x.ctx, true); err != nil {
+	if err := pd.group.claim(t, p, x.ctx, true); err != nil {
 		return fail(err)
 	}
 	if err := x.ctx.of.Get(); err != nil {

@@ -29,6 +29,9 @@ var (
 	// ErrNoFunction: the device has no PCI function model (AddFunction),
 	// so it has no BARs, vectors or reset to hand out.
 	ErrNoFunction = errors.New("vfio: no PCI function model for the device")
+	// ErrNoIOMMU: the machine has no translating IOMMU to give user
+	// space domains of (its IOMMU is off or in passthrough).
+	ErrNoIOMMU = errors.New("vfio: no translating IOMMU")
 )
 
 // Device describes one device of the platform for New.
