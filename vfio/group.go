@@ -81,6 +81,9 @@ func (g *group) claim(t *sim.Proc, p *kernel.Process, s space, perDevice bool) e
 		g.blocking = d
 	}
 	attach(g.devs, g.blocking)
+	for _, pd := range g.devs {
+		pd.dma.SetUserDMA(true)
+	}
 	g.owner, g.ownerCnt = s, 1
 	for _, pd := range g.devs {
 		g.v.emit(t, Event{Op: OpClaim, Process: p.Name(), PID: p.PID(), Device: pd.name, Space: s.spaceName(), Unit: g.v.unit.Name(), Domain: g.blocking.ID()})
@@ -102,6 +105,7 @@ func (g *group) release(t *sim.Proc) {
 	g.owner, g.ownerCnt = nil, 0
 	for _, pd := range g.devs {
 		pd.dma.SetTranslator(pd.def)
+		pd.dma.SetUserDMA(false)
 		g.v.emit(t, Event{Op: OpRelease, Device: pd.name, Space: s.spaceName()})
 	}
 }
