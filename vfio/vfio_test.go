@@ -154,7 +154,9 @@ func TestContainerErrnos(t *testing.T) {
 			want syscall.Errno
 		}{
 			{"set iommu without a group", func() error { return r.v.SetIOMMU(th, r.p, cfd, vfio.Type1v2IOMMU) }, syscall.EINVAL},
-			{"map without iommu", func() error { return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1 << 20, Size: 4096}) }, syscall.EINVAL},
+			{"map without iommu", func() error {
+				return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1 << 20, Size: 4096})
+			}, syscall.EINVAL},
 			{"set container: not a container", func() error { return r.v.GroupSetContainer(th, r.p, gfd, g1) }, syscall.EBADFD},
 			{"set container: bad fd", func() error { return r.v.GroupSetContainer(th, r.p, gfd, 99) }, syscall.EBADF},
 			{"device fd without container", func() error { _, err := r.v.GroupGetDeviceFD(th, r.p, gfd, "nvme0"); return err }, syscall.EINVAL},
@@ -168,15 +170,32 @@ func TestContainerErrnos(t *testing.T) {
 			{"group ioctl on a container", func() error { _, err := r.v.GroupGetStatus(r.p, cfd); return err }, syscall.ENOTTY},
 			{"map: no permission", func() error { return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{VAddr: buf, IOVA: 1 << 20, Size: 4096}) }, syscall.EINVAL},
 			{"map: size 0", func() error { return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1 << 20}) }, syscall.EINVAL},
-			{"map: misaligned iova", func() error { return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1<<20 + 512, Size: 4096}) }, syscall.EINVAL},
-			{"map: misaligned vaddr", func() error { return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf + 8, IOVA: 1 << 20, Size: 4096}) }, syscall.EINVAL},
-			{"map: wraps", func() error { return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1<<64 - 4096, Size: 8192}) }, syscall.EOVERFLOW},
-			{"map: beyond the aperture", func() error { return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1 << 48, Size: 4096}) }, syscall.EINVAL},
-			{"map: memory not mapped in the process", func() error { return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf + 1<<20, IOVA: 1 << 20, Size: 4096}) }, syscall.EFAULT},
-			{"map", func() error { return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1 << 20, Size: 64 << 10}) }, 0},
-			{"map: overlap", func() error { return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1<<20 + 32<<10, Size: 64 << 10}) }, syscall.EEXIST},
+			{"map: misaligned iova", func() error {
+				return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1<<20 + 512, Size: 4096})
+			}, syscall.EINVAL},
+			{"map: misaligned vaddr", func() error {
+				return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf + 8, IOVA: 1 << 20, Size: 4096})
+			}, syscall.EINVAL},
+			{"map: wraps", func() error {
+				return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1<<64 - 4096, Size: 8192})
+			}, syscall.EOVERFLOW},
+			{"map: beyond the aperture", func() error {
+				return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1 << 48, Size: 4096})
+			}, syscall.EINVAL},
+			{"map: memory not mapped in the process", func() error {
+				return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf + 1<<20, IOVA: 1 << 20, Size: 4096})
+			}, syscall.EFAULT},
+			{"map", func() error {
+				return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1 << 20, Size: 64 << 10})
+			}, 0},
+			{"map: overlap", func() error {
+				return r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: rw, VAddr: buf, IOVA: 1<<20 + 32<<10, Size: 64 << 10})
+			}, syscall.EEXIST},
 			{"unmap: size 0", func() error { _, err := r.v.UnmapDMA(th, r.p, cfd, vfio.DMAUnmap{IOVA: 1 << 20}); return err }, syscall.EINVAL},
-			{"unmap: cuts a mapping", func() error { _, err := r.v.UnmapDMA(th, r.p, cfd, vfio.DMAUnmap{IOVA: 1 << 20, Size: 4096}); return err }, syscall.EINVAL},
+			{"unmap: cuts a mapping", func() error {
+				_, err := r.v.UnmapDMA(th, r.p, cfd, vfio.DMAUnmap{IOVA: 1 << 20, Size: 4096})
+				return err
+			}, syscall.EINVAL},
 			{"unmap all with a range", func() error {
 				_, err := r.v.UnmapDMA(th, r.p, cfd, vfio.DMAUnmap{Flags: vfio.DMAUnmapFlagAll, Size: 4096})
 				return err
