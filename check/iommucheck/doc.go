@@ -32,13 +32,9 @@
 // domain's ("iommu_map(dmar0 domain 1, ...)"). Correct use reports
 // nothing.
 //
-// Future classes: a DMA of a VFIO user-space driver to memory that was
-// never mapped for it waits for the VFIO model (container, group,
-// iommufd), which does not exist yet.
-//
-// The pack imports only the check framework and its subjects, iommu and
-// dma. Attach hooks a Pack to a unit; AttachUnit adds another unit and
-// WatchDMA the DMA layer. Faults also reach the DMA layer as failed
+// The pack imports only the check framework and its subjects, iommu,
+// dma and vfio. Attach hooks a Pack to a unit; AttachUnit adds another
+// unit, WatchDMA the DMA layer and WatchVFIO a VFIO layer. Faults also reach the DMA layer as failed
 // device accesses, which the DMA-API pack reports as
 // device-access-unmapped: the two packs see the driver's bug and the
 // IOMMU's answer to it.

@@ -103,15 +103,16 @@ func (x *Pack) vfioEvent(e *vfio.Event) {
 			}
 		}
 	case vfio.OpUnmapDMA:
+		// The domain's unmaps came first, each the head of the ring
+		// still named after iommu_unmap: in a domain VFIO owns, only
+		// its calls unmap.
 		if d := x.vfioDomain(e.Unit, e.Domain); d != nil {
 			c := call{call: e.Call, t: e.Time, proc: e.Proc}
 			d.gone.newest(func(r *rec) bool {
-				if r.undone.t != e.Time {
+				if r.undone.call != "" || !r.undone.unmap {
 					return false
 				}
-				if r.undone.call == "" && r.undone.unmap {
-					r.undone = c
-				}
+				r.undone = c
 				return true
 			})
 		}
