@@ -38,6 +38,9 @@ func (p *Process) LockedVM() uint64 { return p.locked * mem.PageSize }
 // have no capabilities); !inc gives them back. who names the caller
 // for the message ("VFIO_IOMMU_MAP_DMA").
 func (p *Process) AccountLockedVM(who string, npages uint64, inc bool) error {
+	if npages == 0 {
+		return nil
+	}
 	if !inc {
 		p.locked -= min(npages, p.locked)
 		return nil
