@@ -234,3 +234,37 @@ func TestRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestUnmapInvalidatesInLazyMode: the kernel's lazy flush queue is for
+// its own DMA domains; VFIO_IOMMU_UNMAP_DMA invalidates before it
+// returns, so a device write after it faults instead of going through
+// a stale IOTLB entry, and reports the use after unmap.
+func TestUnmapInvalidatesInLazyMode(t *testing.T) {
+	r := newRigMode(t, "lazy")
+	f := r.fns["nvme2"]
+	r.run(func(th *sim.Proc) {
+		r.assign(th, "nvme2")
+		cfd, _ := r.legacy(th, 1)
+		buf := r.malloc(4096)
+		wantErrno(t, "map", r.v.MapDMA(th, r.p, cfd, vfio.DMAMap{Flags: vfio.DMAMapFlagWrite, VAddr: buf, IOVA: 0x100000, Size: 4096}), 0)
+		if err := f.write(th, 0x100000, make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+		t0 := th.Now()
+		if _, err := r.v.UnmapDMA(th, r.p, cfd, vfio.DMAUnmap{IOVA: 0x100000, Size: 4096}); err != nil {
+			t.Fatal(err)
+		}
+		if d := th.Now() - t0; d < r.v.Unit().Params().InvalidateCost {
+			t.Errorf("unmap took %v, less than one synchronous invalidation", d)
+		}
+		if err := f.write(th, 0x100000, make([]byte, 64)); !errors.Is(err, iommu.ErrFault) {
+			t.Errorf("write after unmap: %v, want a fault", err)
+		}
+	})
+	if s := r.v.Unit().Stats(); s.StaleHits != 0 || s.Faults != 1 {
+		t.Errorf("unit stats %+v, want no stale hit and one fault", s)
+	}
+	if c := r.classes(); c["iommu-fault"] != 1 || len(c) != 1 {
+		t.Errorf("diagnostics %v, want one iommu-fault", r.sys.Diagnostics())
+	}
+}

@@ -113,8 +113,17 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigMode(t, platform.IOMMUStrict)
+}
+
+// newRigMode is newRig with the platform's IOMMU in mode.
+func newRigMode(t *testing.T, mode string) *rig {
+	t.Helper()
 	spec, err := platform.Parse("vfio-test.yaml", []byte(testPlatform))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if spec, err = platform.Set(spec, "iommu.mode", mode); err != nil {
 		t.Fatal(err)
 	}
 	sys, err := dmalab.BootSpec(spec, dmalab.Options{Check: true, Payload: true})
