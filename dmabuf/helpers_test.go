@@ -127,9 +127,9 @@ func (f *fakeExporter) MapDMABuf(*sim.Proc, *Attachment, dma.Direction) (*dma.SG
 	return nil, ErrNoOp
 }
 func (f *fakeExporter) UnmapDMABuf(*sim.Proc, *Attachment, *dma.SGTable, dma.Direction) {}
-func (f *fakeExporter) BeginCPUAccess(*sim.Proc, *Buffer, dma.Direction) error       { return nil }
-func (f *fakeExporter) EndCPUAccess(*sim.Proc, *Buffer, dma.Direction) error         { return nil }
-func (f *fakeExporter) Mmap(*sim.Proc, *Buffer) (mem.VirtAddr, error)                 { return 0, ErrNoOp }
-func (f *fakeExporter) Vmap(*sim.Proc, *Buffer) (mem.VirtAddr, error)                 { return 0, ErrNoOp }
-func (f *fakeExporter) Vunmap(*sim.Proc, *Buffer, mem.VirtAddr)                       {}
-func (f *fakeExporter) Release(*sim.Proc, *Buffer) error                              { f.releases++; return nil }
+func (f *fakeExporter) BeginCPUAccess(*sim.Proc, *Buffer, dma.Direction) error          { return nil }
+func (f *fakeExporter) EndCPUAccess(*sim.Proc, *Buffer, dma.Direction) error            { return nil }
+func (f *fakeExporter) Mmap(*sim.Proc, *Buffer) (mem.VirtAddr, error)                   { return 0, ErrNoOp }
+func (f *fakeExporter) Vmap(*sim.Proc, *Buffer) (mem.VirtAddr, error)                   { return 0, ErrNoOp }
+func (f *fakeExporter) Vunmap(*sim.Proc, *Buffer, mem.VirtAddr)                         {}
+func (f *fakeExporter) Release(*sim.Proc, *Buffer) error                                { f.releases++; return nil }
