@@ -23,8 +23,10 @@ type Layer struct {
 	// Hooks receives every Event.
 	Hooks sim.Hooks[Event]
 
-	// ino is the last inode number given; ctx the last fence context.
+	// ino is the last dma-buf inode number given, syncs the last sync
+	// file's number, ctx the last fence context.
 	ino   int
+	syncs int
 	ctx   uint64
 	heaps []*Heap
 }

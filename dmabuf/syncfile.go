@@ -26,8 +26,8 @@ type SyncFile struct {
 // NewSyncFile is sync_file_create: a sync file for f, named name (the
 // name SYNC_IOC_FILE_INFO reports).
 func (l *Layer) NewSyncFile(name string, f *Fence) *SyncFile {
-	l.ino++
-	return &SyncFile{l: l, ino: l.ino, name: name, fence: f}
+	l.syncs++
+	return &SyncFile{l: l, ino: l.syncs, name: name, fence: f}
 }
 
 // FileName names the file: "sync_file:N".
