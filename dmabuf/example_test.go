@@ -7,6 +7,7 @@ import (
 
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmabuf"
+	"github.com/dmalab/dmalab/iommu"
 	"github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/platform"
@@ -78,4 +79,36 @@ func ExampleSyncFile_Wait() {
 	// Output:
 	// after 1 ms: true
 	// signalled at 2ms <nil>
+}
+
+// A system-heap frame of 16 scattered pages, mapped for a NIC: under
+// dma-direct the NIC sees 16 segments at the pages' physical addresses;
+// behind an IOMMU, one range of IOVAs.
+func ExampleAttachment_Map() {
+	spec, _ := platform.Preset("2s-4gpu-pcie")
+	m, _ := machine.NewWithOptions(spec, 1, machine.Options{})
+	defer m.Close()
+	x, _ := dma.New(m, m.Mem)
+	l := dmabuf.New(m.Engine)
+	heap, _ := l.AddSystemHeap(m.Mem)
+	nic0, _ := x.Device("nic0")
+	nic1, _ := x.Device("nic1")
+	unit, _ := iommu.NewUnit("dmar0", m.Mem, m.Engine, 0, iommu.Strict, iommu.DefaultParams())
+	dom, _ := unit.NewDomain()
+	iommu.Attach(nic1, dom, iommu.AttachOptions{PCI: true})
+
+	m.Engine.Spawn("driver", func(p *sim.Proc) {
+		buf, _ := heap.Alloc(p, 0, 64<<10)
+		for _, dev := range []*dma.Device{nic0, nic1} {
+			a, _ := buf.Attach(p, dev, dmabuf.AttachOptions{})
+			sgt, _ := a.Map(p, dma.FromDevice)
+			fmt.Printf("%s (%s): %d segment(s), %d contiguous bytes\n", dev.Name(), dev.Translator().Name(), sgt.Nents, dmabuf.ContiguousSize(sgt))
+			a.Unmap(p, sgt, dma.FromDevice)
+			a.Detach(p)
+		}
+	})
+	m.Engine.Run()
+	// Output:
+	// nic0 (direct): 16 segment(s), 4096 contiguous bytes
+	// nic1 (iommu dmar0 domain 1): 1 segment(s), 65536 contiguous bytes
 }

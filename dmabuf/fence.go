@@ -251,7 +251,9 @@ func (f *Fence) wait(p *sim.Proc, timeout sim.Time) (sim.Time, error) {
 		}
 	})
 	var timer sim.Handle
-	timed := timeout != MaxScheduleTimeout
+	// A timeout past the end of time is none (the engine cannot
+	// schedule beyond Forever).
+	timed := timeout < sim.Forever-eng.Now()
 	if timed {
 		timer = eng.After(timeout, func() {
 			if !woken.Done() {
