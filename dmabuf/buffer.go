@@ -197,7 +197,13 @@ func (b *Buffer) Release(t *sim.Proc) error {
 	b.released = true
 	warn := ""
 	if n := len(b.attachments); n > 0 {
-		warn = fmt.Sprintf("released with %d attachment(s)", n)
+		mapped := 0
+		for _, a := range b.attachments {
+			if a.sgt != nil {
+				mapped++
+			}
+		}
+		warn = fmt.Sprintf("released with %d attachment(s), %d mapped", n, mapped)
 	}
 	b.resv.fences = nil
 	err := b.info.Ops.Release(t, b)

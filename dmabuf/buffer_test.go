@@ -287,3 +287,35 @@ func TestVmap(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseWhileAttached: an importer that drops its reference while
+// attached and mapped lets the buffer go; the release still runs once,
+// and its event says what was left (what Linux WARNs about).
+func TestReleaseWhileAttached(t *testing.T) {
+	r := newRig(t, "2s-4gpu-pcie", false)
+	pr := r.proc("app")
+	r.run(func(p *sim.Proc) {
+		fd, err := r.system.Allocate(p, pr, mem.PageSize, 0)
+		must(t, err)
+		b, err := r.l.Get(p, pr, fd)
+		must(t, err)
+		a, err := b.Attach(p, r.dev("nic0"), AttachOptions{})
+		must(t, err)
+		_, err = a.Map(p, dma.ToDevice)
+		must(t, err)
+		must(t, b.Put(p))
+		must(t, pr.Close(p, fd))
+		if !b.Released() {
+			t.Fatal("not released")
+		}
+	})
+	var warn string
+	for _, e := range r.events {
+		if e.Op == OpRelease {
+			warn = e.Warn
+		}
+	}
+	if warn != "released with 1 attachment(s), 1 mapped" {
+		t.Errorf("release warns %q", warn)
+	}
+}
