@@ -76,8 +76,13 @@
 // their slot and give their function number (0..7, function 0 present):
 //
 //	devices:
-//	  - {name: nic0, kind: nic, parent: rc0, slot: cx7, function: 0, ...}
-//	  - {name: nic1, kind: nic, parent: rc0, slot: cx7, function: 1, acs: true, ...}
+//	  - name: nic0        # with kind, parent, link, dma_engines as always
+//	    slot: cx7
+//	    function: 0
+//	  - name: nic1
+//	    slot: cx7
+//	    function: 1
+//	    acs: true
 //
 // A function's acs says it isolates itself from its siblings (ACS, or a
 // kernel quirk to that effect); dma_aliases lists the functions of its
