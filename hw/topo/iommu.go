@@ -412,6 +412,12 @@ func releaseBefore(release string, v [2]int) bool {
 	return major < v[0] || major == v[0] && minorN < v[1]
 }
 
+// noUnit says why a kernel may see no IOMMU unit. A guest's DMA may
+// still be translated by the host's IOMMU (a passed-through GPU is), but
+// nothing in the guest shows it.
+const noUnit = "the firmware has no DMAR/IVRS/IORT table, it is disabled in firmware, the kernel lacks the driver, " +
+	"or this is a virtual machine without a virtual IOMMU (the host's, if any, is invisible here)"
+
 // decideMode reads the mode from the groups' domain types, which say
 // what the kernel did, and the command line, which says what was asked;
 // the units tell off from unknown where there are no groups.
@@ -443,9 +449,9 @@ func decideMode(m *IOMMU) (string, []string) {
 		case m.CmdlineMode == IOMMUOff:
 			why = append(why, asked)
 		case asked != "":
-			why = append(why, asked+", but no unit translates: the firmware has no DMAR/IVRS/IORT table, it is disabled in firmware, or the kernel lacks the driver")
+			why = append(why, asked+", but no unit translates: "+noUnit)
 		default:
-			why = append(why, "the firmware has no DMAR/IVRS/IORT table, it is disabled in firmware, or the kernel lacks the driver")
+			why = append(why, noUnit)
 		}
 		return IOMMUOff, why
 	}
