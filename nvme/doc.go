@@ -32,6 +32,9 @@
 // queue, is an asynchronous error event, delivered on the next
 // Asynchronous Event Request.
 //
+// INTMS and INTMC mask vectors 0 to 31; the specification leaves their
+// effect undefined under MSI-X, and the model applies them.
+//
 // Timing: a register write is posted (the CPU pays Options.MMIOWrite,
 // the controller sees it after the one-way latency of the device's
 // route); a register read costs the round trip. A read command waits

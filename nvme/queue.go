@@ -63,7 +63,7 @@ func (c *Controller) removeSQ(id uint16) {
 // 5.27.1.1) and otherwise ignored.
 func (c *Controller) doorbell(off uint64, v uint32) {
 	c.stats.Doorbells++
-	if c.csts&CSTSReady == 0 || c.fatal {
+	if c.cc&CCEnable == 0 || c.csts&CSTSReady == 0 || c.fatal {
 		return
 	}
 	idx := (off - RegDoorbells) / (4 << c.opt.DoorbellStride)
