@@ -27,7 +27,8 @@
 // CQ's IV, if IEN and the vector is not masked). A command whose data
 // DMA faults completes with Data Transfer Error (SCT 0, SC 04h); the
 // fault is the IOMMU's to report; a write that faults changes no block.
-// A fetch that faults is a controller fatal status (CSTS.CFS). A
+// A fetch or a completion write that faults is a controller fatal
+// status (CSTS.CFS). A
 // doorbell of a queue that does not exist, or with a value outside the
 // queue, is an asynchronous error event, delivered on the next
 // Asynchronous Event Request.

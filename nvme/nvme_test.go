@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmadebug"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/iommu"
 	"github.com/dmalab/dmalab/machine"
@@ -736,4 +739,58 @@ func TestCompletionEncoding(t *testing.T) {
 	if got := nvme.ParseCommand(sq); got != c {
 		t.Errorf("command round trip %+v", got)
 	}
+}
+
+// A correct driver (queues and buffers from dma_alloc_coherent) draws
+// no diagnostic from the DMA-API checker: every access of the
+// controller is a device access to memory mapped for it.
+func TestNoDiagnosticsForACorrectDriver(t *testing.T) {
+	r := newRig(t, nvme.Options{})
+	ck := check.New(check.Options{})
+	dmadebug.Attach(ck, r.x, r.m.Mem, dmadebug.Options{})
+	h := newHost(t, r)
+	r.run(t, func(p *sim.Proc) {
+		h.enable(p, 32)
+		q := h.ioQueue(p, 1, 16, 1, false)
+		buf := h.pages(p, 8)
+		h.fill(p, buf, 0, pattern(8*4096, 2))
+		prp1, prp2 := h.prp(p, buf, 0, 8*4096, 0)
+		mustStatus(t, "write", h.do(p, q, rw(nvme.CmdWrite, 0, 64, prp1, prp2)), nvme.StatusSuccess)
+		mustStatus(t, "read", h.do(p, q, rw(nvme.CmdRead, 0, 64, prp1, prp2)), nvme.StatusSuccess)
+	})
+	for _, d := range ck.Diagnostics() {
+		t.Errorf("checker: %v", d)
+	}
+}
+
+// Two submission queues on one completion queue, the controller
+// working on one command at a time: it serves the queues round robin.
+func TestRoundRobinSharedCQ(t *testing.T) {
+	r := newRig(t, nvme.Options{MaxInflight: 1})
+	h := newHost(t, r)
+	r.run(t, func(p *sim.Proc) {
+		h.enable(p, 32)
+		q1 := h.ioQueue(p, 1, 16, 1, false)
+		q2 := h.newQueue(p, 2, 16)
+		sq := nvme.Command{Opcode: nvme.AdminCreateSQ, PRP1: uint64(q2.sqDMA), CDW10: 2 | 15<<16, CDW11: 1 | 1<<16}
+		mustStatus(t, "create SQ 2 on CQ 1", h.do(p, h.admin, sq), nvme.StatusSuccess)
+		buf := h.pages(p, 1)
+		read := rw(nvme.CmdRead, 0, 1, uint64(buf.pages[0]), 0)
+		for range 4 {
+			h.submit(p, q1, read)
+		}
+		for range 4 {
+			h.submit(p, q2, read)
+		}
+		var order []uint16
+		for len(order) < 8 {
+			order = append(order, h.wait(p, q1).SQID)
+		}
+		// Queue 2's doorbell arrives while queue 1's first command is
+		// under way; from then on the two alternate.
+		if want := []uint16{1, 2, 1, 2, 1, 2, 1, 2}; !slices.Equal(order, want) {
+			t.Errorf("completions by queue %v, want %v", order, want)
+		}
+		mustStatus(t, "delete CQ 1 while SQ 2 posts to it", h.do(p, h.admin, nvme.Command{Opcode: nvme.AdminDeleteCQ, CDW10: 1}), nvme.StatusInvalidQueueDeletion)
+	})
 }

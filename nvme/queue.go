@@ -104,16 +104,17 @@ func (c *Controller) kick() {
 	if c.fatal || c.csts&CSTSReady == 0 {
 		return
 	}
-	n := len(c.sqOrder)
+	n, start := len(c.sqOrder), c.rr
 	for k := 0; k < n && c.inflight < c.opt.MaxInflight; k++ {
-		q := c.sqs[c.sqOrder[(c.rr+k)%n]]
+		i := (start + k) % n
+		q := c.sqs[c.sqOrder[i]]
 		if q.fetching || q.head == q.tail {
 			continue
 		}
 		avail := (q.tail - q.head + q.size) % q.size
 		cnt := min(avail, q.size-q.head, c.opt.MaxInflight-c.inflight)
 		c.fetch(q, cnt)
-		c.rr = (c.rr + k + 1) % n
+		c.rr = (i + 1) % n
 	}
 }
 
@@ -128,8 +129,7 @@ func (c *Controller) fetch(q *subQueue, cnt int) {
 	c.readHost(c.flow.fetch, addr, uint64(cnt*SQESize), func(i *dma.TransferInfo) {
 		q.fetching = false
 		if i.Err != nil || len(i.Data) < cnt*SQESize {
-			c.fatal = true
-			c.csts |= CSTSFatal
+			c.fail()
 			return
 		}
 		q.head = (q.head + cnt) % q.size
@@ -140,6 +140,13 @@ func (c *Controller) fetch(q *subQueue, cnt int) {
 		}
 		c.kick()
 	})
+}
+
+// fail is a controller fatal error: CSTS.CFS, and nothing more is
+// fetched until the host resets the controller.
+func (c *Controller) fail() {
+	c.fatal = true
+	c.csts |= CSTSFatal
 }
 
 // complete ends a command of sq: its completion goes to sq's CQ.
@@ -171,9 +178,12 @@ func (c *Controller) postCQ(q *compQueue) {
 		b := make([]byte, CQESize)
 		e.Marshal(b)
 		c.transfer(c.flow.cqe, c.fromDev, CQESize, nil, []dma.Span{dma.BusSpan(addr, CQESize)}, b, func(i *dma.TransferInfo) {
-			if i.Err == nil {
-				c.interrupt(q)
+			if i.Err != nil {
+				// The host can never learn of this completion.
+				c.fail()
+				return
 			}
+			c.interrupt(q)
 		})
 	}
 }
