@@ -2,7 +2,6 @@ package nvme_test
 
 import (
 	"encoding/binary"
-	"fmt"
 	"testing"
 
 	"github.com/dmalab/dmalab/dma"
@@ -330,5 +329,3 @@ func mustStatus(t *testing.T, what string, e nvme.Completion, want nvme.Status) 
 		t.Errorf("%s: status %v, want %v", what, e.Status, want)
 	}
 }
-
-var _ = fmt.Sprint

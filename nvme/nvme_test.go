@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -157,7 +158,7 @@ func TestRegisterCosts(t *testing.T) {
 
 func TestIdentify(t *testing.T) {
 	for _, lba := range []uint64{512, 4096} {
-		t.Run(strings.Repeat("x", 0)+map[uint64]string{512: "lba512", 4096: "lba4096"}[lba], func(t *testing.T) {
+		t.Run(fmt.Sprintf("lba%d", lba), func(t *testing.T) {
 			const capacity = 1 << 30
 			r := newRig(t, nvme.Options{LBASize: lba, Capacity: capacity, Model: "test drive"})
 			h := newHost(t, r)
