@@ -20,11 +20,11 @@ func TestGroups(t *testing.T) {
 		sets   [][2]string
 		want   [][]string
 	}{
-		{"2s-4gpu-pcie", nil, [][]string{{"gpu0", "gpu1", "nic0", "nic2"}, {"gpu2", "gpu3", "nic1"}}},
+		{"2s-4gpu-pcie", nil, [][]string{{"gpu0", "gpu1", "nic0", "nic2"}, {"gpu2", "gpu3", "nic1"}, {"nvme0"}}},
 		{"2s-4gpu-pcie", [][2]string{{"switches.sw0.acs", "true"}},
-			[][]string{{"gpu0"}, {"gpu1"}, {"gpu2", "gpu3", "nic1"}, {"nic0"}, {"nic2"}}},
+			[][]string{{"gpu0"}, {"gpu1"}, {"gpu2", "gpu3", "nic1"}, {"nic0"}, {"nic2"}, {"nvme0"}}},
 		{"2s-4gpu-pcie", [][2]string{{"switches.sw0.acs", "true"}, {"switches.sw1.acs", "true"}},
-			[][]string{{"gpu0"}, {"gpu1"}, {"gpu2"}, {"gpu3"}, {"nic0"}, {"nic1"}, {"nic2"}}},
+			[][]string{{"gpu0"}, {"gpu1"}, {"gpu2"}, {"gpu3"}, {"nic0"}, {"nic1"}, {"nic2"}, {"nvme0"}}},
 		{"dgx-h100", nil, [][]string{
 			{"gpu0", "gpu1", "nic0", "nic1"}, {"gpu2", "gpu3", "nic2", "nic3"},
 			{"gpu4", "gpu5", "nic4", "nic5"}, {"gpu6", "gpu7", "nic6", "nic7"}}},
