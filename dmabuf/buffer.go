@@ -220,6 +220,18 @@ func (b *Buffer) Release(t *sim.Proc) error {
 // data rather than by SCM_RIGHTS, a closed one), ErrNotDMABuf for
 // another kind of file.
 func (l *Layer) Get(t *sim.Proc, proc *kernel.Process, fd int) (*Buffer, error) {
+	b, err := l.get(proc, fd)
+	if err != nil {
+		// Reported too: a descriptor used in a process that does not
+		// own it is a bug the checker names.
+		l.emit(t, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpGet, Process: proc.Name()}.fail(err))
+		return nil, err
+	}
+	l.emit(t, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpGet, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Process: proc.Name()})
+	return b, nil
+}
+
+func (l *Layer) get(proc *kernel.Process, fd int) (*Buffer, error) {
 	of, err := proc.OpenFile("dma_buf_get", fd)
 	if err != nil {
 		return nil, fmt.Errorf("dmabuf: %w", err)
@@ -231,7 +243,6 @@ func (l *Layer) Get(t *sim.Proc, proc *kernel.Process, fd int) (*Buffer, error) 
 	if err := of.Get(); err != nil {
 		return nil, fmt.Errorf("dmabuf: dma_buf_get(%d) in %s: %w", fd, proc.Name(), err)
 	}
-	l.emit(t, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpGet, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Process: proc.Name()})
 	return b, nil
 }
 

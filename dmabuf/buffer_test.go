@@ -47,6 +47,9 @@ func TestLifecycle(t *testing.T) {
 				if _, err := r.l.Get(p, isp, fd); !errors.Is(err, syscall.EBADF) {
 					t.Errorf("dma_buf_get of a number sent as data: %v, want EBADF", err)
 				}
+				if e := r.events[len(r.events)-1]; e.Op != OpGet || !e.Failed || e.Process != "isp" {
+					t.Errorf("failed dma_buf_get reported as %+v", e)
+				}
 				ifd, err := cam.SendFD(isp, fd)
 				must(t, err)
 				b, err := r.l.Get(p, isp, ifd)

@@ -15,7 +15,8 @@ const (
 	// OpExport is dma_buf_export: a buffer now exists (a heap's
 	// allocation, a driver's export).
 	OpExport Op = iota + 1
-	// OpGet is dma_buf_get(fd) in an importing driver: a reference.
+	// OpGet is dma_buf_get(fd) in an importing driver: a reference
+	// (Failed, with no Buffer, for a bad descriptor).
 	OpGet
 	// OpPut is dma_buf_put: that reference dropped.
 	OpPut
