@@ -53,10 +53,10 @@ func TestPlatformShowFunctions(t *testing.T) {
 		acs  bool
 		want []string
 	}{
-		{"no ACS", false, []string{"#   group 2: nic3, nic4 (functions of slot cx7, which lack ACS)"}},
+		{"no ACS", false, []string{"#   group 3: nic3, nic4 (functions of slot cx7, which lack ACS)"}},
 		{"ACS", true, []string{
-			"#   group 2: nic3 (alone: directly below root complex rc0; function 0 of slot cx7, with ACS)",
-			"#   group 3: nic4 (alone: directly below root complex rc0; function 1 of slot cx7, with ACS)",
+			"#   group 3: nic3 (alone: directly below root complex rc0; function 0 of slot cx7, with ACS)",
+			"#   group 4: nic4 (alone: directly below root complex rc0; function 1 of slot cx7, with ACS)",
 		}},
 	}
 	for _, tt := range tests {
