@@ -18,10 +18,11 @@ const (
 	// DefaultHitCost is assumed: an IOTLB hit is a lookup in the root
 	// complex, a few cycles, small against PCIe latencies.
 	DefaultHitCost = 2 * sim.Nanosecond
-	// DefaultWalkReadCost is one read of a table page during a walk:
-	// assumed one DRAM load-to-use latency, so that a 4-level walk
-	// (320 ns) is the ~330 ns pcie-bench measured for an IOTLB miss
-	// (Neugebauer et al., SIGCOMM 2018).
+	// DefaultWalkReadCost is one read of a table page during a walk by
+	// a unit not placed on a machine (Unit.Place computes it from the
+	// platform): assumed one DRAM load-to-use latency, so that a
+	// 4-level walk (320 ns) is the ~330 ns pcie-bench measured for an
+	// IOTLB miss (Neugebauer et al., SIGCOMM 2018).
 	DefaultWalkReadCost = 80 * sim.Nanosecond
 	// DefaultInvalidateCost is one synchronous IOTLB invalidation
 	// (queued invalidation descriptor and wait descriptor on VT-d, CMD_TLBI
