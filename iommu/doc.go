@@ -18,7 +18,9 @@
 //     domain costs memory (Domain.TablePages).
 //   - drivers/iommu/iommu.c pci_device_group and drivers/pci/pci.c
 //     pci_acs_path_enabled: Groups forms a platform's IOMMU groups from
-//     its switches and their ACS. Profiles (vtd, amd-vi, smmuv3) are the
+//     its switches and their ACS, and from the functions of multifunction
+//     devices, their ACS and DMA aliases (get_pci_function_alias_group,
+//     get_pci_alias_group). Profiles (vtd, amd-vi, smmuv3) are the
 //     hardware families' numbers, each with its source (the Intel VT-d,
 //     AMD IOMMU and Arm SMMUv3 specifications for the table formats;
 //     pcie-bench for the IOTLB; the rest assumed, saying why).
