@@ -201,9 +201,16 @@ func (s *System) bootIOMMU() error {
 	if err != nil {
 		return fmt.Errorf("boot iommu: %w", err)
 	}
-	pcie := map[string]bool{}
+	if len(s.Spec.RootComplexes) > 0 {
+		// Walks read the tables from the first root complex's place.
+		if err := unit.Place(s.Machine, s.Spec.RootComplexes[0].Name); err != nil {
+			return fmt.Errorf("boot iommu: %w", err)
+		}
+	}
+	pcie, ats := map[string]bool{}, map[string]bool{}
 	for _, d := range s.Spec.Devices {
 		pcie[d.Name] = d.Link != (platform.PCIeLink{})
+		ats[d.Name] = d.ATS
 	}
 	for _, g := range iommu.Groups(s.Spec) {
 		var dom *iommu.Domain
@@ -221,7 +228,7 @@ func (s *System) bootIOMMU() error {
 			if err != nil {
 				return fmt.Errorf("boot iommu: %w", err)
 			}
-			iommu.Attach(dev, dom, iommu.AttachOptions{PCI: isPCI})
+			iommu.Attach(dev, dom, iommu.AttachOptions{PCI: isPCI, ATS: ats[name]})
 		}
 	}
 	s.AttachIOMMU(unit)

@@ -43,7 +43,7 @@ var yamlNames = map[string]string{
 	"FaultLatency": "fault_latency",
 
 	"Kind": "kind", "LineRate": "line_rate", "DMAEngines": "dma_engines",
-	"NonCoherentDMA": "noncoherent_dma", "DMAMaskBits": "dma_mask_bits",
+	"NonCoherentDMA": "noncoherent_dma", "DMAMaskBits": "dma_mask_bits", "ATS": "ats",
 	"MaxSegment": "max_segment", "SegmentBoundary": "segment_boundary",
 	"Slot": "slot", "Function": "function", "DMAAliases": "dma_aliases",
 

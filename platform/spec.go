@@ -378,6 +378,12 @@ type Device struct {
 	// even where its root complex would (PCIe No Snoop). A device is
 	// non-coherent if it or its root complex is.
 	NonCoherentDMA bool
+	// ATS says the device has PCIe Address Translation Services and the
+	// kernel enables them (pci_enable_ats): behind a translating IOMMU
+	// it caches translations in its own ATC and sends translated
+	// requests the IOMMU does not check. Linux refuses ATS to untrusted
+	// (external-facing) devices; true here means the device is trusted.
+	ATS bool
 	// DMAMaskBits is the width of the addresses the device can drive
 	// (dma_set_mask): 64, or 32 for a legacy device, whose mappings of
 	// memory above 4 GiB bounce through swiotlb. Zero means 64.
