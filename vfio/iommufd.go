@@ -201,24 +201,39 @@ func (v *VFIO) IOASMapCall(t *sim.Proc, p *kernel.Process, ifd int, m IOASMap) (
 	return iova, nil
 }
 
-// allocIOVA is iopt_alloc_iova: the lowest free IOVA range, aligned to
-// the smaller of the length's power of two and the user address's
-// alignment (so that huge pages can map it), never below 4 KiB.
+// allocIOVA is iopt_alloc_iova: the lowest free IOVA range from 4 KiB
+// up (it never returns IOVA 0, "even if it is valid"), aligned to the
+// smaller of the length's power of two and the user address's
+// alignment, at most a huge page (HPAGE_SIZE, 2 MiB), so that huge
+// pages can map it.
 func (a *ioas) allocIOVA(uva mem.VirtAddr, length uint64) (mem.DMAAddr, error) {
+	if length >= 1<<63 {
+		return 0, fmt.Errorf("length %#x: %w", length, syscall.EOVERFLOW)
+	}
 	align := uint64(1) << (64 - bits.LeadingZeros64(length-1))
 	if uva != 0 {
 		align = min(align, uint64(1)<<bits.TrailingZeros64(uint64(uva)))
 	}
-	align = max(align, mem.PageSize)
-	next := uint64(0)
-	for _, m := range append(a.maps, &mapping{iova: apertureEnd}) {
-		if start := (next + align - 1) &^ (align - 1); start+length <= uint64(m.iova) {
+	align = min(max(align, mem.PageSize), hugePage)
+	next := uint64(mem.PageSize)
+	fits := func(limit uint64) (uint64, bool) {
+		start := (next + align - 1) &^ (align - 1)
+		return start, start+length <= limit
+	}
+	for _, m := range a.maps {
+		if start, ok := fits(uint64(m.iova)); ok {
 			return mem.DMAAddr(start), nil
 		}
 		next = max(next, m.end())
 	}
+	if start, ok := fits(apertureEnd); ok {
+		return mem.DMAAddr(start), nil
+	}
 	return 0, fmt.Errorf("no free IOVA range of %#x: %w", length, syscall.ENOSPC)
 }
+
+// hugePage is HPAGE_SIZE on x86-64 (a PMD, 2 MiB).
+const hugePage = 2 << 20
 
 // IOASUnmap is struct iommu_ioas_unmap.
 type IOASUnmap struct {

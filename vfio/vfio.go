@@ -234,6 +234,22 @@ func (v *VFIO) IOMMUGroup(name string) (int, error) {
 	return pd.group.id, nil
 }
 
+// GroupDevices lists the devices of IOMMU group n
+// (/sys/kernel/iommu_groups/N/devices): all of them must go to
+// vfio-pci (or to no driver) before user space can have the group.
+func (v *VFIO) GroupDevices(n int) ([]string, error) {
+	for _, g := range v.groups {
+		if g.id == n {
+			out := make([]string, len(g.devs))
+			for i, pd := range g.devs {
+				out[i] = pd.name
+			}
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("iommu group %d: %w", n, syscall.ENOENT)
+}
+
 // DeviceCdev is the device's VFIO character device
 // (/sys/bus/pci/devices/NAME/vfio-dev/vfioN): "/dev/vfio/devices/vfioN"
 // while it is bound to vfio-pci, ENODEV otherwise.
