@@ -168,6 +168,8 @@ func TestIOMMUFDErrnos(t *testing.T) {
 		wantErrno(t, "unmap: cuts an area", err, syscall.ENOENT)
 		_, err = unmap(1<<30, 4096)
 		wantErrno(t, "unmap: nothing there", err, syscall.ENOENT)
+		_, err = unmap(0, 0)
+		wantErrno(t, "unmap: length 0", err, syscall.EINVAL)
 		if n, err := unmap(0, ^uint64(0)); n != 14<<20 || err != nil {
 			t.Errorf("unmap all: %#x, %v; want 14 MiB", n, err)
 		}

@@ -246,7 +246,8 @@ type IOASUnmap struct {
 // [IOVA, IOVA+Length) removed (IOVA 0 and Length ^0: all of them),
 // unmapped from the domain with the IOTLB invalidated before it returns,
 // and unpinned; it returns the bytes unmapped. A range that cuts an
-// area, or that holds none, is ENOENT; an unknown IOAS ENOENT.
+// area, or that holds none, is ENOENT, and so is an unknown IOAS; a
+// length of 0 is EINVAL.
 func (v *VFIO) IOASUnmapCall(t *sim.Proc, p *kernel.Process, ifd int, u IOASUnmap) (uint64, error) {
 	const ioc = "IOMMU_IOAS_UNMAP"
 	c, err := v.iommufd(ioc, p, ifd)
@@ -262,6 +263,9 @@ func (v *VFIO) IOASUnmapCall(t *sim.Proc, p *kernel.Process, ifd int, u IOASUnma
 	a, err := c.ioas(u.IOASID)
 	if err != nil {
 		return fail(err)
+	}
+	if u.Length == 0 {
+		return fail(fmt.Errorf("length 0: %w", syscall.EINVAL))
 	}
 	lo, hi := uint64(u.IOVA), uint64(u.IOVA)+u.Length
 	if u.IOVA == 0 && u.Length == ^uint64(0) || hi < lo {

@@ -68,7 +68,9 @@ func (v *VFIO) Open(t *sim.Proc, p *kernel.Process, path string) (int, error) {
 		x.pd.open++
 		e.Device = x.pd.name
 	case *iommufdFile:
-		x.ctx.of, _ = p.OpenFile("open", fd)
+		if x.ctx.of, err = p.OpenFile("open", fd); err != nil {
+			return -1, err
+		}
 	}
 	v.emit(t, e)
 	return fd, nil
