@@ -127,9 +127,12 @@ type VFIO struct {
 
 // pdev is one device as the PCI core and VFIO see it.
 type pdev struct {
-	name     string
-	dma      *dma.Device
-	fn       pci.Function
+	name string
+	dma  *dma.Device
+	// fn is its function model (AddFunction), nil until given.
+	fn pci.Function
+	// def is its default domain's translation, which it returns to
+	// when user space lets it go.
 	def      dma.Translator
 	native   string // the kernel driver it binds to by its IDs
 	driver   string // bound now; "" none
@@ -138,9 +141,9 @@ type pdev struct {
 	// cdev is the N of /dev/vfio/devices/vfioN while bound to
 	// vfio-pci, else -1.
 	cdev int
-	// open counts the device's open files; owner is the space that
-	// claimed it through iommufd (nil for the legacy path, whose claim
-	// is the group's).
+	// open counts the device's open files; bound is the iommufd that
+	// claimed it through its cdev (nil on the legacy path, whose claim
+	// is the group's), hwpt the iommufd domain it is attached to.
 	open  int
 	bound *iommufdCtx
 	hwpt  *hwpt
