@@ -95,6 +95,10 @@ type Row struct {
 	LineGbps    float64 `json:"line_gbps,omitempty"`
 	IOTLBMisses float64 `json:"iotlb_misses,omitempty"`
 	MapSeconds  float64 `json:"map_seconds,omitempty"`
+	// Note says in words what a row's numbers cannot: the outcome of a
+	// step (an errno, a status), what was set up. Text output prints it
+	// last.
+	Note string `json:"note,omitempty"`
 }
 
 // Factor is one efficiency factor and where its value comes from.
@@ -121,7 +125,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
 	// Columns beyond the five of a copy appear when some row has them.
-	var mode, ops, cpu, lat, step, um, attack, lineRate bool
+	var mode, ops, cpu, lat, step, um, attack, lineRate, note bool
 	for _, row := range r.Results {
 		attack = attack || row.Direction == "attack" || row.Escapes != 0 || row.StaleEscapes != 0 || row.SecretRead || row.Changed != 0
 	}
@@ -132,6 +136,7 @@ func WriteTable(w io.Writer, r *Result) error {
 		lat = lat || row.P50Seconds != 0 || row.P99Seconds != 0
 		step = step || row.Step != 0
 		lineRate = lineRate || row.LineGbps != 0
+		note = note || row.Note != ""
 		// An attack's faults are its own column; the unified-memory
 		// columns appear for a migration only.
 		um = um || !attack && row.Faults != 0 || row.MigratedBytes != 0 || row.Evictions != 0
@@ -204,6 +209,19 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if note {
+		// Notes are sentences: below the table, one per row that has
+		// one, named as the row is, rather than a column that would
+		// widen every line.
+		fmt.Fprintln(w, "\nnotes:")
+		for _, row := range r.Results {
+			if row.Note == "" {
+				continue
+			}
+			what := strings.TrimSpace(strings.Join([]string{row.Path, row.Direction, row.Mode}, " "))
+			fmt.Fprintf(w, "  %s: %s\n", what, row.Note)
+		}
 	}
 	if t := r.Time; t != nil {
 		fmt.Fprintf(w, "\ntime by cause (%d transfers, %d fault stalls):\n", t.Transfers, t.Stalls)
