@@ -65,6 +65,9 @@ type Driver struct {
 	// tegra is the managed memory awaiting cache maintenance on an
 	// integrated GPU (tegra.go).
 	tegra tegraState
+	// staging are the pageable copies' staging buffers by GPU and node,
+	// made at the first such copy when the GPU is behind an IOMMU.
+	staging map[[2]int]*StagingMemory
 }
 
 // alloc is one allocation made through the façade.
