@@ -113,6 +113,9 @@ func (c *Context) MemFree(p *sim.Proc, addr mem.GPUAddr) error {
 			if err := c.d.um.Free(p, a.um); err != nil {
 				return wrap(call, err)
 			}
+			if err := c.d.releaseUMChunks(p, a.um); err != nil {
+				return fail(call, ErrorUnknown, err)
+			}
 		}
 		c.d.forget(a, origin(call, p.Now(), p))
 	}
