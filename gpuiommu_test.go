@@ -92,8 +92,10 @@ func TestGPUBehindIOMMU(t *testing.T) {
 	if off.misses != 0 {
 		t.Errorf("off: %d IOTLB misses", off.misses)
 	}
+	t.Logf("off: register %v, pinned %v, pageable %v, %d IOTLB misses", off.register, off.pinned, off.pageable, off.misses)
 	for _, mode := range []string{platform.IOMMUStrict, platform.IOMMULazy} {
 		c := measureGPUIOMMU(t, mode)
+		t.Logf("%s: register %v, pinned %v, pageable %v, %d IOTLB misses", mode, c.register, c.pinned, c.pageable, c.misses)
 		if c.misses == 0 {
 			t.Errorf("%s: no IOTLB miss: the GPU's DMA was not translated", mode)
 		}
