@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dmalab/dmalab/cuda"
+	"github.com/dmalab/dmalab/iommu"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
@@ -108,5 +109,87 @@ func TestGPUBehindIOMMU(t *testing.T) {
 		if c.register <= off.register {
 			t.Errorf("%s: cuMemHostRegister %v, not more than %v with the IOMMU off", mode, c.register, off.register)
 		}
+	}
+}
+
+// TestManagedBehindIOMMU: with the IOMMU strict, migrating managed memory
+// to a GPU and back goes through its IOTLB (the CPU chunks mapped for it,
+// in 2 MiB leaves: one miss per block and direction at most), and
+// cuMemFree gives the chunks back: the node's free memory, less the
+// domain's table pages, is what it was before the allocation.
+func TestManagedBehindIOMMU(t *testing.T) {
+	spec, err := platform.Preset("h200-pcie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec, err = platform.Set(spec, "iommu.mode", platform.IOMMUStrict); err != nil {
+		t.Fatal(err)
+	}
+	sys, err := BootSpec(spec, Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	const size = 8 << 20
+	var before, during, after uint64
+	gpu0, err := sys.Device("gpu0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, ok := gpu0.Translator().(*iommu.Translator)
+	if !ok {
+		t.Fatalf("gpu0 translated by %s", gpu0.Translator().Name())
+	}
+	// Free memory, not counting the domain's table pages, which stay
+	// when their entries are unmapped.
+	free := func() uint64 {
+		lo, hi := sys.Mem.NodeFree(0)
+		return lo + hi + uint64(tr.Domain().TablePages())*mem.PageSize
+	}
+	err = sys.Run("app", func(p *Process) error {
+		pr, err := p.CUDA()
+		if err != nil {
+			return err
+		}
+		ctx, err := pr.PrimaryContext(0)
+		if err != nil {
+			return err
+		}
+		before = free()
+		buf, err := ctx.MemAllocManaged(p.Thread, size, cuda.MemAttachGlobal)
+		if err != nil {
+			return err
+		}
+		if err := ctx.CPUAccess(p.Thread, buf, size, true); err != nil {
+			return err
+		}
+		if err := ctx.MemPrefetchAsync(p.Thread, buf, size, 0, nil); err != nil {
+			return err
+		}
+		if err := ctx.MemPrefetchAsync(p.Thread, buf, size, cuda.DeviceCPU, nil); err != nil {
+			return err
+		}
+		if err := ctx.Synchronize(p.Thread); err != nil {
+			return err
+		}
+		during = free()
+		if err := ctx.MemFree(p.Thread, buf); err != nil {
+			return err
+		}
+		after = free()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sys.IOMMUs()[0].IOTLB().Stats()
+	if st.Misses == 0 || st.Misses > 2*size/(2<<20) {
+		t.Errorf("IOTLB %+v: want 1 to %d misses (2 MiB leaves)", st, 2*size/(2<<20))
+	}
+	if during > before-size || after != before {
+		t.Errorf("node 0 free: %d before, %d with the chunks, %d after cuMemFree", before, during, after)
+	}
+	if d := sys.Diagnostics(); len(d) != 0 {
+		t.Errorf("%d diagnostics, first %v", len(d), d[0])
 	}
 }
