@@ -27,6 +27,10 @@ type Scenario struct {
 	// the system boots (um-oversubscribe gives its GPU less memory):
 	// the system is built once, from the spec Adjust returns.
 	Adjust func(spec *platform.Spec, v *Values) (*platform.Spec, error)
+	// Payload says the scenario needs memory to keep real bytes (a device
+	// model that parses what a driver wrote, a test of data read back):
+	// its system boots in payload mode whatever the run's options say.
+	Payload bool
 	// Run executes the scenario on c's system, appending to c.Result.
 	Run func(c *Context) error
 }
@@ -176,7 +180,7 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	}
 	seed, _ := strconv.ParseUint(seedText, 10, 64) // checked above
 	sys, err := boot(spec, Options{
-		Name: s.Name, Seed: seed, Payload: opt.Payload, Check: opt.Check, Trace: opt.Trace, Progress: opt.Progress,
+		Name: s.Name, Seed: seed, Payload: opt.Payload || s.Payload, Check: opt.Check, Trace: opt.Trace, Progress: opt.Progress,
 		EventBudget: opt.EventBudget, Attribution: opt.Attribution,
 	})
 	if err != nil {

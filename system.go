@@ -13,6 +13,7 @@ import (
 	"github.com/dmalab/dmalab/check/iommucheck"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/dma"
+	"github.com/dmalab/dmalab/dmabuf"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/iommu"
 	"github.com/dmalab/dmalab/kernel"
@@ -78,6 +79,8 @@ type System struct {
 	opt     Options
 	cuda    *cuda.Driver
 	cudaErr error
+	// bufs is the DMA-BUF layer (heaps, buffers, fences).
+	bufs *dmabuf.Layer
 	// iommus are the IOMMU units attached (AttachIOMMU); iommuCheck is
 	// the IOMMU pack watching them, made with the first.
 	iommus     []*iommu.Unit
@@ -147,6 +150,10 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 		m.Close()
 		return nil, err
 	}
+	if err := s.bootDMABuf(); err != nil {
+		m.Close()
+		return nil, err
+	}
 	s.cuda, s.cudaErr = s.bootCUDA()
 	if s.cuda != nil && s.Checker != nil {
 		gpumem.Attach(s.Checker, s.cuda)
@@ -197,11 +204,19 @@ func (s *System) bootIOMMU() error {
 	if err != nil {
 		return fmt.Errorf("boot iommu: %w", err)
 	}
+	if len(s.Spec.RootComplexes) > 0 {
+		// Walks read the tables from the first root complex's place.
+		if err := unit.Place(s.Machine, s.Spec.RootComplexes[0].Name); err != nil {
+			return fmt.Errorf("boot iommu: %w", err)
+		}
+	}
 	// pcie says, of each device and discrete GPU to attach, whether it
-	// is a PCI device (its IOVAs then come from below 4 GiB first).
-	pcie := map[string]bool{}
+	// is a PCI device (its IOVAs then come from below 4 GiB first); ats
+	// whether a device has ATS.
+	pcie, ats := map[string]bool{}, map[string]bool{}
 	for _, d := range s.Spec.Devices {
 		pcie[d.Name] = d.Link != (platform.PCIeLink{})
+		ats[d.Name] = d.ATS
 	}
 	for _, g := range s.Spec.GPUs {
 		if !g.Integrated {
@@ -224,7 +239,7 @@ func (s *System) bootIOMMU() error {
 			if err != nil {
 				return fmt.Errorf("boot iommu: %w", err)
 			}
-			iommu.Attach(dev, dom, iommu.AttachOptions{PCI: isPCI})
+			iommu.Attach(dev, dom, iommu.AttachOptions{PCI: isPCI, ATS: ats[name]})
 		}
 	}
 	s.AttachIOMMU(unit)
@@ -244,12 +259,33 @@ func (s *System) bootCUDA() (*cuda.Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, s.Spec.Name, err)
 	}
-	d, err := cuda.New(sys, cuda.WithKernel(s.Kernel))
+	d, err := cuda.New(sys, cuda.WithKernel(s.Kernel), cuda.WithDMABuf(s.bufs))
 	if err != nil {
 		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, s.Spec.Name, err)
 	}
 	return d, nil
 }
+
+// bootDMABuf builds the DMA-BUF layer with its heaps:
+// /dev/dma_heap/system and the default CMA area's heap, "reserved"
+// (dmabuf.DefaultCMASize on the first node, taken from memory at its
+// first allocation, so that a run that never uses it keeps its memory
+// layout).
+func (s *System) bootDMABuf() error {
+	s.bufs = dmabuf.New(s.Engine)
+	if _, err := s.bufs.AddSystemHeap(s.Mem); err != nil {
+		return fmt.Errorf("boot dma-buf: %w", err)
+	}
+	if _, err := s.bufs.AddCMAHeap(s.Mem, "reserved", 0, 0); err != nil {
+		return fmt.Errorf("boot dma-buf: %w", err)
+	}
+	return nil
+}
+
+// DMABuf is the DMA-BUF layer: the heaps of /dev/dma_heap (system,
+// reserved), dma_buf_get for importing drivers, fences and sync files;
+// the CUDA façade's dma-buf exports are its buffers too.
+func (s *System) DMABuf() *dmabuf.Layer { return s.bufs }
 
 // AttachIOMMU makes u one of the system's IOMMU units: when the system
 // checks, the IOMMU pack watches it (faults, permission faults, stale

@@ -22,7 +22,8 @@ dmalab run --platform mine.yaml. check validates files and reports every
 error as file:line: field: reason. list names the presets. Where the
 platform has an IOMMU, show ends with its IOMMU groups as a comment block
 (the devices that share a group can only be isolated, or passed to VFIO,
-together).`)
+together): the devices below a switch without ACS share one, and so do
+the functions of one multifunction device (slot) that lack ACS.`)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
 		return code
@@ -80,7 +81,7 @@ func writeGroups(e *env, spec *platform.Spec) {
 	if spec.IOMMU.Profile == "" || len(groups) == 0 {
 		return
 	}
-	fmt.Fprintf(e.stdout, "# IOMMU groups (computed from the topology: the devices below a switch\n# whose ports lack ACS share one group):\n")
+	fmt.Fprintf(e.stdout, "# IOMMU groups (computed from the topology: the devices below a switch\n# whose ports lack ACS share one group, as do the functions of one\n# device without ACS or with DMA aliases):\n")
 	for _, g := range groups {
 		fmt.Fprintf(e.stdout, "#   group %d: %s (%s)\n", g.ID, strings.Join(g.Devices, ", "), g.Why)
 	}

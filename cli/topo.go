@@ -18,8 +18,10 @@ func init() {
 
 const topoDescription = `
 Topo reads the real machine from sysfs and procfs: NUMA nodes with their
-CPUs, memory and distances (as numactl -H); numa_balancing; whether an
-IOMMU is present and the domain type of its groups; the PCI tree with
+CPUs, memory and distances (as numactl -H); numa_balancing; the IOMMU:
+its units, each group's domain type and devices, the kernel command
+line's IOMMU words, and the mode DMA runs in (off, passthrough, strict,
+lazy, or mixed where groups differ) with the evidence; the PCI tree with
 class, vendor, link speed and width, NUMA node, IOMMU group and BAR sizes
 (as lspci -tv); the NVIDIA GPUs with their NUMA affinity and BAR1; and a
 connection matrix among GPUs and NICs (as nvidia-smi topo -m). Files that

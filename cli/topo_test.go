@@ -1,6 +1,12 @@
 package cli
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/dmalab/dmalab/hw/nvml"
@@ -36,5 +42,64 @@ func TestCountNVLinks(t *testing.T) {
 	}
 	if normBusID("00000000:1A:00.0") != normBusID("0000:1a:00.0") {
 		t.Error("bus IDs of different domain width or case differ")
+	}
+}
+
+// TestTopoIOMMU: topo --root on a copied tree prints the IOMMU mode with
+// its evidence, and --json has it with the groups and their devices.
+func TestTopoIOMMU(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"sys/class/iommu/dmar0/intel-iommu/version": "1:0\n",
+		"sys/kernel/iommu_groups/0/type":            "DMA-FQ\n",
+		"sys/kernel/iommu_groups/1/type":            "unmanaged\n",
+		"proc/cmdline":                              "BOOT_IMAGE=/vmlinuz intel_iommu=on\n",
+	}
+	for p, c := range files {
+		p = filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for g, bdf := range []string{"0000:17:00.0", "0000:65:00.0"} {
+		if err := os.MkdirAll(filepath.Join(root, "sys/kernel/iommu_groups", strconv.Itoa(g), "devices", bdf), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := dmalab(t, "topo", "--root", root)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, s := range []string{"  mode: mixed (groups differ)\n", "    1 group(s) unmanaged: owned by a user such as VFIO",
+		"    dmar0  Intel VT-d  1:0", "    1      unmanaged  0000:65:00.0\n"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("topo lacks %q:\n%s", s, out)
+		}
+	}
+	code, out, errs = dmalab(t, "topo", "--root", root, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var doc struct {
+		IOMMU struct {
+			Mode      string   `json:"mode"`
+			ModeWhy   []string `json:"mode_why"`
+			GroupList []struct {
+				ID      int      `json:"id"`
+				Type    string   `json:"type"`
+				Devices []string `json:"devices"`
+			} `json:"group_list"`
+		} `json:"iommu"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	m := doc.IOMMU
+	if m.Mode != "mixed" || len(m.ModeWhy) == 0 || len(m.GroupList) != 2 || m.GroupList[1].Type != "unmanaged" ||
+		!reflect.DeepEqual(m.GroupList[0].Devices, []string{"0000:17:00.0"}) {
+		t.Errorf("iommu in JSON: %+v", m)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/dmalab/dmalab/dma"
+	"github.com/dmalab/dmalab/dmabuf"
 	"github.com/dmalab/dmalab/gpu"
 	// Imported as kern: the package's tests name a gpu.Kernel builder kernel.
 	kern "github.com/dmalab/dmalab/kernel"
@@ -25,16 +27,17 @@ const MemRangeFlagDMABufMappingTypePCIe = 0x1
 // (cuMemGetHandleForAddressRange wants the range aligned to it).
 const DMABufPageSize = mem.PageSize
 
-// DMABuf is a dma-buf the GPU driver exported (struct dma_buf, with
-// nvidia.ko as its exporter): its size, the GPU memory it covers as
-// physical ranges of VRAM, and the open file behind its descriptors
-// (dma_buf->file). It is a kernel.File: descriptors, dup, SCM_RIGHTS and
-// close are the kernel's, and its release runs when the last reference
+// DMABuf is what the GPU driver keeps of a dma-buf it exported
+// (nv-dmabuf.c's file private data): its size, the GPU memory it covers
+// as physical ranges of VRAM, and the dmabuf.Buffer (struct dma_buf,
+// with nvidia.ko as its exporter) whose file is behind the descriptors.
+// Descriptors, dup, SCM_RIGHTS and close are the kernel's; attach and
+// map to an importer's addresses, fences and reservations are package
+// dmabuf's. The exporter's release runs when the file's last reference
 // goes (the last close, or the exit of the last process holding it);
 // until then it keeps the exported memory allocated, even if the
 // program frees it or its context is destroyed (the exporter holds a
-// reference). The importer side (attach, map to a device's addresses,
-// fences) belongs to a dmabuf package that does not exist yet.
+// reference).
 type DMABuf struct {
 	// Exporter is the exporting driver's name ("nvidia").
 	Exporter string
@@ -48,23 +51,35 @@ type DMABuf struct {
 	// Origin is the export call, with its time and thread.
 	Origin string
 
-	// ino numbers the dma-buf among the driver's exports, from 1 (the
-	// inode number of its file in the dma-buf pseudo-filesystem, which
-	// /proc/PID/fdinfo shows).
-	ino  int
-	d    *Driver
-	a    *alloc
-	file *kern.OpenFile
+	d   *Driver
+	a   *alloc
+	buf *dmabuf.Buffer
 }
 
-// FileName names the dma-buf's file: "dmabuf:N", N its export number.
-func (b *DMABuf) FileName() string { return fmt.Sprintf("dmabuf:%d", b.ino) }
+// FileName names the dma-buf's file: "dmabuf:N", N its inode number in
+// the dma-buf layer (its export number when only the GPU driver
+// exports), which /proc/PID/fdinfo shows.
+func (b *DMABuf) FileName() string { return b.buf.FileName() }
 
-// Release is the exporter's dma_buf_ops.release, run by the kernel when
+// Buffer is the dma-buf as package dmabuf has it: what importers
+// attach and map, and whose reservation object holds fences.
+func (b *DMABuf) Buffer() *dmabuf.Buffer { return b.buf }
+
+// File is the open file: its references and the kernel's Get and Put.
+func (b *DMABuf) File() *kern.OpenFile { return b.buf.File() }
+
+// Refs is the number of references to the dma-buf's file (file_count):
+// descriptors in every process and references taken with Get.
+func (b *DMABuf) Refs() int { return b.buf.Refs() }
+
+// Released reports whether the last reference went.
+func (b *DMABuf) Released() bool { return b.buf.Released() }
+
+// release is the exporter's dma_buf_ops.release, run by the kernel when
 // the file's last reference goes, in thread t: memory the program freed
 // while it was exported is freed now, by t (gpu.System.Free: its wait
 // and cost).
-func (b *DMABuf) Release(t *sim.Proc) error {
+func (b *DMABuf) release(t *sim.Proc) error {
 	a := b.a
 	a.exports--
 	if a.exports > 0 || a.freedBy == "" {
@@ -80,15 +95,74 @@ func (b *DMABuf) Release(t *sim.Proc) error {
 	return nil
 }
 
-// File is the open file: its references and the kernel's Get and Put.
-func (b *DMABuf) File() *kern.OpenFile { return b.file }
+// errNotSupp is the kernel's ENOTSUPP (524), which nv_dma_buf_mmap
+// returns: not a user-space errno, so package syscall has no name for it.
+const errNotSupp = syscall.Errno(524)
 
-// Refs is the number of references to the dma-buf's file (file_count):
-// descriptors in every process and references taken with Get.
-func (b *DMABuf) Refs() int { return b.file.Refs() }
+// nvExporter is nvidia.ko's dma_buf_ops (kernel-open/nvidia/nv-dmabuf.c)
+// for one export.
+type nvExporter struct{ b *DMABuf }
 
-// Released reports whether the last reference went.
-func (b *DMABuf) Released() bool { return b.file.Released() }
+// Attach accepts any importer (nv_dma_buf_attach's peer-to-peer checks
+// are not modelled).
+func (e nvExporter) Attach(*sim.Proc, *dmabuf.Attachment) error { return nil }
+
+// Detach has nothing to undo.
+func (e nvExporter) Detach(*sim.Proc, *dmabuf.Attachment) {}
+
+// MapDMABuf is nv_dma_buf_map: each VRAM range mapped for the importer
+// as a peer's memory (dma_map_resource: no cache maintenance, an IOVA
+// through the importer's IOMMU domain). A range that does not map
+// undoes the others and fails with EIO.
+func (e nvExporter) MapDMABuf(p *sim.Proc, a *dmabuf.Attachment, dir dma.Direction) (*dma.SGTable, error) {
+	dev := a.Device()
+	sgt := dma.SGAllocTable(len(e.b.Pages))
+	for i, r := range e.b.Pages {
+		sg := &sgt.SGL[i]
+		sg.SetPage(r.Start, r.Size, 0)
+		addr := dev.MapResource(p, r.Start, r.Size, dir)
+		if dev.MappingError(addr) {
+			for j := range sgt.SGL[:i] {
+				dev.UnmapResource(p, sgt.SGL[j].DMAAddress, sgt.SGL[j].DMALength, dir)
+			}
+			return nil, fmt.Errorf("nvidia: mapping %v for %s: %w", r, dev.Name(), syscall.EIO)
+		}
+		sg.DMAAddress, sg.DMALength = addr, r.Size
+	}
+	sgt.Nents = len(e.b.Pages)
+	return sgt, nil
+}
+
+// UnmapDMABuf is nv_dma_buf_unmap: dma_unmap_resource of each range.
+func (e nvExporter) UnmapDMABuf(p *sim.Proc, a *dmabuf.Attachment, sgt *dma.SGTable, dir dma.Direction) {
+	for _, sg := range sgt.SGL[:sgt.Nents] {
+		a.Device().UnmapResource(p, sg.DMAAddress, sg.DMALength, dir)
+	}
+}
+
+// BeginCPUAccess: nvidia.ko has no begin_cpu_access (dma-buf.c then
+// does nothing): the CPU does not cache VRAM.
+func (e nvExporter) BeginCPUAccess(*sim.Proc, *dmabuf.Buffer, dma.Direction) error { return nil }
+
+// EndCPUAccess: nor end_cpu_access.
+func (e nvExporter) EndCPUAccess(*sim.Proc, *dmabuf.Buffer, dma.Direction) error { return nil }
+
+// Mmap is nv_dma_buf_mmap: refused with ENOTSUPP (a discrete GPU's
+// memory is not mapped for the CPU through its dma-buf).
+func (e nvExporter) Mmap(*sim.Proc, *dmabuf.Buffer) (mem.VirtAddr, error) {
+	return 0, fmt.Errorf("nvidia: mmap of a dma-buf of GPU memory: %w", errNotSupp)
+}
+
+// Vmap: nvidia.ko has no vmap (dma_buf_vmap: EINVAL).
+func (e nvExporter) Vmap(*sim.Proc, *dmabuf.Buffer) (mem.VirtAddr, error) {
+	return 0, fmt.Errorf("nvidia: vmap: %w", dmabuf.ErrNoOp)
+}
+
+// Vunmap has nothing to undo.
+func (e nvExporter) Vunmap(*sim.Proc, *dmabuf.Buffer, mem.VirtAddr) {}
+
+// Release is nv_dma_buf_release.
+func (e nvExporter) Release(t *sim.Proc, _ *dmabuf.Buffer) error { return e.b.release(t) }
 
 // MemGetHandleForAddressRange is cuMemGetHandleForAddressRange with
 // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: it exports [addr, addr+size) of
@@ -131,19 +205,17 @@ func (c *Context) MemGetHandleForAddressRange(p *sim.Proc, addr mem.GPUAddr, siz
 	if rerr != nil {
 		return -1, wrap(call, rerr)
 	}
-	c.d.exports++
 	b := &DMABuf{
 		Exporter: "nvidia", Device: c.d.sys.Devices[pl.t.Device].Name, Addr: addr, Size: size, Pages: phys,
-		Origin: origin(call, p.Now(), p), ino: c.d.exports, d: c.d, a: pl.a,
+		Origin: origin(call, p.Now(), p), d: c.d, a: pl.a,
 	}
-	kp := c.proc.kp
-	fd, err := kp.Install(b)
+	if b.buf, err = c.d.bufs.Export(p, dmabuf.ExportInfo{ExpName: "nvidia", Ops: nvExporter{b}, Size: size, Priv: b}); err != nil {
+		return -1, fail(call, ErrorOperatingSystem, err)
+	}
+	fd, err := b.buf.FD(c.proc.kp)
 	if err != nil {
 		// dma_buf_fd failed (EMFILE): the driver frees the export and
 		// says the operating system refused.
-		return -1, fail(call, ErrorOperatingSystem, err)
-	}
-	if b.file, err = kp.OpenFile(call, fd); err != nil {
 		return -1, fail(call, ErrorOperatingSystem, err)
 	}
 	pl.a.exports++
@@ -163,7 +235,11 @@ func DMABufOf(kp *kern.Process, fd int) (*DMABuf, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	b, ok := f.(*DMABuf)
+	buf, ok := f.(*dmabuf.Buffer)
+	var b *DMABuf
+	if ok {
+		b, ok = buf.Priv().(*DMABuf)
+	}
 	if !ok {
 		return nil, fmt.Errorf("cuda: dma_buf_get(%d) in %s: %s is not a dma-buf: %w", fd, kp.Name(), f.FileName(), syscall.EINVAL)
 	}

@@ -49,11 +49,14 @@
 //     DEVICE_POINTER, HOST_POINTER, SYNC_MEMOPS, BUFFER_ID, IS_MANAGED,
 //     DEVICE_ORDINAL, RANGE_START_ADDR, RANGE_SIZE, MAPPED).
 //   - MemGetHandleForAddressRange with CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD:
-//     a dma-buf object (DMABuf: size, the VRAM it covers) that is a
-//     kernel.File, installed in the kernel process's descriptor table;
-//     the kernel's Dup, SendFD (SCM_RIGHTS), Close and Exit act on it,
-//     and its Release (dma_buf_ops.release) runs when the last reference
-//     goes. DMABufOf is dma_buf_get in any process.
+//     a dma-buf (DMABuf: size, the VRAM it covers) whose dmabuf.Buffer,
+//     with nvidia.ko's dma_buf_ops as exporter (nv-dmabuf.c: map through
+//     dma_map_resource, mmap refused with ENOTSUPP), is a kernel.File
+//     installed in the kernel process's descriptor table; the kernel's
+//     Dup, SendFD (SCM_RIGHTS), Close and Exit act on it, importers
+//     attach and map it through package dmabuf, and the exporter's
+//     release runs when the last reference goes. DMABufOf is
+//     dma_buf_get in any process.
 //   - LaunchKernel (cuLaunchKernel of a gpu.Kernel), streams
 //     (cuStreamCreate, Synchronize, Query, WaitEvent, LaunchHostFunc,
 //     Destroy) and events (cuEventCreate, Record, Synchronize, Query,

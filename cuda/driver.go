@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dmalab/dmalab/dmabuf"
 	"github.com/dmalab/dmalab/gpu"
 	// Imported as kern: the package's tests name a gpu.Kernel builder kernel.
 	kern "github.com/dmalab/dmalab/kernel"
@@ -46,10 +47,10 @@ type Driver struct {
 	// procs are the processes attached, in order (a slice, not a map
 	// keyed by the kernel process: nothing here may depend on map order).
 	procs []*Process
-	// exports numbers the dma-bufs exported, for their file names.
-	exports int
-	ctxs    []*Context // by ID - 1
-	allocs  map[uint64]*alloc
+	// bufs is the dma-buf layer the driver exports into.
+	bufs   *dmabuf.Layer
+	ctxs   []*Context // by ID - 1
+	allocs map[uint64]*alloc
 	// freed is a ring of the last FreedRemembered frees.
 	freed  [FreedRemembered]freedAlloc
 	nFreed int
@@ -108,6 +109,15 @@ type Option func(*Driver)
 // Without it New starts a kernel of its own for the machine.
 func WithKernel(k *kern.Kernel) Option { return func(d *Driver) { d.k = k } }
 
+// WithDMABuf makes the driver export dma-bufs into l, the machine's
+// DMA-BUF layer (the one its importers and heaps use). Without it New
+// makes a layer of its own.
+func WithDMABuf(l *dmabuf.Layer) Option { return func(d *Driver) { d.bufs = l } }
+
+// DMABufs is the dma-buf layer the driver exports into: where an
+// importer gets (dma_buf_get) the buffers of MemGetHandleForAddressRange.
+func (d *Driver) DMABufs() *dmabuf.Layer { return d.bufs }
+
 // New is cuInit on the GPUs of sys: it builds the unified-memory driver
 // for the machine's GPUs (their generation from the platform's arch, its
 // parameters from the platform's UVM section, data movement over the
@@ -120,6 +130,11 @@ func New(sys *gpu.System, opts ...Option) (*Driver, error) {
 	}
 	for _, o := range opts {
 		o(d)
+	}
+	if d.bufs == nil {
+		d.bufs = dmabuf.New(m.Engine)
+	} else if d.bufs.Engine() != m.Engine {
+		return nil, errors.New("cuda: the dma-buf layer given runs on another engine")
 	}
 	if d.k == nil {
 		d.k = kern.New(m.Engine, m.Mem.Nodes())

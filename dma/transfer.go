@@ -89,6 +89,11 @@ type Transfer struct {
 	Data []byte
 	// Opts are the flow's options (a tag, a rate cap).
 	Opts []fabric.Option
+	// Dependent marks a master that writes what it reads (a copy
+	// engine): when a read fails, its completion (Unsupported Request
+	// or Completer Abort) reaches the master before any data, so it
+	// issues none of the writes.
+	Dependent bool
 }
 
 // TransferInfo is a finished transfer: when it was issued, started and
@@ -113,6 +118,13 @@ type TransferInfo struct {
 	// an IOMMU fault); the bytes still moved on the wire, as a device's
 	// transfer does before its completion reports the error.
 	Err error
+	// ReadErr and WriteErr split Err by what the master learns. A read
+	// that fails gets a completion with Unsupported Request or
+	// Completer Abort status: the master sees ReadErr. A write is
+	// posted, has no completion, and one the IOMMU blocks is dropped
+	// where it is blocked: a device never learns of WriteErr (its
+	// driver learns from the IOMMU's fault report or the data missing).
+	ReadErr, WriteErr error
 }
 
 // Transfer makes t from the running process p and returns when its last
@@ -166,8 +178,13 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 // info.Translate and their first bus error to info.Err.
 func (d *Device) translateAll(t *Transfer, info *TransferInfo) (reads, writes []mem.PhysRange, err error) {
 	reads, cost, rerr := d.translate(t.Read, false)
-	writes, wcost, werr := d.translate(t.Write, true)
+	var wcost sim.Time
+	var werr error
+	if rerr == nil || !t.Dependent {
+		writes, wcost, werr = d.translate(t.Write, true)
+	}
 	info.Translate += cost + wcost
+	info.ReadErr, info.WriteErr = rerr, werr
 	info.Err = errors.Join(rerr, werr)
 	return reads, writes, info.Err
 }

@@ -131,9 +131,16 @@ type Stats struct {
 	MSIs, Interrupts uint64
 	// StatusReads is the CPU reads of status words (each poll is one).
 	StatusReads uint64
-	// Errors is descriptors completed with StatusError, and status
-	// words the engine could not write.
+	// Errors is descriptors completed with StatusError: a read of the
+	// descriptor or of its data that failed (an IOMMU fault gets an
+	// Unsupported Request or Completer Abort completion), or received
+	// data longer than the buffer. A write the IOMMU blocks is not an
+	// error here: it is posted, and the engine never learns of it.
 	Errors uint64
+	// LostStatus is status words whose write was blocked (the model's
+	// count; the engine itself does not know, and the driver waits for
+	// a completion that never comes).
+	LostStatus uint64
 }
 
 // Chan is one channel of the engine: a descriptor ring in coherent

@@ -47,7 +47,13 @@
 // writes its destination when its flow ends. Descriptors complete in ring
 // order whatever order their data landed in: the engine writes each
 // status word (a DMA write, posted behind the data, so it lands with the
-// data's last byte) and, for FlagIRQ, sends an MSI. The vector masks
+// data's last byte) and, for FlagIRQ, sends an MSI. A read that fails
+// (an IOMMU fault, an address that is not memory) gets an error
+// completion, as PCIe answers with Unsupported Request or Completer
+// Abort: the descriptor completes with StatusError (a copy then writes
+// nothing, and a descriptor whose fetch failed moves no data). A write
+// that fails is posted: it is dropped where it is blocked, the engine
+// never learns of it and the descriptor completes without error. The vector masks
 // itself when it fires (as Intel NICs' auto-mask does for NAPI); the
 // handler unmasks it with an MMIO write when done, and completions that
 // came meanwhile fire it again then. The handler is a process

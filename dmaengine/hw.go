@@ -46,10 +46,12 @@ func (ch *Chan) fetch(n uint64) {
 			now := ch.eng().Now()
 			for k := range n {
 				s := ch.slot(first + k)
-				if i.Data != nil {
+				if uint64(len(i.Data)) >= (k+1)*DescSize {
 					s.hw = decodeDescriptor(i.Data[k*DescSize:])
 				}
-				s.failed = i.Err != nil
+				// A fetch whose read failed got an error completion:
+				// the engine has no descriptor to run.
+				s.failed = i.ReadErr != nil
 				s.fetched = now
 			}
 			ch.fetched += n
@@ -65,6 +67,9 @@ func (ch *Chan) fetch(n uint64) {
 // room in the device's buffer (or an empty buffer, for a transfer
 // larger than all of it).
 func (ch *Chan) canStart() bool {
+	if ch.slot(ch.started).failed {
+		return true
+	}
 	switch ch.kind {
 	case DevToMem:
 		return ch.rxHead < len(ch.rx)
@@ -89,21 +94,34 @@ func (ch *Chan) start() {
 	ch.inflight++
 	s.started = ch.eng().Now()
 	d := s.hw
+	if s.failed {
+		// Its fetch failed: it completes with an error at once, moving
+		// nothing (the buffer a MemToDev descriptor would have filled
+		// is reserved and released as for any other).
+		if ch.kind == MemToDev {
+			ch.fifoUsed += d.Len
+		}
+		ch.land(s, 0, true)
+		return
+	}
 	switch ch.kind {
 	case MemToMem:
 		// A read request up, the memory read, then the bytes down to
 		// the engine and up again into memory as one flow over both
 		// directions of the device's link.
 		ch.eng().After(ch.c.oneWay, func() {
+			// A read that faults completes with an error before any
+			// data: nothing is written. A write that faults is
+			// dropped by the IOMMU unseen: the engine reports success.
 			ch.transfer(ch.flowNames[1], ch.c.copy, d.Len, []dma.Span{dma.BusSpan(d.Src, d.Len)}, []dma.Span{dma.BusSpan(d.Dst, d.Len)}, nil,
-				func(i *dma.TransferInfo) { ch.land(s, uint32(d.Len), i.Err != nil) })
+				func(i *dma.TransferInfo) { ch.land(s, uint32(d.Len), i.ReadErr != nil) })
 		})
 	case MemToDev:
 		ch.fifoUsed += d.Len
 		ch.eng().After(ch.c.oneWay, func() {
 			ch.transfer(ch.flowNames[2], ch.c.toDev, d.Len, []dma.Span{dma.BusSpan(d.Src, d.Len)}, nil, nil, func(i *dma.TransferInfo) {
 				s.data = i.Data
-				ch.land(s, uint32(d.Len), i.Err != nil)
+				ch.land(s, uint32(d.Len), i.ReadErr != nil)
 			})
 		})
 	case DevToMem:
@@ -122,9 +140,12 @@ func (ch *Chan) start() {
 		if payload != nil {
 			payload = payload[:n]
 		}
+		// Posted writes: one the IOMMU blocks is dropped and the
+		// engine never learns of it, so the descriptor completes as if
+		// the data had landed (the driver finds its buffer unchanged).
 		ch.transfer(ch.flowNames[3], ch.c.fromDev, n, nil, []dma.Span{dma.BusSpan(d.Dst, n)}, payload, func(i *dma.TransferInfo) {
 			ch.fifoUsed -= c.size
-			ch.land(s, uint32(n), trunc || i.Err != nil)
+			ch.land(s, uint32(n), trunc)
 			if ch.onSpace != nil {
 				ch.onSpace()
 			}
@@ -137,7 +158,8 @@ func (ch *Chan) start() {
 // bytes over route, the writes (of data, or of what was read) when they
 // land, then done.
 func (ch *Chan) transfer(name string, route fabric.Route, n uint64, read, write []dma.Span, data []byte, done func(*dma.TransferInfo)) {
-	t := &dma.Transfer{Name: name, Route: &route, Bytes: int64(n), Read: read, Write: write, Data: data, Opts: []fabric.Option{fabric.Tag(ch)}}
+	t := &dma.Transfer{Name: name, Route: &route, Bytes: int64(n), Read: read, Write: write, Data: data, Opts: []fabric.Option{fabric.Tag(ch)},
+		Dependent: len(read) > 0 && len(write) > 0}
 	if _, err := ch.c.dev.StartTransfer(t, done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
@@ -180,7 +202,9 @@ func (ch *Chan) land(s *slot, bytes uint32, failed bool) {
 		var b [StatusSize]byte
 		st.encode(b[:])
 		if ch.write(addr, StatusSize, b[:]) != nil {
-			ch.stats.Errors++
+			// A posted write the engine cannot know was blocked: the
+			// driver will find the entry never completed.
+			ch.stats.LostStatus++
 		}
 		r.status = st
 		ch.retired++

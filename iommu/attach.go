@@ -19,6 +19,19 @@ type AttachOptions struct {
 	// CPU is the CPU whose IOVA cache the device's mappings use (the
 	// model's threads carry no CPU yet).
 	CPU int
+	// ATS enables PCIe Address Translation Services for the device
+	// (pci_enable_ats): it gets its own translation cache (ATC,
+	// Params.ATCEntries), asks the unit for translations it misses and
+	// then sends its requests translated. Linux enables ATS only for
+	// trusted devices (pci_ats_supported refuses dev->untrusted, an
+	// external-facing port's): a device with ATS may send translated
+	// requests carrying any physical address, which the unit does not
+	// check (Translated).
+	ATS bool
+	// ATSRoundTrip is a translation request's round trip over the
+	// device's link; zero computes it from the machine the unit is
+	// placed on (Unit.Place), or DefaultATSRoundTrip.
+	ATSRoundTrip sim.Time
 }
 
 // Translator is a device attached to a DMA domain: the DMA layer's
@@ -29,14 +42,69 @@ type Translator struct {
 	dom *Domain
 	dev *dma.Device
 	opt AttachOptions
+	// atc is the device's ATS translation cache (nil without ATS);
+	// rtt a translation request's round trip.
+	atc *IOTLB
+	rtt sim.Time
+	// translated marks the device's requests, while Translated runs,
+	// as ATS translated requests.
+	translated bool
 }
 
 // Attach is iommu_attach_device plus iommu_setup_dma_ops: dev's DMA goes
 // through dom from now on.
 func Attach(dev *dma.Device, dom *Domain, opt AttachOptions) *Translator {
 	t := &Translator{dom: dom, dev: dev, opt: opt}
+	if opt.ATS {
+		n := max(dom.unit.params.ATCEntries, 1)
+		t.atc = newIOTLB(n, n)
+		t.rtt = opt.ATSRoundTrip
+		if t.rtt == 0 {
+			t.rtt = dom.unit.atsRoundTrip(dev.Name())
+		}
+	}
+	dom.attached = append(dom.attached, t)
 	dev.SetTranslator(t)
 	return t
+}
+
+// Detach is iommu_detach_device: the device leaves the domain for
+// dma-direct (the model's stand-in for the default domain it returns
+// to), its ATC dropped. Mappings made for it stay in the domain until
+// unmapped.
+func (t *Translator) Detach() {
+	for i, x := range t.dom.attached {
+		if x == t {
+			t.dom.attached = append(t.dom.attached[:i], t.dom.attached[i+1:]...)
+			break
+		}
+	}
+	if t.atc != nil {
+		t.atc.invalidateDomain(0)
+	}
+	if t.dev.Translator() == dma.Translator(t) {
+		t.dev.SetTranslator(dma.Direct{})
+	}
+}
+
+// ATS says whether the device was attached with ATS.
+func (t *Translator) ATS() bool { return t.atc != nil }
+
+// ATC is the device's ATS translation cache (nil without ATS).
+func (t *Translator) ATC() *IOTLB { return t.atc }
+
+// Translated runs fn with every request the device makes marked
+// translated (the PCIe AT field 10b: the address is a physical address
+// the device claims it got from a translation). With ATS the unit lets
+// such requests through without looking at its tables, whatever they
+// name: the trust ATS asks for (each is reported, OpTranslated).
+// Without ATS it blocks them (ErrTranslatedRequest). A device model
+// with ATS sends its ATC's translations this way implicitly; Translated
+// is what a buggy or malicious device does on its own.
+func (t *Translator) Translated(fn func()) {
+	t.translated = true
+	defer func() { t.translated = false }()
+	fn()
 }
 
 // Domain is the domain the device is attached to.
@@ -115,6 +183,7 @@ func (t *Translator) MapSG(p *sim.Proc, ranges []mem.PhysRange, dir dma.Directio
 			// device named.
 			t.dom.unmapFast(iova, uint64(a-iova), "", p.Name())
 			t.dom.unit.tlb.invalidateRange(t.dom.id, uint64(iova), uint64(a-iova))
+			t.dom.invalidateATCs(nil, uint64(iova), uint64(a-iova))
 			return dma.MappingErrorAddr, errors.Join(err, t.dom.iovad.Free(t.opt.CPU, iova, total))
 		}
 		a += mem.DMAAddr(r.Size)
@@ -142,6 +211,7 @@ func (t *Translator) Unmap(p *sim.Proc, addr mem.DMAAddr, size uint64, dir dma.D
 	}
 	u.tlb.invalidateRange(t.dom.id, uint64(iova), n)
 	p.Sleep(u.params.InvalidateCost)
+	t.dom.invalidateATCs(p, uint64(iova), n)
 	err := t.dom.iovad.Free(t.opt.CPU, iova, n)
 	if u.Hooks.Active() {
 		// As in lazy mode, an IOVA the allocator does not know is
@@ -156,12 +226,20 @@ func (t *Translator) Unmap(p *sim.Proc, addr mem.DMAAddr, size uint64, dir dma.D
 
 // ToPhys is the device's access through the IOMMU: for each page of
 // [a, a+size), the IOTLB (a hit costs HitCost) or, on a miss, a walk of
-// the tables (WalkReadCost per level read) whose leaf is then cached.
-// An unmapped page is ErrFault, a missing permission ErrPermission;
-// then no range is returned and the access changes nothing. A hit on an
-// entry whose mapping is gone (lazy mode, before the flush) still
-// translates, and is reported as OpStaleHit.
+// the tables from below the deepest level the paging-structure caches
+// hold (one table read, WalkReadCost or the placed machine's, per level
+// read), whose leaf is then cached. A device with ATS looks in its own
+// ATC first: a hit costs nothing at the IOMMU and is not checked there;
+// a miss is a translation request (the link's round trip, then the
+// IOTLB or walk as above) whose answer the ATC keeps. An unmapped page
+// is ErrFault, a missing permission ErrPermission; then no range is
+// returned and the access changes nothing. A hit on an entry whose
+// mapping is gone (lazy mode, before the flush) still translates, and
+// is reported as OpStaleHit.
 func (t *Translator) ToPhys(out []mem.PhysRange, a mem.DMAAddr, size uint64, write bool) ([]mem.PhysRange, sim.Time, error) {
+	if t.translated {
+		return t.translatedRequest(out, a, size, write)
+	}
 	n0 := len(out)
 	u, d := t.dom.unit, t.dom
 	need := ProtRead
@@ -177,23 +255,26 @@ func (t *Translator) ToPhys(out []mem.PhysRange, a mem.DMAAddr, size uint64, wri
 		var pa mem.PhysAddr
 		var prot Prot
 		var shift uint
-		if x := u.tlb.lookup(d.id, cur); x != nil {
-			cost += u.params.HitCost
+		if x := t.atcLookup(cur); x != nil {
 			pa, prot, shift = x.pa, x.prot, x.shift
 			if lx, _, _, _ := d.leaf(cur); lx == nil || lx.pa != pa || lx.prot != prot {
-				t.staleHit(cur, pa+mem.PhysAddr(cur&(1<<shift-1)), prot, write)
+				t.staleHit(cur, pa+mem.PhysAddr(cur&(1<<shift-1)), prot, write, true)
 			}
 		} else {
-			if cur >= 1<<vaBits {
-				return out[:n0], cost, t.fault(cur, write, ErrFault)
+			if t.atc != nil {
+				u.stats.ATSRequests++
+				cost += t.rtt
 			}
-			lx, _, level, reads := d.leaf(cur)
-			cost += sim.Time(reads) * u.params.WalkReadCost
-			if lx == nil {
-				return out[:n0], cost, t.fault(cur, write, ErrFault)
+			var c sim.Time
+			var err error
+			pa, prot, shift, c, err = t.iommuTranslate(cur, write)
+			cost += c
+			if err != nil {
+				return out[:n0], cost, err
 			}
-			pa, prot, shift = lx.pa, lx.prot, levelShift[level]
-			u.tlb.insert(d.id, cur, shift, pa, prot)
+			if t.atc != nil {
+				t.atc.insert(0, cur, shift, pa, prot)
+			}
 		}
 		if prot&need == 0 {
 			return out[:n0], cost, t.fault(cur, write, ErrPermission)
@@ -217,22 +298,71 @@ func (t *Translator) ToPhys(out []mem.PhysRange, a mem.DMAAddr, size uint64, wri
 	return out, cost, nil
 }
 
-func (t *Translator) fault(iova uint64, write bool, why error) error {
-	u := t.dom.unit
-	u.stats.Faults++
-	if u.Hooks.Active() {
-		u.emit(Event{Op: OpFault, Domain: t.dom.id, Device: t.dev.Name(), IOVA: mem.DMAAddr(iova), Write: write, Reason: why}, "", sim.CauseFault)
+// atcLookup is the device's ATC lookup, nil without ATS or on a miss.
+func (t *Translator) atcLookup(iova uint64) *tlbEntry {
+	if t.atc == nil {
+		return nil
 	}
-	// The DMA layer wraps it with the device and the access.
-	return fmt.Errorf("%s at %v: %w", rwName(write), mem.DMAAddr(iova), why)
+	return t.atc.lookup(0, iova)
 }
 
-func (t *Translator) staleHit(iova uint64, pa mem.PhysAddr, prot Prot, write bool) {
+// iommuTranslate is the unit's translation of the page at cur: the
+// IOTLB, else a walk. It returns the leaf's address, permissions and
+// size, and the cost.
+func (t *Translator) iommuTranslate(cur uint64, write bool) (mem.PhysAddr, Prot, uint, sim.Time, error) {
+	u, d := t.dom.unit, t.dom
+	if x := u.tlb.lookup(d.id, cur); x != nil {
+		pa, prot, shift := x.pa, x.prot, x.shift
+		if lx, _, _, _ := d.leaf(cur); lx == nil || lx.pa != pa || lx.prot != prot {
+			t.staleHit(cur, pa+mem.PhysAddr(cur&(1<<shift-1)), prot, write, false)
+		}
+		return pa, prot, shift, u.params.HitCost, nil
+	}
+	if cur >= 1<<vaBits {
+		return 0, 0, 0, 0, t.fault(cur, write, ErrFault)
+	}
+	start := u.psc.start(d.id, cur)
+	lx, _, level, _ := d.leaf(cur)
+	reads := max(level-start+1, 1)
+	u.stats.Walks++
+	u.stats.WalkReads += uint64(reads)
+	cost := sim.Time(reads) * u.walkRead
+	// The non-leaf entries the walk went through are cached: those
+	// above the leaf, or above the level where the walk found nothing.
+	u.psc.fill(d.id, cur, start, level)
+	if lx == nil {
+		return 0, 0, 0, cost, t.fault(cur, write, ErrFault)
+	}
+	shift := levelShift[level]
+	u.tlb.insert(d.id, cur, shift, lx.pa, lx.prot)
+	return lx.pa, lx.prot, shift, cost, nil
+}
+
+// translatedRequest is an ATS translated request at physical address
+// a: let through unchecked for a device with ATS, blocked otherwise.
+func (t *Translator) translatedRequest(out []mem.PhysRange, a mem.DMAAddr, size uint64, write bool) ([]mem.PhysRange, sim.Time, error) {
+	u := t.dom.unit
+	if t.atc == nil {
+		return out, 0, t.fault(uint64(a), write, ErrTranslatedRequest)
+	}
+	u.stats.Translated++
+	if u.Hooks.Active() {
+		u.emit(Event{Op: OpTranslated, Domain: t.dom.id, Device: t.dev.Name(), IOVA: a, Size: size, Phys: mem.PhysAddr(a), Write: write, Translated: true,
+			Warn: "ATS translated request: not checked against the domain's tables"}, "", sim.CauseAccess)
+	}
+	return append(out, mem.PhysRange{Start: mem.PhysAddr(a), Size: size}), 0, nil
+}
+
+func (t *Translator) staleHit(iova uint64, pa mem.PhysAddr, prot Prot, write, atc bool) {
 	u := t.dom.unit
 	u.stats.StaleHits++
 	if u.Hooks.Active() {
+		warn := "IOTLB entry of an unmapped IOVA (lazy invalidation)"
+		if atc {
+			warn = "ATC entry of an unmapped IOVA (lazy invalidation)"
+		}
 		u.emit(Event{Op: OpStaleHit, Domain: t.dom.id, Device: t.dev.Name(), IOVA: mem.DMAAddr(iova), Phys: pa, Prot: prot, Write: write,
-			Warn: "IOTLB entry of an unmapped IOVA (lazy invalidation)"}, "", sim.CauseAccess)
+			ATC: atc, Warn: warn}, "", sim.CauseAccess)
 	}
 }
 

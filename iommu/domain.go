@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -76,6 +77,12 @@ type Domain struct {
 	tables int
 	iovad  *IOVADomain
 	fq     flushQueue
+	// attached are the devices attached to it (Attach), in order.
+	attached []*Translator
+	// handler and token are iommu_set_fault_handler's.
+	handler FaultHandler
+	token   any
+	freed   bool
 }
 
 // NewDomain is iommu_domain_alloc on u: a domain with its root table.
@@ -126,12 +133,39 @@ func (d *Domain) freeTable(t *table) error {
 	return errors.Join(errs...)
 }
 
-// Free is iommu_domain_free: every table goes back to memory. The
-// domain must not be used after.
+// Free is iommu_put_dma_cookie then iommu_domain_free: the flush
+// queue's timer stopped and its IOVAs drained (one domain-wide
+// invalidation, then every queued IOVA freed, as a flush does, paid by
+// no thread), the domain's IOTLB and paging-structure cache entries
+// dropped, and every table given back to memory. A domain a device is
+// still attached to (Attach, and the device's translator still this
+// domain's) is refused with EBUSY and left as it was: Linux frees a
+// domain only after its devices have moved to another. The domain must
+// not be used after.
 func (d *Domain) Free() error {
+	if d.freed {
+		return fmt.Errorf("iommu_domain_free(%s domain %d): already freed: %w", d.unit.name, d.id, syscall.EINVAL)
+	}
+	var busy []string
+	for _, t := range d.attached {
+		if t.dev.Translator() == dma.Translator(t) {
+			busy = append(busy, t.dev.Name())
+		}
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("iommu_domain_free(%s domain %d): devices %v still attached: %w", d.unit.name, d.id, busy, syscall.EBUSY)
+	}
+	if d.fq.armed {
+		d.unit.eng.Cancel(d.fq.timer)
+		d.fq.armed = false
+	}
+	d.flush(nil)
 	err := d.freeTable(d.root)
 	d.root = nil
+	d.freed = true
+	d.attached = nil
 	d.unit.tlb.invalidateDomain(d.id)
+	d.unit.psc.invalidateDomain(d.id)
 	return err
 }
 
@@ -233,6 +267,8 @@ func (d *Domain) install(iova uint64, pa mem.PhysAddr, level int, prot Prot) err
 		}
 		x.next = nil
 		t.used--
+		// The freed table may be cached as a walk's next step.
+		d.unit.psc.invalidateDomain(d.id)
 	}
 	*x = pte{pa: pa, prot: prot}
 	t.used++
@@ -281,6 +317,7 @@ func (d *Domain) IOVAToPhys(iova mem.DMAAddr) (mem.PhysAddr, bool) {
 func (d *Domain) Unmap(iova mem.DMAAddr, size uint64) uint64 {
 	n := d.unmapFast(iova, size, "", "")
 	d.unit.tlb.invalidateRange(d.id, uint64(iova), max(n, size))
+	d.invalidateATCs(nil, uint64(iova), max(n, size))
 	return n
 }
 

@@ -25,9 +25,16 @@ const (
 	// mapping was removed (lazy mode, before the flush): it reached
 	// memory no longer mapped for the device.
 	OpStaleHit
+	// OpTranslated is an ATS translated request the unit let through
+	// without looking at the tables: the device named a physical
+	// address itself (Phys), mapped for it or not.
+	OpTranslated
+	// OpATSInvalidate is an ATS invalidation of a device's ATC (Device
+	// names it), strict at an unmap or lazy at a flush.
+	OpATSInvalidate
 )
 
-var opNames = [...]string{"", "map", "unmap", "fault", "flush", "stale-hit"}
+var opNames = [...]string{"", "map", "unmap", "fault", "flush", "stale-hit", "translated", "ats-invalidate"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) && o != 0 {
@@ -58,8 +65,19 @@ type Event struct {
 	Unmapped uint64
 	// Entries is how many queued IOVAs a flush freed.
 	Entries int
-	// Reason is a fault's cause: ErrFault or ErrPermission.
+	// Reason is a fault's cause: ErrFault, ErrPermission or
+	// ErrTranslatedRequest.
 	Reason error
+	// Log is the line the IOMMU driver logs for a fault no handler
+	// took (SetFaultHandler), in the profile's format: VT-d's "DMAR:
+	// [DMA Write NO_PASID] Request device [nic0] fault addr 0x1000
+	// [fault reason 0x05] PTE Write access is not set". Empty when a
+	// handler took it.
+	Log string
+	// ATC marks a stale hit in a device's ATS translation cache rather
+	// than the IOTLB; Translated an access the device sent as an ATS
+	// translated request, which the unit let through unchecked.
+	ATC, Translated bool
 	// Warn is the kernel's complaint, if any.
 	Warn string
 }

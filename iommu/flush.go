@@ -3,6 +3,7 @@ package iommu
 import (
 	"errors"
 
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -49,11 +50,13 @@ func (d *Domain) flush(p *sim.Proc) {
 		return
 	}
 	d.unit.tlb.invalidateDomain(d.id)
+	d.unit.psc.invalidateDomain(d.id)
 	proc := ""
 	if p != nil {
 		p.Sleep(d.unit.params.InvalidateCost)
 		proc = p.Name()
 	}
+	d.invalidateATCs(p, 0, 0)
 	var errs []error
 	for _, e := range d.fq.entries {
 		errs = append(errs, d.iovad.Free(e.cpu, e.iova, e.size))
@@ -74,3 +77,34 @@ func (d *Domain) Flush(p *sim.Proc) { d.flush(p) }
 
 // Pending is the number of IOVAs waiting in the flush queue.
 func (d *Domain) Pending() int { return len(d.fq.entries) }
+
+// invalidateATCs sends an ATS invalidation of [iova, iova+size) (size 0:
+// everything of the domain) to every device attached with ATS and waits
+// for their completions, p paying one round (the requests go out
+// together, as Linux queues a Device-TLB invalidation per device before
+// one wait descriptor).
+func (d *Domain) invalidateATCs(p *sim.Proc, iova, size uint64) {
+	sent := false
+	for _, t := range d.attached {
+		if t.atc == nil || t.dev.Translator() != dma.Translator(t) {
+			continue
+		}
+		if size == 0 {
+			t.atc.invalidateDomain(0)
+		} else {
+			t.atc.invalidateRange(0, iova, size)
+		}
+		sent = true
+		d.unit.stats.ATSInvalidations++
+		if d.unit.Hooks.Active() {
+			proc := ""
+			if p != nil {
+				proc = p.Name()
+			}
+			d.unit.emit(Event{Op: OpATSInvalidate, Domain: d.id, Device: t.dev.Name(), IOVA: mem.DMAAddr(iova), Size: size}, proc, sim.CauseTranslate)
+		}
+	}
+	if sent && p != nil {
+		p.Sleep(d.unit.params.ATSInvalidateCost)
+	}
+}

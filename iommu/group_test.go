@@ -3,6 +3,8 @@ package iommu_test
 import (
 	"errors"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dmalab/dmalab/iommu"
@@ -18,11 +20,11 @@ func TestGroups(t *testing.T) {
 		sets   [][2]string
 		want   [][]string
 	}{
-		{"2s-4gpu-pcie", nil, [][]string{{"gpu0", "gpu1", "nic0", "nic2"}, {"gpu2", "gpu3", "nic1"}}},
+		{"2s-4gpu-pcie", nil, [][]string{{"gpu0", "gpu1", "nic0", "nic2"}, {"gpu2", "gpu3", "nic1"}, {"nvme0"}}},
 		{"2s-4gpu-pcie", [][2]string{{"switches.sw0.acs", "true"}},
-			[][]string{{"gpu0"}, {"gpu1"}, {"gpu2", "gpu3", "nic1"}, {"nic0"}, {"nic2"}}},
+			[][]string{{"gpu0"}, {"gpu1"}, {"gpu2", "gpu3", "nic1"}, {"nic0"}, {"nic2"}, {"nvme0"}}},
 		{"2s-4gpu-pcie", [][2]string{{"switches.sw0.acs", "true"}, {"switches.sw1.acs", "true"}},
-			[][]string{{"gpu0"}, {"gpu1"}, {"gpu2"}, {"gpu3"}, {"nic0"}, {"nic1"}, {"nic2"}}},
+			[][]string{{"gpu0"}, {"gpu1"}, {"gpu2"}, {"gpu3"}, {"nic0"}, {"nic1"}, {"nic2"}, {"nvme0"}}},
 		{"dgx-h100", nil, [][]string{
 			{"gpu0", "gpu1", "nic0", "nic1"}, {"gpu2", "gpu3", "nic2", "nic3"},
 			{"gpu4", "gpu5", "nic4", "nic5"}, {"gpu6", "gpu7", "nic6", "nic7"}}},
@@ -112,5 +114,77 @@ func TestProfiles(t *testing.T) {
 	}
 	if _, err := iommu.LookupProfile("dmar"); !errors.Is(err, mem.ErrInvalid) {
 		t.Errorf("unknown profile: %v", err)
+	}
+}
+
+// TestGroupsMultifunction: the functions of one multifunction device
+// without ACS share a group (get_pci_function_alias_group), with ACS each
+// is alone, a DMA alias joins functions whatever ACS says; below a switch
+// without ACS the switch's group takes them all anyway.
+func TestGroupsMultifunction(t *testing.T) {
+	type fn struct {
+		acs     bool
+		aliases []int
+	}
+	tests := []struct {
+		name   string
+		parent string     // rc0 or sw0
+		swACS  bool       // sw0's ACS
+		fns    []fn       // functions 0, 1, ... of slot mf
+		want   [][]string // the groups with a function of slot mf
+		why    string     // the why of mf0's group, in part
+	}{
+		{"root port, no ACS", "rc0", false, []fn{{}, {}},
+			[][]string{{"mf0", "mf1"}}, "functions of slot mf, which lack ACS"},
+		{"root port, ACS", "rc0", false, []fn{{acs: true}, {acs: true}},
+			[][]string{{"mf0"}, {"mf1"}}, "function 0 of slot mf, with ACS"},
+		{"root port, ACS on one", "rc0", false, []fn{{acs: true}, {}},
+			[][]string{{"mf0"}, {"mf1"}}, "function 0 of slot mf, with ACS"},
+		{"root port, three, one with ACS", "rc0", false, []fn{{}, {acs: true}, {}},
+			[][]string{{"mf0", "mf2"}, {"mf1"}}, "functions of slot mf, which lack ACS"},
+		{"root port, ACS and an alias", "rc0", false, []fn{{acs: true, aliases: []int{1}}, {acs: true}},
+			[][]string{{"mf0", "mf1"}}, "share requester IDs"},
+		{"root port, alias to a phantom function", "rc0", false, []fn{{acs: true, aliases: []int{3}}, {acs: true}},
+			[][]string{{"mf0"}, {"mf1"}}, "with ACS"},
+		{"switch without ACS, functions with ACS", "sw0", false, []fn{{acs: true}, {acs: true}},
+			[][]string{{"gpu0", "gpu1", "nic0", "nic2", "mf0", "mf1"}}, "below sw0, whose ports lack ACS"},
+		{"switch with ACS, no ACS", "sw0", true, []fn{{}, {}},
+			[][]string{{"mf0", "mf1"}}, "functions of slot mf, which lack ACS"},
+		{"switch with ACS, ACS", "sw0", true, []fn{{acs: true}, {acs: true}},
+			[][]string{{"mf0"}, {"mf1"}}, "every switch above it has ACS; function 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := platform.Preset("2s-4gpu-pcie")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Switches[0].ACS = tt.swACS
+			nic := s.Devices[0]
+			for i, f := range tt.fns {
+				d := nic
+				d.Name, d.Parent, d.Slot, d.Function, d.ACS, d.DMAAliases = "mf"+string(rune('0'+i)), tt.parent, "mf", i, f.acs, f.aliases
+				s.Devices = append(s.Devices, d)
+			}
+			if err := s.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			var got [][]string
+			var why string
+			for _, g := range iommu.Groups(s) {
+				if slices.ContainsFunc(g.Devices, func(n string) bool { return strings.HasPrefix(n, "mf") }) {
+					got = append(got, g.Devices)
+				}
+				if slices.Contains(g.Devices, "mf0") {
+					why = g.Why
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("groups %v, want %v", got, tt.want)
+			}
+			if !strings.Contains(why, tt.why) {
+				t.Errorf("mf0's group: why %q, want it to say %q", why, tt.why)
+			}
+		})
 	}
 }

@@ -37,6 +37,8 @@ var profiles = map[string]Profile{
 		Levels: 4,
 		Params: DefaultParams(),
 		Sources: map[string]string{
+			"WalkCache":      "assumed: VT-d's paging-structure caches (PML4, PDPE, PDE caches; VT-d specification section 6.2.4) have no published sizes; 4, 16 and 32 entries",
+			"ATC":            "assumed: a device's ATC of 64 entries and 2 us per ATS invalidation (Device-TLB invalidation descriptor and wait descriptor, qi_flush_dev_iotlb)",
 			"IOTLBEntries":   "measured: 64 entries of 4 KiB on Intel Xeon E5 (Neugebauer et al., Understanding PCIe performance for end host networking, SIGCOMM 2018, section 6.3)",
 			"IOTLBWays":      "assumed: Intel does not publish the associativity; 4 ways keeps conflict misses rare at 64 entries",
 			"HitCost":        "assumed: a lookup in the root complex, a few cycles",
@@ -49,8 +51,10 @@ var profiles = map[string]Profile{
 		Name:   "amd-vi",
 		Format: "AMD I/O page tables (v1), 4 levels for 48-bit IOVAs (AMD I/O Virtualization Technology (IOMMU) Specification, 48882, section 2.2.3; drivers/iommu/amd/io_pgtable.c)",
 		Levels: 4,
-		Params: DefaultParams(),
+		Params: amdParams(),
 		Sources: map[string]string{
+			"WalkCache":      "assumed: the AMD IOMMU's page-directory caches have no published sizes; as for VT-d",
+			"ATC":            "assumed: as for VT-d; INVALIDATE_IOTLB_PAGES then COMPLETION_WAIT",
 			"IOTLBEntries":   "assumed equal to VT-d's measured 64 entries: AMD does not publish the IOMMU's TLB size",
 			"IOTLBWays":      "assumed: 4 ways, as for VT-d",
 			"HitCost":        "assumed: a lookup in the IOMMU, a few cycles",
@@ -68,9 +72,14 @@ var profiles = map[string]Profile{
 			HitCost: DefaultHitCost, WalkReadCost: 100 * sim.Nanosecond,
 			InvalidateCost: 2 * sim.Microsecond,
 			FlushQueueSize: DefaultFlushQueueSize, FlushTimeout: DefaultFlushTimeout,
-			CPUs: 1,
+			CPUs:       1,
+			WalkCache:  DefaultWalkCache,
+			ATCEntries: DefaultATCEntries, ATSInvalidateCost: 3 * sim.Microsecond,
+			Profile: "smmuv3",
 		},
 		Sources: map[string]string{
+			"WalkCache":      "assumed: the SMMUv3 architecture allows walk caches of any size and MMU-600 makes them a configuration option; 4, 16 and 32 entries",
+			"ATC":            "assumed: a 64-entry ATC; 3 us per CMD_ATC_INV then CMD_SYNC, one more command-queue round than an IOTLB invalidation",
 			"IOTLBEntries":   "assumed: the SMMUv3 architecture leaves TLB sizes to the implementation and Arm's CoreLink MMU-600 makes its TBU TLBs a configuration option; 128 entries assumed",
 			"IOTLBWays":      "assumed: 4 ways",
 			"HitCost":        "assumed: a lookup in the TBU, a few cycles",
@@ -79,6 +88,13 @@ var profiles = map[string]Profile{
 			"FlushQueue":     "Linux: IOVA_FQ_SIZE 256 entries, IOVA_FQ_TIMEOUT 10 ms (drivers/iommu/dma-iommu.c)",
 		},
 	},
+}
+
+// amdParams are the defaults with AMD-Vi's log lines.
+func amdParams() Params {
+	p := DefaultParams()
+	p.Profile = "amd-vi"
+	return p
 }
 
 // Profiles names the known profiles, sorted.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -16,6 +17,11 @@ var (
 	// ErrPermission is a permission fault: the mapping lacks the
 	// access's permission (a write through a read-only mapping).
 	ErrPermission = errors.New("iommu: permission fault")
+	// ErrTranslatedRequest is an ATS translated request from a device
+	// the unit does not trust with ATS (not attached with it): blocked,
+	// as VT-d blocks translated requests whose context entry disables
+	// Device-TLBs and an SMMU whose STE has EATS clear.
+	ErrTranslatedRequest = errors.New("iommu: translated request from a device without ATS")
 )
 
 // Mode is how unmaps invalidate the IOTLB (iommu.strict=1 or 0).
@@ -51,16 +57,32 @@ type Unit struct {
 	mode    Mode
 	params  Params
 	tlb     *IOTLB
+	psc     *walkCache
 	domains int
 	stats   UnitStats
 	ev      Event
+	// walkRead is one table read of a walk (Place: from the machine;
+	// else Params.WalkReadCost); m is the machine the unit is placed
+	// on, nil if none.
+	walkRead sim.Time
+	m        *machine.Machine
 }
 
 // UnitStats counts what the unit blocked or let through stale.
 type UnitStats struct {
 	// Faults are blocked accesses; StaleHits accesses translated by an
-	// IOTLB entry whose mapping was gone.
+	// IOTLB or ATC entry whose mapping was gone.
 	Faults, StaleHits uint64
+	// Walks are the IOTLB misses that walked the tables, WalkReads the
+	// table reads they made (each a 64-byte line of the tables' node's
+	// DRAM), after the paging-structure caches.
+	Walks, WalkReads uint64
+	// ATSRequests are translation requests from devices' ATCs;
+	// ATSInvalidations the ATS invalidation rounds sent to devices.
+	ATSRequests, ATSInvalidations uint64
+	// Translated are translated requests (ATS) the unit let through
+	// unchecked.
+	Translated uint64
 }
 
 // Stats are the unit's counts so far.
@@ -75,7 +97,8 @@ func NewUnit(name string, m *mem.Memory, eng *sim.Engine, node int, mode Mode, p
 	if p.FlushQueueSize <= 0 || p.FlushTimeout <= 0 || p.CPUs <= 0 {
 		return nil, fmt.Errorf("iommu: %s: flush queue %d, timeout %v, %d CPUs: %w", name, p.FlushQueueSize, p.FlushTimeout, p.CPUs, mem.ErrInvalid)
 	}
-	return &Unit{name: name, mem: m, eng: eng, node: node, mode: mode, params: p, tlb: newIOTLB(p.IOTLBEntries, p.IOTLBWays)}, nil
+	return &Unit{name: name, mem: m, eng: eng, node: node, mode: mode, params: p,
+		tlb: newIOTLB(p.IOTLBEntries, p.IOTLBWays), psc: newWalkCache(p.WalkCache), walkRead: p.WalkReadCost}, nil
 }
 
 // Name is the unit's name.

@@ -118,6 +118,13 @@ type Stream struct {
 	// (payload mode); Corrupt those that differed; Stale the driver's
 	// reads that obtained stale data.
 	Verified, Corrupt, Stale uint64
+	// Errors is descriptors the driver reaped with the error status:
+	// tx, a packet the NIC could not read (an IOMMU fault answered its
+	// read with an error completion), which it did not send; rx, a
+	// packet longer than its buffer. An rx write the IOMMU blocked is
+	// not among them: the NIC never learns of it, and the driver finds
+	// the buffer unchanged (Corrupt, in payload mode).
+	Errors uint64
 }
 
 // Result is the outcome of a run.

@@ -158,6 +158,9 @@ func (n *NIC) rxPacket(p *sim.Proc, c dmaengine.Completed) {
 	} else {
 		n.dev.UnmapSingle(p, b.addr, o.PacketSize, dma.FromDevice)
 	}
+	if c.Status.Error {
+		rx.s.Errors++
+	}
 	size := uint64(c.Status.Bytes)
 	touch := size
 	if o.Touch > 0 {

@@ -42,6 +42,9 @@ type txBuf struct {
 type txPacket struct {
 	t0      sim.Time
 	payload []byte
+	// failed: the NIC's read of it got an error completion; it is not
+	// sent.
+	failed bool
 }
 
 func (n *NIC) startTx() {
@@ -159,6 +162,9 @@ func (n *NIC) txReap(p *sim.Proc) { n.tx.ch.Reap(p, 0, n.txDone(p)) }
 func (n *NIC) txDone(p *sim.Proc) func(dmaengine.Completed) {
 	return func(c dmaengine.Completed) {
 		tx := &n.tx
+		if c.Status.Error {
+			tx.s.Errors++
+		}
 		b := tx.bufs[uint64(c.Cookie-1)%uint64(len(tx.bufs))]
 		n.dev.UnmapSingle(p, b.addr, n.opt.PacketSize, dma.ToDevice)
 		if err := n.mem.Kfree(b.va); err != nil {
@@ -176,7 +182,7 @@ func (n *NIC) txWire(c dmaengine.Completed, payload []byte) {
 	// The driver's record of the packet is still there: the entry is
 	// reaped only after this instant.
 	t0 := tx.bufs[uint64(c.Cookie-1)%uint64(len(tx.bufs))].t0
-	tx.queue = append(tx.queue, txPacket{t0: t0, payload: payload})
+	tx.queue = append(tx.queue, txPacket{t0: t0, payload: payload, failed: c.Status.Error})
 	n.txNext()
 }
 
@@ -192,8 +198,19 @@ func (n *NIC) txNext() {
 	if tx.head++; tx.head == len(tx.queue) {
 		tx.queue, tx.head = tx.queue[:0], 0
 	}
-	tx.busy = true
 	size := n.opt.PacketSize
+	if pkt.failed {
+		// Dropped in front of the wire, its buffer freed; it still
+		// counts towards the packets the run waits for.
+		tx.sent++
+		tx.ch.Drain(size)
+		if tx.sent == n.opt.Packets {
+			n.done.Broadcast()
+		}
+		n.txNext()
+		return
+	}
+	tx.busy = true
 	n.m.Fabric.Start(n.wire.outName, n.wire.out, int64(size)).Done().OnComplete(func() {
 		now := n.m.Engine.Now()
 		tx.busy = false

@@ -6,7 +6,8 @@
 // tells the DMA API (address mask, segment limits), the swiotlb pool, the
 // CUDA driver's per-call costs and the unified-memory driver's parameters
 // of each GPU, NVLink and NVSwitches, the IOMMU (its hardware profile and
-// the kernel's mode, and which switches have ACS), and the flow model's
+// the kernel's mode, which switches have ACS, and which devices are
+// functions of one multifunction device), and the flow model's
 // global factors. A Spec is what the hardware is, never what it is doing;
 // package machine builds the running state from one. Like Akita's specs,
 // a Spec is immutable once validated: Set and Clone return new ones.
@@ -59,14 +60,37 @@
 // max_segment and segment_boundary, a GPU's model, kernel_launch,
 // alloc_cost, pin_cost, unpin_cost, pageable_chunk and uvm (the nvidia_uvm
 // module parameters and the cost of one fault), a node's cache, swiotlb,
-// the iommu section (mode off when absent), a switch's acs (false) and
-// the fabric factors are optional (zero, or the documented default:
+// the iommu section (mode off when absent), a switch's acs (false), a
+// device's slot, function, acs and dma_aliases, and the fabric factors
+// are optional (zero, or the documented default:
 // DefaultDMAMaskBits, DefaultKernelLaunch, DefaultPrefetchThreshold and
 // the other Default constants; where zero means a default, writing 0 is
 // an error rather than a silent default); every other parameter is
 // required. A link is
 // gen, width and efficiency, or, for a port that is not PCIe (an AXI port
 // of an SoC), a bandwidth instead.
+//
+// # Multifunction devices
+//
+// The devices that are functions of one physical PCI device name it as
+// their slot and give their function number (0..7, function 0 present):
+//
+//	devices:
+//	  - name: nic0        # with kind, parent, link, dma_engines as always
+//	    slot: cx7
+//	    function: 0
+//	  - name: nic1
+//	    slot: cx7
+//	    function: 1
+//	    acs: true
+//
+// A function's acs says it isolates itself from its siblings (ACS, or a
+// kernel quirk to that effect); dma_aliases lists the functions of its
+// slot whose requester ID it also uses. Both decide IOMMU groups only:
+// the functions of a slot without ACS, and functions that alias each
+// other, share one. The three fields are errors on a device without a
+// slot, and all of a slot's functions have one parent. A file without
+// them reads as before: every device is a slot of its own.
 //
 // # Integrated GPUs
 //

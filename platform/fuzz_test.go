@@ -35,6 +35,7 @@ func seedDocs(f *testing.F) [][]byte {
 		[]byte(costs),
 		[]byte(base),
 		[]byte(coherency),
+		[]byte(nicFns("    slot: cx7\n    function: 0\n    dma_aliases: [1, 2]\n", "    slot: cx7\n    function: 1\n    acs: true\n")),
 		[]byte(base+"distances: [[10]]\nfabric: {cross_traffic: 0.05}\n"),
 		[]byte("name: x\nnodes: [{id: 0, cores: 1, dram: 1, dram_bandwidth: 1, memcpy_rate: 1}]\n"),
 		[]byte("a: &a [*a]\n"),

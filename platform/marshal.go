@@ -61,13 +61,16 @@ func sourceNode(value string) *yaml.Node {
 // written reports whether Marshal writes field f of the struct v. Plain
 // integers (ids, node numbers, gen, width) are always written, except a
 // link's gen and width, which are zero only where its bandwidth replaces
-// them, and a GPU's node, which only an integrated GPU has; everything
-// else (false included) is left out when zero.
+// them, a GPU's node, which only an integrated GPU has, and a device's
+// function, which only a device with a slot has; everything else (false
+// included) is left out when zero.
 func written(v reflect.Value, f field) bool {
 	t, fv := v.Type(), v.Field(f.index)
 	switch {
 	case t == gpuType && f.name == "node":
 		return v.Interface().(GPU).Integrated
+	case t == devType && f.name == "function":
+		return v.Interface().(Device).Slot != ""
 	case !fv.IsZero():
 		return true
 	}

@@ -43,8 +43,9 @@ var yamlNames = map[string]string{
 	"FaultLatency": "fault_latency",
 
 	"Kind": "kind", "LineRate": "line_rate", "DMAEngines": "dma_engines",
-	"NonCoherentDMA": "noncoherent_dma", "DMAMaskBits": "dma_mask_bits",
+	"NonCoherentDMA": "noncoherent_dma", "DMAMaskBits": "dma_mask_bits", "ATS": "ats",
 	"MaxSegment": "max_segment", "SegmentBoundary": "segment_boundary",
+	"Slot": "slot", "Function": "function", "DMAAliases": "dma_aliases",
 
 	"Links": "links", "LinkRate": "link_rate",
 
@@ -73,6 +74,7 @@ var (
 	specType  = reflect.TypeFor[Spec]()
 	linkType  = reflect.TypeFor[PCIeLink]()
 	gpuType   = reflect.TypeFor[GPU]()
+	devType   = reflect.TypeFor[Device]()
 )
 
 // schema maps each struct type of a Spec to its fields, in Go order.

@@ -378,6 +378,12 @@ type Device struct {
 	// even where its root complex would (PCIe No Snoop). A device is
 	// non-coherent if it or its root complex is.
 	NonCoherentDMA bool
+	// ATS says the device has PCIe Address Translation Services and the
+	// kernel enables them (pci_enable_ats): behind a translating IOMMU
+	// it caches translations in its own ATC and sends translated
+	// requests the IOMMU does not check. Linux refuses ATS to untrusted
+	// (external-facing) devices; true here means the device is trusted.
+	ATS bool
 	// DMAMaskBits is the width of the addresses the device can drive
 	// (dma_set_mask): 64, or 32 for a legacy device, whose mappings of
 	// memory above 4 GiB bounce through swiotlb. Zero means 64.
@@ -388,6 +394,32 @@ type Device struct {
 	// multiple of the boundary.
 	MaxSegment      Param[Bytes]
 	SegmentBoundary Param[Bytes]
+	// Slot names the physical PCI device this device is a function of
+	// (PCI_SLOT of its devfn): the devices of one slot are the functions
+	// of one multifunction device, below one parent. Empty: a device of
+	// its own. Only the functions that do DMA are listed; the model still
+	// gives each its own link (a two-port NIC's functions share lanes in
+	// reality).
+	Slot string
+	// Function is the device's function number in its slot (PCI_FUNC,
+	// 0..7); written only with slot. A slot has a function 0: Linux finds
+	// a multifunction device's other functions through it
+	// (pci_scan_slot, drivers/pci/probe.c).
+	Function int
+	// ACS says this function of a multifunction device isolates itself
+	// from its sibling functions: it has ACS with source validation,
+	// request and completion redirect and upstream forwarding
+	// (REQ_ACS_FLAGS, drivers/iommu/iommu.c), or a quirk the kernel
+	// trusts to the same effect (pci_dev_acs_enabled,
+	// drivers/pci/quirks.c). The functions of a slot without it share
+	// one IOMMU group (get_pci_function_alias_group). Only with slot.
+	ACS bool
+	// DMAAliases are functions of the same slot whose requester ID this
+	// function also uses for its DMA (pci_add_dma_alias, as the quirks of
+	// drivers/pci/quirks.c record for devices that use function 1's ID):
+	// the IOMMU cannot tell them apart, so they share its group whatever
+	// ACS says (get_pci_alias_group). Only with slot.
+	DMAAliases []int
 }
 
 // NVSwitch is an NVLink switch (or the set of switch chips of one NVLink

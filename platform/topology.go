@@ -310,6 +310,9 @@ func (s *Spec) Clone() *Spec {
 	c.Switches = slices.Clone(s.Switches)
 	c.GPUs = slices.Clone(s.GPUs)
 	c.Devices = slices.Clone(s.Devices)
+	for i := range c.Devices {
+		c.Devices[i].DMAAliases = slices.Clone(s.Devices[i].DMAAliases)
+	}
 	c.NVSwitches = slices.Clone(s.NVSwitches)
 	c.NVLinks = slices.Clone(s.NVLinks)
 	return &c

@@ -125,6 +125,81 @@ func validate(s *Spec, errs *errorList, lines map[string]int) {
 	}
 	v.coherency()
 	v.iommu()
+	v.functions()
+}
+
+// MaxFunctions is the number of functions a PCI device (a slot) has
+// without ARI: a 3-bit function number (PCI_FUNC).
+const MaxFunctions = 8
+
+// functions checks the multifunction fields: function, acs and
+// dma_aliases only with a slot; a slot's functions below one parent,
+// numbered 0..7 without repeats, function 0 among them; aliases naming
+// other functions of the slot.
+func (v *validator) functions() {
+	type first struct {
+		i      int
+		parent string
+		fns    map[int]int // function number → device index
+	}
+	slots := map[string]*first{}
+	var order []string
+	for i, d := range v.s.Devices {
+		p := fmt.Sprintf("devices[%d]", i)
+		if d.Slot == "" {
+			switch {
+			case d.Function != 0 || (v.lines != nil && v.present(p+".function")):
+				v.add(p+".function", "a function number needs slot, the physical device it is a function of")
+			case d.ACS:
+				v.add(p+".acs", "acs here is a function's own, among the functions of a multifunction device: set slot (a switch's ports have their own acs)")
+			case len(d.DMAAliases) > 0:
+				v.add(p+".dma_aliases", "DMA aliases name other functions of the device's slot: set slot")
+			}
+			continue
+		}
+		if !componentName.MatchString(d.Slot) || len(d.Slot) > 128 {
+			v.add(p+".slot", "bad slot %q: want letters, digits, _ - . : (at most 128)", d.Slot)
+		}
+		if d.Function < 0 || d.Function >= MaxFunctions {
+			v.add(p+".function", "want 0..%d (PCI_FUNC: 3 bits), got %d", MaxFunctions-1, d.Function)
+		}
+		sl, ok := slots[d.Slot]
+		if !ok {
+			sl = &first{i: i, parent: d.Parent, fns: map[int]int{}}
+			slots[d.Slot] = sl
+			order = append(order, d.Slot)
+		}
+		if d.Parent != sl.parent {
+			v.add(p+".parent", "%q: slot %q is below %q (%s): the functions of one device share its parent",
+				d.Parent, d.Slot, sl.parent, v.ref(fmt.Sprintf("devices[%d].parent", sl.i)))
+		}
+		if j, dup := sl.fns[d.Function]; dup {
+			v.add(p+".function", "function %d of slot %q is already %s (%s)", d.Function, d.Slot, v.s.Devices[j].Name, v.ref(fmt.Sprintf("devices[%d].name", j)))
+		} else {
+			sl.fns[d.Function] = i
+		}
+		if len(d.DMAAliases) > MaxFunctions-1 {
+			v.add(p+".dma_aliases", "%d entries: a slot has %d other functions at most", len(d.DMAAliases), MaxFunctions-1)
+			continue
+		}
+		for k, a := range d.DMAAliases {
+			ap := fmt.Sprintf("%s.dma_aliases[%d]", p, k)
+			switch {
+			case a < 0 || a >= MaxFunctions:
+				v.add(ap, "want a function number 0..%d, got %d", MaxFunctions-1, a)
+			case a == d.Function:
+				v.add(ap, "function %d is the device itself", a)
+			case slices.Contains(d.DMAAliases[:k], a):
+				v.add(ap, "function %d listed twice", a)
+			}
+		}
+	}
+	for _, name := range order {
+		sl := slots[name]
+		if _, ok := sl.fns[0]; !ok {
+			v.add(fmt.Sprintf("devices[%d].slot", sl.i), "slot %q has no function 0: Linux finds a device's other functions only through function 0 (pci_scan_slot)", name)
+		}
+	}
 }
 
 // iommu checks the IOMMU section: a known profile and mode, and a

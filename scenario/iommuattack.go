@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/dma"
@@ -37,6 +38,13 @@ Modes (each on a fresh IOMMU unit, in the order given):
           until the flush an IOTLB entry of an unmapped page still
           translates (drivers/iommu/dma-iommu.c, IOVA_FQ_SIZE,
           IOVA_FQ_TIMEOUT).
+  strict-ats, lazy-ats
+          strict or lazy with the device trusted with PCIe ATS (not in
+          the default list): it has its own translation cache, and the
+          DMAs it aims at the physical window go out as ATS translated
+          requests naming those physical addresses, which the IOMMU
+          passes unchecked. Linux refuses ATS to untrusted devices
+          (pci_ats_supported, dev->untrusted) for this reason.
 
 Per mode (size is the span; time the attack's): the DMAs issued (ops), those refused (faults: an IOMMU fault, or
 an address that is not memory), escapes (DMAs that reached memory outside
@@ -47,10 +55,12 @@ whose newest version changed during the attack (both windows compared page
 by page before and after: the proof, by versions, that nothing was written
 there). Expected: off escapes and, with enough DMAs, reads the secret;
 strict has no escape and no changed line; lazy escapes only through stale
-entries, in the flush window after each unmap.`,
+entries, in the flush window after each unmap; with ATS trusted the
+IOMMU is on and the device escapes anyway, through its translated
+requests.`,
 		Params: []Param{
 			{Name: "dmas", Kind: dmalab.ParamInt, Min: 1, Max: maxAttackDMAs, Default: "10000", Help: "DMAs the device issues per mode"},
-			{Name: "modes", Kind: dmalab.ParamList, Values: []string{"off", "strict", "lazy"}, Item: "mode", Default: "off,strict,lazy", Help: "IOMMU modes, in order"},
+			{Name: "modes", Kind: dmalab.ParamList, Values: []string{"off", "strict", "lazy", "strict-ats", "lazy-ats"}, Item: "mode", Default: "off,strict,lazy", Help: "IOMMU modes, in order"},
 			{Name: "span", Kind: dmalab.ParamSize, Max: maxAttackSpan, Default: "1MiB", Help: "bytes of each window the device sprays (at least 64KiB)"},
 			{Name: "device", Default: "", Help: "the malicious device (default: the platform's first NIC)"},
 		},
@@ -170,9 +180,11 @@ func runIOMMUAttack(c *Context) error {
 func (r *attackRig) run(p *sim.Proc, mode string) (_ attackStats, retErr error) {
 	c, dev := r.c, r.dev
 	var unit *iommu.Unit
+	var tr *iommu.Translator
+	ats := strings.HasSuffix(mode, "-ats")
 	if mode != "off" {
 		im := iommu.Strict
-		if mode == "lazy" {
+		if strings.HasPrefix(mode, "lazy") {
 			im = iommu.Lazy
 		}
 		var err error
@@ -187,7 +199,7 @@ func (r *attackRig) run(p *sim.Proc, mode string) (_ attackStats, retErr error) 
 		if err != nil {
 			return attackStats{}, err
 		}
-		iommu.Attach(dev, dom, iommu.AttachOptions{PCI: true})
+		tr = iommu.Attach(dev, dom, iommu.AttachOptions{PCI: true, ATS: ats})
 		defer func() {
 			// The flush queue is emptied before the domain goes, as
 			// iommu_put_dma_cookie does.
@@ -249,10 +261,14 @@ func (r *attackRig) run(p *sim.Proc, mode string) (_ attackStats, retErr error) 
 	for range c.Int("dmas") {
 		p.Sleep(attackEvery)
 		var a mem.DMAAddr
+		translated := false
 		switch rng.IntN(3) {
 		case 0, 1:
-			w := r.windows[rng.IntN(2)]
-			a = mem.DMAAddr(w) + mem.DMAAddr(rng.Uint64N(r.span))
+			wi := rng.IntN(2)
+			a = mem.DMAAddr(r.windows[wi]) + mem.DMAAddr(rng.Uint64N(r.span))
+			// With ATS the physical window's addresses go out as
+			// translated requests.
+			translated = ats && wi == 0
 		default:
 			g := given[rng.IntN(len(given))]
 			a = g&^(mem.PageSize-1) + mem.DMAAddr(rng.Uint64N(mem.PageSize))
@@ -265,10 +281,17 @@ func (r *attackRig) run(p *sim.Proc, mode string) (_ attackStats, retErr error) 
 		}
 		r.attacking, r.escaped = true, false
 		var err error
-		if write {
-			_, err = dev.Write(a, n)
+		access := func() {
+			if write {
+				_, err = dev.Write(a, n)
+			} else {
+				_, err = dev.Read(a, n)
+			}
+		}
+		if translated {
+			tr.Translated(access)
 		} else {
-			_, err = dev.Read(a, n)
+			access()
 		}
 		r.attacking = false
 		st.dmas++

@@ -97,3 +97,35 @@ func TestIOMMUAttackUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestIOMMUAttackATS: trusted with ATS, the device escapes with the
+// IOMMU on, strict or lazy: its translated requests reach pages outside
+// its mappings and change them. The default modes leave ATS out.
+func TestIOMMUAttackATS(t *testing.T) {
+	s, _ := Lookup("iommu-attack")
+	for _, p := range s.Params {
+		if p.Name == "modes" && p.Default != "off,strict,lazy" {
+			t.Errorf("default modes %q", p.Default)
+		}
+	}
+	out, err := Run(s, Options{Sets: []string{"modes=strict,strict-ats,lazy-ats", "dmas=5000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]report.Row{}
+	for _, r := range out.Result.Results {
+		rows[r.Path] = r
+	}
+	if r := rows["strict"]; r.Escapes != 0 || r.Changed != 0 {
+		t.Errorf("strict without ATS: %+v", r)
+	}
+	for _, mode := range []string{"strict-ats", "lazy-ats"} {
+		r := rows[mode]
+		if r.Escapes == 0 || r.Changed == 0 || r.Faults == 0 {
+			t.Errorf("%s: %+v: want escapes through translated requests, changed pages, and faults for the rest", mode, r)
+		}
+	}
+	if r := rows["strict-ats"]; r.StaleEscapes != 0 {
+		t.Errorf("strict-ats: %d stale escapes, want none", r.StaleEscapes)
+	}
+}

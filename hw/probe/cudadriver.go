@@ -732,6 +732,7 @@ func hostMachine() Machine {
 	m.CPU = cpuModel("/proc/cpuinfo")
 	nodes, _ := filepath.Glob("/sys/devices/system/node/node[0-9]*")
 	m.NUMANodes = max(len(nodes), 1)
+	m.IOMMU = readMachineIOMMU("/")
 	return m
 }
 

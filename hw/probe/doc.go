@@ -69,7 +69,9 @@
 //
 // Report.WriteJSON writes one document (schema Schema, stable snake_case
 // names: see the struct tags of Report, GPUReport, Measurement, DeviceInfo,
-// Machine); ReadJSON reads it back. Report.WriteNVBandwidth writes the
+// Machine); ReadJSON reads it back. The machine section records the IOMMU
+// the GPUs' DMA crossed (Machine.IOMMU: mode, evidence, units), read by
+// hw/topo as dmalab topo reads it. Report.WriteNVBandwidth writes the
 // copy-engine and SM results in nvbandwidth's `-j` layout.
 // Report.WriteTable writes tables for people.
 package probe

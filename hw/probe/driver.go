@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dmalab/dmalab/hw/cuda"
+	"github.com/dmalab/dmalab/hw/topo"
 	"github.com/dmalab/dmalab/xfer"
 )
 
@@ -221,4 +222,46 @@ type Machine struct {
 	// CUDAVersion is the CUDA version the driver supports, "13.0".
 	CUDAVersion string `json:"cuda_version"`
 	GPUCount    int    `json:"gpu_count"`
+	// IOMMU is the IOMMU the measurements ran under, which every DMA of
+	// the GPU's copy engines crosses; nil in reports written before it
+	// was recorded.
+	IOMMU *MachineIOMMU `json:"iommu,omitempty"`
+}
+
+// MachineIOMMU is the machine's IOMMU as package hw/topo reads it from
+// sysfs and the kernel command line (topo.IOMMU, the same reader as
+// dmalab topo's).
+type MachineIOMMU struct {
+	// Mode is off, passthrough, strict, lazy, mixed, translated or
+	// unknown (topo.IOMMUOff and the others); Why is its evidence.
+	Mode string   `json:"mode"`
+	Why  []string `json:"why"`
+	// Units are the IOMMU units (/sys/class/iommu) and Kinds their
+	// hardware families in the same order ("vtd", "amd-vi", "smmuv3";
+	// empty when unrecognised).
+	Units []string `json:"units"`
+	Kinds []string `json:"kinds"`
+	// DefaultDomain is the domain type most groups have ("DMA-FQ").
+	DefaultDomain string `json:"default_domain"`
+	// Cmdline are the kernel command line's IOMMU words.
+	Cmdline []string `json:"cmdline"`
+}
+
+// iommuModes are the values MachineIOMMU.Mode may take.
+var iommuModes = []string{topo.IOMMUOff, topo.IOMMUPassthrough, topo.IOMMUStrict, topo.IOMMULazy,
+	topo.IOMMUMixed, topo.IOMMUTranslated, topo.IOMMUUnknown}
+
+// readMachineIOMMU reads the IOMMU of the tree under root ("/" for this
+// machine); nil when the root cannot be read.
+func readMachineIOMMU(root string) *MachineIOMMU {
+	m, err := topo.ReadIOMMU(root)
+	if err != nil {
+		return nil
+	}
+	out := &MachineIOMMU{Mode: m.Mode, Why: m.ModeWhy, Units: m.Units, Kinds: []string{},
+		DefaultDomain: m.DefaultDomain, Cmdline: m.Cmdline}
+	for _, u := range m.UnitList {
+		out.Kinds = append(out.Kinds, u.Kind)
+	}
+	return out
 }

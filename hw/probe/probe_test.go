@@ -505,7 +505,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(back.GPUs, rep.GPUs) || back.Machine != rep.Machine || !back.Started.Equal(rep.Started) {
+	if !reflect.DeepEqual(back.GPUs, rep.GPUs) || !reflect.DeepEqual(back.Machine, rep.Machine) || !back.Started.Equal(rep.Started) {
 		t.Error("report changed in a JSON round trip")
 	}
 }
@@ -525,6 +525,8 @@ func TestReadJSONRejects(t *testing.T) {
 		"huge ordinal":     `{"schema":"dmalab.probe/v1","gpus":[{"device":{"ordinal":40000}}]}`,
 		"huge gpu_count":   `{"schema":"dmalab.probe/v1","machine":{"gpu_count":40000}}`,
 		"negative count":   `{"schema":"dmalab.probe/v1","machine":{"cpus":-1}}`,
+		"bad iommu mode":   `{"schema":"dmalab.probe/v1","machine":{"iommu":{"mode":"relaxed"}}}`,
+		"iommu kinds":      `{"schema":"dmalab.probe/v1","machine":{"iommu":{"mode":"lazy","units":["dmar0"],"kinds":[]}}}`,
 		"negative peer": `{"schema":"dmalab.probe/v1","gpus":[{"measurements":[{"family":"ce_copy","path":"peer","direction":"d2d","operation":"read",` +
 			`"method":"spin_events","unit":"GB/s","size_bytes":1,"repetitions":1,"samples":1,"values":[1],"median":1,"min":1,"max":1,"peer_gpu":-1}]}]}`,
 		"too large": `{"schema":"dmalab.probe/v1","machine":{"hostname":"` + strings.Repeat("x", MaxReportSize) + `"}}`,

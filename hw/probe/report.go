@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dmalab/dmalab/xfer"
@@ -271,6 +273,14 @@ func (r *Report) Validate() error {
 	if mc.GPUCount < 0 || mc.GPUCount > MaxGPUs || mc.CPUs < 0 || mc.NUMANodes < 0 {
 		errs = append(errs, fmt.Errorf("machine: gpu_count %d, cpus %d, numa_nodes %d: want 0..%d GPUs (NV_MAX_DEVICES) and no negative count",
 			mc.GPUCount, mc.CPUs, mc.NUMANodes, MaxGPUs))
+	}
+	if io := mc.IOMMU; io != nil {
+		if !slices.Contains(iommuModes, io.Mode) {
+			errs = append(errs, fmt.Errorf("machine.iommu.mode: %q, want one of %s", io.Mode, strings.Join(iommuModes, ", ")))
+		}
+		if len(io.Kinds) != len(io.Units) {
+			errs = append(errs, fmt.Errorf("machine.iommu: %d kinds for %d units", len(io.Kinds), len(io.Units)))
+		}
 	}
 	if len(r.GPUs) > MaxGPUs {
 		errs = append(errs, fmt.Errorf("gpus: %d of them, want at most %d (NV_MAX_DEVICES)", len(r.GPUs), MaxGPUs))

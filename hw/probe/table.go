@@ -29,6 +29,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 	m := r.Machine
 	fmt.Fprintf(&b, "host %s: %s, %d CPUs, %d NUMA node(s), kernel %s\n", m.Hostname, m.CPU, m.CPUs, m.NUMANodes, m.Kernel)
 	fmt.Fprintf(&b, "driver %s, CUDA %s, %d GPU(s)\n", m.DriverVersion, m.CUDAVersion, m.GPUCount)
+	if io := m.IOMMU; io != nil {
+		fmt.Fprintf(&b, "IOMMU %s", io.Mode)
+		if len(io.Units) > 0 {
+			fmt.Fprintf(&b, " (%s)", strings.Join(io.Units, ", "))
+		}
+		if io.DefaultDomain != "" {
+			fmt.Fprintf(&b, ", default domain %s", io.DefaultDomain)
+		}
+		if len(io.Cmdline) > 0 {
+			fmt.Fprintf(&b, ", command line %s", strings.Join(io.Cmdline, " "))
+		}
+		b.WriteString("\n")
+	}
 	for _, g := range r.GPUs {
 		writeGPU(&b, &g)
 	}

@@ -1,9 +1,11 @@
 // Package topo reads the real machine's topology from sysfs and procfs:
 // NUMA nodes with their CPUs, memory and SLIT distances; the PCI device
 // tree with class, vendor, BAR sizes, link speed and width, NUMA node and
-// IOMMU group; whether an IOMMU is present and the domain type its groups
-// use; numa_balancing; the NVIDIA GPUs; and a connection matrix among
-// GPUs and NICs.
+// IOMMU group; the IOMMU (its units, each group's domain type and
+// devices, the kernel command line's IOMMU words, and from these the mode
+// DMA runs in: off, passthrough, strict, lazy or mixed, with the
+// evidence; ReadIOMMU reads this part alone); numa_balancing; the NVIDIA
+// GPUs; and a connection matrix among GPUs and NICs.
 //
 // Its real-world counterparts are hwloc's lstopo (the whole tree),
 // "nvidia-smi topo -m" (the matrix and its PIX/PXB/PHB/NODE/SYS

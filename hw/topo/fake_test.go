@@ -87,7 +87,7 @@ func (f *fakeTree) pci(path string, d fakeDev) {
 	}
 	if d.group >= 0 {
 		g := fmt.Sprintf("sys/kernel/iommu_groups/%d", d.group)
-		f.dir(g + "/devices")
+		f.symlink(g+"/devices/"+bdf, dev)
 		f.symlink(dev+"/iommu_group", g)
 	}
 	if d.driver != "" {
@@ -154,8 +154,14 @@ func twoSocket(t *testing.T) *fakeTree {
 	f.file("sys/devices/system/node/online", "0-1\n")
 	f.file("proc/sys/kernel/numa_balancing", "1\n")
 	f.file("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 intel_iommu=on iommu=pt quiet -- iommu=off\n")
-	f.dir("sys/class/iommu/dmar0")
-	f.dir("sys/class/iommu/dmar1")
+	f.file("proc/sys/kernel/osrelease", "6.8.0-45-generic\n")
+	for _, u := range []string{"dmar0", "dmar1"} {
+		f.file("sys/class/iommu/"+u+"/intel-iommu/version", "1:0\n")
+		f.file("sys/class/iommu/"+u+"/intel-iommu/cap", "d2008c40660462\n")
+		f.file("sys/class/iommu/"+u+"/intel-iommu/ecap", "f050da\n")
+		f.dir("sys/class/iommu/" + u + "/devices")
+	}
+	f.symlink("sys/class/iommu/dmar0/devices/0000:03:00.0", "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0")
 	f.file("usr/share/misc/pci.ids", "# test database\n10de  NVIDIA Corporation\n\t2330  Fake GPU [Test 80GB]\n\t\t10de 16c1  subsystem, ignored\n15b3  Mellanox Technologies\n\t1021  Fake NIC\nC 02  Network controller\n\t00  Ethernet controller\n")
 
 	gpu := fakeDev{class: "0x030200", vendor: "0x10de", device: "0x2330", driver: "nvidia",

@@ -49,7 +49,10 @@ func (p *printer) printf(format string, a ...any) {
 }
 
 // table writes aligned columns through the printer.
-func (p *printer) table(rows [][]string) {
+func (p *printer) table(rows [][]string) { p.tableAt("  ", rows) }
+
+// tableAt writes aligned columns, each line after indent.
+func (p *printer) tableAt(indent string, rows [][]string) {
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	for _, r := range rows {
@@ -57,7 +60,7 @@ func (p *printer) table(rows [][]string) {
 	}
 	tw.Flush()
 	for line := range strings.SplitSeq(strings.TrimSuffix(sb.String(), "\n"), "\n") {
-		p.printf("  %s\n", strings.TrimRight(line, " "))
+		p.printf("%s%s\n", indent, strings.TrimRight(line, " "))
 	}
 }
 
@@ -155,6 +158,30 @@ func formatIOMMU(p *printer, t *Topology) {
 	}
 	if len(m.Cmdline) > 0 {
 		p.printf("  kernel command line: %s\n", strings.Join(m.Cmdline, " "))
+	}
+	p.printf("  mode: %s (%s)\n", orQuestion(m.Mode), ModeMeaning(m.Mode))
+	for _, w := range m.ModeWhy {
+		p.printf("    %s\n", w)
+	}
+	if len(m.UnitList) > 0 {
+		p.printf("  units:\n")
+		rows := [][]string{{"UNIT", "KIND", "VERSION", "DEVICES"}}
+		for _, u := range m.UnitList {
+			kind := UnitKindName(u.Kind)
+			if u.Kind == "" {
+				kind = "?"
+			}
+			rows = append(rows, []string{u.Name, kind, orDash(u.Version), orUnknown(u.Devices)})
+		}
+		p.tableAt("    ", rows)
+	}
+	if len(m.GroupList) > 0 {
+		p.printf("  groups:\n")
+		rows := [][]string{{"GROUP", "TYPE", "DEVICES"}}
+		for _, g := range m.GroupList {
+			rows = append(rows, []string{strconv.Itoa(g.ID), orQuestion(g.Type), orDash(strings.Join(g.Devices, " "))})
+		}
+		p.tableAt("    ", rows)
 	}
 }
 

@@ -40,6 +40,7 @@ func ReadWith(root string, o Options) (*Topology, error) {
 	r.readNUMABalancing()
 	r.readIOMMU()
 	r.readPCI()
+	r.groupDevicesFromPCI()
 	r.readPCINames()
 	r.readGPUs(o.GPUInfo)
 	r.t.Matrix = r.t.buildMatrix()
@@ -264,50 +265,6 @@ func parseInts(s string) ([]int, error) {
 
 func (r *reader) readNUMABalancing() {
 	r.t.NUMABalancing = r.readInt(r.path("proc", "sys", "kernel", "numa_balancing"))
-}
-
-// iommuCmdlinePrefixes are the kernel parameters that choose whether DMA
-// is remapped and how.
-var iommuCmdlinePrefixes = []string{"iommu=", "intel_iommu=", "amd_iommu=", "iommu.passthrough=", "iommu.strict=", "iommu.forcedac="}
-
-// readIOMMU reads sys/class/iommu, sys/kernel/iommu_groups and the
-// IOMMU words of proc/cmdline.
-func (r *reader) readIOMMU() {
-	m := &r.t.IOMMU
-	m.Units, m.GroupTypes, m.Cmdline = []string{}, map[string]int{}, []string{}
-	if ents, err := os.ReadDir(r.path("sys", "class", "iommu")); err == nil {
-		m.Known = true
-		for _, e := range ents {
-			m.Units = append(m.Units, e.Name())
-		}
-		m.Present = len(m.Units) > 0
-	}
-	gdir := r.path("sys", "kernel", "iommu_groups")
-	names, _ := numbered(gdir, "")
-	m.Groups = len(names)
-	for _, g := range names {
-		if typ, ok := readFile(filepath.Join(gdir, g, "type")); ok && typ != "" {
-			m.GroupTypes[typ]++
-		}
-	}
-	best := 0
-	for _, typ := range slices.Sorted(maps.Keys(m.GroupTypes)) {
-		if m.GroupTypes[typ] > best {
-			m.DefaultDomain, best = typ, m.GroupTypes[typ]
-		}
-	}
-	if s, ok := readFile(r.path("proc", "cmdline")); ok {
-		for w := range strings.FieldsSeq(s) {
-			if w == "--" {
-				break // the rest is for init
-			}
-			for _, p := range iommuCmdlinePrefixes {
-				if strings.HasPrefix(w, p) {
-					m.Cmdline = append(m.Cmdline, w)
-				}
-			}
-		}
-	}
 }
 
 // isBDF reports whether s looks like a PCI address, domain:bus:dev.fn

@@ -68,51 +68,6 @@ type Node struct {
 	Distance []int `json:"distance"`
 }
 
-// IOMMU is what sysfs says about DMA remapping: the units in
-// /sys/class/iommu (dmar0 for Intel VT-d, ivhd0 for AMD-Vi, smmu3.* on
-// Arm, virtio-iommu in a guest) and the groups in /sys/kernel/iommu_groups.
-type IOMMU struct {
-	// Known is false when /sys/class/iommu is missing, so Present means
-	// nothing.
-	Known bool `json:"known"`
-	// Present reports whether any IOMMU unit is registered.
-	Present bool `json:"present"`
-	// Units are the names in /sys/class/iommu, sorted.
-	Units []string `json:"units"`
-	// Groups is how many IOMMU groups exist.
-	Groups int `json:"groups"`
-	// GroupTypes counts the groups by their domain type (the group's
-	// "type" file): "DMA", "DMA-FQ", "identity", "unmanaged", "blocked".
-	GroupTypes map[string]int `json:"group_types"`
-	// DefaultDomain is the type most groups have (ties go to the name
-	// that sorts first), which is the kernel's default unless many groups
-	// were changed by hand; empty when there are no groups.
-	DefaultDomain string `json:"default_domain"`
-	// Cmdline are the kernel command-line words that choose IOMMU
-	// behaviour (iommu=, intel_iommu=, amd_iommu=, iommu.passthrough=,
-	// iommu.strict=), in command-line order.
-	Cmdline []string `json:"cmdline"`
-}
-
-// DomainTypeMeaning says what an IOMMU group domain type means for DMA.
-func DomainTypeMeaning(typ string) string {
-	switch typ {
-	case "DMA":
-		return "translated, strict invalidation"
-	case "DMA-FQ":
-		return "translated, lazy invalidation (flush queue)"
-	case "identity":
-		return "passthrough (IOVA = physical address)"
-	case "unmanaged":
-		return "owned by a user such as VFIO"
-	case "blocked":
-		return "DMA blocked"
-	case "auto":
-		return "kernel's choice"
-	}
-	return "unknown type"
-}
-
 // BDF is a PCI function's address, domain:bus:device.function, exactly as
 // sysfs names it ("0000:17:00.0"). NVML's bus IDs have an 8-digit domain
 // ("00000000:17:00.0"); convert with NVMLBusID.

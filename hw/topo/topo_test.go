@@ -45,10 +45,36 @@ func TestReadNUMA(t *testing.T) {
 
 func TestReadIOMMU(t *testing.T) {
 	top, _ := readFake(t)
+	unit := func(name string, devices int) IOMMUUnit {
+		return IOMMUUnit{Name: name, Kind: "vtd", Version: "1:0", Cap: "d2008c40660462", ECap: "f050da", Devices: devices}
+	}
+	lazy := DomainTypeMeaning("DMA-FQ")
 	want := IOMMU{
 		Known: true, Present: true, Units: []string{"dmar0", "dmar1"},
 		Groups: 11, GroupTypes: map[string]int{"DMA-FQ": 10, "identity": 1}, DefaultDomain: "DMA-FQ",
-		Cmdline: []string{"intel_iommu=on", "iommu=pt"},
+		Cmdline:  []string{"intel_iommu=on", "iommu=pt"},
+		UnitList: []IOMMUUnit{unit("dmar0", 1), unit("dmar1", 0)},
+		GroupList: []IOMMUGroup{
+			{0, "DMA-FQ", lazy, []string{"0000:00:00.0"}},
+			{1, "DMA-FQ", lazy, []string{"0000:00:01.0", "0000:00:02.0", "0000:00:03.0"}},
+			{2, "DMA-FQ", lazy, []string{"0000:01:00.0", "0000:02:00.0", "0000:02:01.0", "0000:02:02.0", "0000:07:00.0", "0000:08:00.0"}},
+			{3, "DMA-FQ", lazy, []string{"0000:03:00.0"}},
+			{4, "DMA-FQ", lazy, []string{"0000:04:00.0"}},
+			{5, "DMA-FQ", lazy, []string{"0000:09:00.0"}},
+			{6, "DMA-FQ", lazy, []string{"0000:06:00.0"}},
+			{7, "DMA-FQ", lazy, []string{"0000:40:01.0"}},
+			{8, "identity", DomainTypeMeaning("identity"), []string{"0000:41:00.0"}},
+			{9, "DMA-FQ", lazy, []string{"0000:80:01.0"}},
+			{10, "DMA-FQ", lazy, []string{"0000:81:00.0"}},
+		},
+		KernelRelease: "6.8.0-45-generic",
+		CmdlineMode:   IOMMUPassthrough,
+		Mode:          IOMMUMixed,
+		ModeWhy: []string{
+			"10 group(s) DMA-FQ: translated, lazy invalidation (flush queue)",
+			"1 group(s) identity: passthrough (IOVA = physical address)",
+			"the command line (intel_iommu=on iommu=pt) asks for passthrough",
+		},
 	}
 	if !reflect.DeepEqual(top.IOMMU, want) {
 		t.Errorf("IOMMU = %+v\nwant %+v", top.IOMMU, want)
@@ -272,7 +298,9 @@ func TestJSONRoundTrip(t *testing.T) {
 	for _, s := range []string{`"numa_nodes":[{"id":0,"cpulist":"0-3,8-11","cpus":8,`, `"numa_balancing":1`,
 		`"default_domain":"DMA-FQ"`, `"bdf":"0000:03:00.0","parent":"0000:02:00.0","host_bridge":"pci0000:00"`,
 		`"class":"0x030200"`, `"vendor":"0x10de"`, `"cur_link_speed":2.5`, `"max_link_width":16`,
-		`"bar1_total":137438953472`, `"links":["X","SYS","PIX","PHB","PXB","NODE"]`, `"iommu_group":-1`} {
+		`"bar1_total":137438953472`, `"links":["X","SYS","PIX","PHB","PXB","NODE"]`, `"iommu_group":-1`,
+		`"mode":"mixed"`, `"cmdline_mode":"passthrough"`, `{"id":3,"type":"DMA-FQ","meaning":"translated, lazy invalidation (flush queue)","devices":["0000:03:00.0"]}`,
+		`{"name":"dmar0","kind":"vtd","version":"1:0","cap":"d2008c40660462","ecap":"f050da","devices":1}`} {
 		if !bytes.Contains(b, []byte(s)) {
 			t.Errorf("JSON lacks %s", s)
 		}
