@@ -10,10 +10,10 @@ import (
 // HookAll subscribes fn to every event of every component of the system,
 // in the order they happen: DMA calls and transfers (dma), memory accesses
 // (mem), flows (fabric), processes and files (kernel), dma-bufs, heaps
-// and fences (dmabuf), the IOMMU units
-// attached so far (iommu), and, when the platform has GPUs the façade
-// drives, GPU activities (gpu), CUDA calls (cuda) and unified-memory
-// events (uvm). Each is an Event with its
+// and fences (dmabuf), the IOMMU units attached so far (iommu), the VFIO
+// layer (vfio), and, when the platform has GPUs the façade drives, GPU
+// activities (gpu), CUDA calls (cuda) and unified-memory events (uvm).
+// Each is an Event with its
 // sim.Header (time, process, component, cause); fn reads the concrete
 // type with a type switch and copies what it keeps, since components
 // reuse their event structs. A subscriber to one kind of event hooks that
@@ -28,6 +28,9 @@ func (s *System) hookers() []sim.Hooker {
 	hs := []sim.Hooker{&s.DMA.Hooks, &s.Mem.Hooks, &s.Machine.Fabric.Hooks, &s.Kernel.Hooks, &s.bufs.Hooks}
 	for _, u := range s.iommus {
 		hs = append(hs, &u.Hooks)
+	}
+	if s.vfio != nil {
+		hs = append(hs, &s.vfio.Hooks)
 	}
 	if s.cuda != nil {
 		hs = append(hs, &s.cuda.System().Hooks, &s.cuda.Hooks)

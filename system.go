@@ -22,6 +22,7 @@ import (
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/sim"
+	"github.com/dmalab/dmalab/vfio"
 )
 
 // Options are how a system boots.
@@ -85,6 +86,10 @@ type System struct {
 	// the IOMMU pack watching them, made with the first.
 	iommus     []*iommu.Unit
 	iommuCheck *iommucheck.Pack
+	// vfio is the VFIO layer over the platform's unit; vfioErr why
+	// there is none.
+	vfio    *vfio.VFIO
+	vfioErr error
 }
 
 // Boot builds a system from a platform preset name or a YAML file.
@@ -186,6 +191,11 @@ var iommuUnitNames = map[string]string{platform.IOMMUVTd: "dmar0", platform.IOMM
 func (s *System) bootIOMMU() error {
 	cfg := s.Spec.IOMMU
 	if !cfg.Translated() {
+		mode := cfg.Mode
+		if mode == "" {
+			mode = platform.IOMMUOff
+		}
+		s.vfioErr = fmt.Errorf("platform %s: iommu.mode %s (VFIO needs strict or lazy): %w", s.Spec.Name, mode, vfio.ErrNoIOMMU)
 		return nil
 	}
 	prof, err := iommu.LookupProfile(cfg.Profile)
@@ -223,7 +233,8 @@ func (s *System) bootIOMMU() error {
 			pcie[g.Name] = true
 		}
 	}
-	for _, g := range iommu.Groups(s.Spec) {
+	groups := iommu.Groups(s.Spec)
+	for _, g := range groups {
 		var dom *iommu.Domain
 		for _, name := range g.Devices {
 			isPCI, attach := pcie[name]
@@ -243,8 +254,55 @@ func (s *System) bootIOMMU() error {
 		}
 	}
 	s.AttachIOMMU(unit)
+	return s.bootVFIO(unit, groups)
+}
+
+// kernelDrivers name the kernel driver each kind of device is bound to
+// at boot: the model's NIC driver (package nic), nvme, the DMA-engine
+// framework's; GPUs are bound to nvidia.
+var kernelDrivers = map[string]string{"nic": "nic", "nvme": "nvme", "dma": "dmaengine"}
+
+// bootVFIO builds the VFIO layer over the platform's unit: every GPU and
+// device bound to its kernel driver, none to vfio-pci yet.
+func (s *System) bootVFIO(unit *iommu.Unit, groups []iommu.Group) error {
+	var devs []vfio.Device
+	add := func(name, driver string) error {
+		dev, err := s.DMA.Device(name)
+		if err != nil {
+			return fmt.Errorf("boot vfio: %w", err)
+		}
+		devs = append(devs, vfio.Device{Name: name, Driver: driver, DMA: dev})
+		return nil
+	}
+	for _, g := range s.Spec.GPUs {
+		if err := add(g.Name, "nvidia"); err != nil {
+			return err
+		}
+	}
+	for _, d := range s.Spec.Devices {
+		if err := add(d.Name, kernelDrivers[d.Kind]); err != nil {
+			return err
+		}
+	}
+	v, err := vfio.New(vfio.Config{Kernel: s.Kernel, Mem: s.Mem, Unit: unit, Groups: groups, Devices: devs})
+	if err != nil {
+		return fmt.Errorf("boot vfio: %w", err)
+	}
+	s.vfio = v
+	if s.iommuCheck != nil {
+		s.iommuCheck.WatchVFIO(v)
+	}
 	return nil
 }
+
+// VFIO is the VFIO layer (driver binding, groups, the legacy container
+// and iommufd interfaces, device files) over the platform's IOMMU unit,
+// when its mode is strict or lazy. In passthrough or off it is an
+// error wrapping vfio.ErrNoIOMMU: Linux's VFIO works with iommu=pt (a
+// VFIO domain is translated whatever the default domains are), but the
+// model builds no unit in passthrough, so there is nothing to give user
+// space domains of.
+func (s *System) VFIO() (*vfio.VFIO, error) { return s.vfio, s.vfioErr }
 
 // IOMMUs are the IOMMU units of the system: the platform's, built at
 // boot when its mode translates, then those given to AttachIOMMU.

@@ -51,14 +51,15 @@ func TestCheckClassesAndUsage(t *testing.T) {
 		t.Fatalf("check --classes: exit %d\n%s", code, out)
 	}
 	want := 1 + len(check.Classes()) // header + classes
-	if n := strings.Count(out, "\n"); n != want || want != 1+31 || !strings.Contains(out, "use-after-free") {
-		t.Errorf("check --classes printed %d lines, want %d: 31 classes with the GPU and IOMMU ones", n, want)
+	if n := strings.Count(out, "\n"); n != want || want != 1+32 || !strings.Contains(out, "use-after-free") {
+		t.Errorf("check --classes printed %d lines, want %d: 32 classes with the GPU, IOMMU and VFIO ones", n, want)
 	}
 	// The IOMMU pack's classes come last, in their order.
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	for i, code := range []string{"iommu-fault", "iommu-permission", "iommu-stale-iotlb", "iova-leak"} {
-		if l := lines[len(lines)-4+i]; !strings.Contains(l, code) {
-			t.Errorf("line %d of check --classes is %q, want %s", len(lines)-4+i, l, code)
+	iommuCodes := []string{"iommu-fault", "iommu-permission", "iommu-stale-iotlb", "iova-leak", "vfio-dma-unmapped"}
+	for i, code := range iommuCodes {
+		if l := lines[len(lines)-len(iommuCodes)+i]; !strings.Contains(l, code) {
+			t.Errorf("line %d of check --classes is %q, want %s", len(lines)-len(iommuCodes)+i, l, code)
 		}
 	}
 	for _, args := range [][]string{{"check"}, {"check", "nosuch"}, {"check", "dma-bugs", "--set", "bug=nosuch"}, {"check", "--classes", "dma-bugs"}} {

@@ -120,7 +120,7 @@ func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, writ
 		e := &d.dma.ev
 		*e = Event{
 			Op: OpDeviceAccess, Header: sim.Header{Time: d.dma.eng.Now()}, Device: d.name,
-			Addr: addr, Size: size, Phys: pa, Write: write, Pinned: pinned, Failed: err != nil,
+			Addr: addr, Size: size, Phys: pa, Write: write, Pinned: pinned || d.userDMA, Failed: err != nil,
 			Bounced: d.dma.tlb.contains(pa),
 			Call:    d.dma.call.begin("device_"+rw(write), d.name).hex("dma:", uint64(addr)).dec(size).end(),
 		}

@@ -30,6 +30,8 @@ type Device struct {
 	// forceBounce is is_swiotlb_force_bounce: every streaming mapping
 	// bounces (swiotlb=force, confidential-computing guests).
 	forceBounce bool
+	// userDMA: the device is owned by user space (VFIO), SetUserDMA.
+	userDMA bool
 	// tr is the device's translation (Translator).
 	tr Translator
 	// mapper is tr when it is a Mapper (an IOMMU domain), else nil.
@@ -100,6 +102,13 @@ func (d *Device) SetMaxSegmentSize(size uint64) { d.maxSeg = size }
 // SetSegmentBoundary is dma_set_seg_boundary (mask is the boundary minus
 // one).
 func (d *Device) SetSegmentBoundary(mask uint64) { d.segBoundary = mask }
+
+// SetUserDMA marks the device as given to a user-space driver (VFIO
+// took its DMA ownership) or back to the kernel. While it is, its
+// accesses reach memory its user pinned and mapped through VFIO, which
+// the DMA API never sees: they are reported as Pinned accesses (not
+// the DMA API's business); the IOMMU still judges them.
+func (d *Device) SetUserDMA(on bool) { d.userDMA = on }
 
 // SetForceBounce makes every streaming mapping of the device bounce
 // through swiotlb, as swiotlb=force or a confidential-computing guest

@@ -111,7 +111,8 @@ type Event struct {
 	Write bool
 	// Pinned is set for a device access of host memory its own driver
 	// pinned and mapped for it (a GPU's pinned memory, Span.Pinned),
-	// which no DMA-API mapping of the program's covers.
+	// which no DMA-API mapping of the program's covers, and for every
+	// access of a device given to user space (Device.SetUserDMA).
 	Pinned bool
 	// Transfer is set for OpTransfer: what moved and where its time
 	// went.

@@ -116,3 +116,7 @@ func (u *Unit) emit(e Event, proc string, cause sim.Cause) {
 	u.ev.Header = sim.Header{Time: u.eng.Now(), Proc: proc, Component: u.name, Cause: cause}
 	u.Hooks.Emit(&u.ev)
 }
+
+// Params are the unit's parameters (costs, IOTLB geometry, flush
+// queue).
+func (u *Unit) Params() Params { return u.params }

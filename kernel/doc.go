@@ -19,6 +19,15 @@
 // per-process state beside a Process and reclaim it in an OnExit
 // callback (package cuda destroys the process's CUDA contexts there).
 //
+// A process has RLIMIT_MEMLOCK (DefaultMemlockLimit, 8 MiB as
+// include/uapi/linux/resource.h's MLOCK_LIMIT since Linux 5.16) and its
+// locked_vm: drivers that pin user memory (VFIO, iommufd) count it with
+// AccountLockedVM, which refuses with ENOMEM past the limit
+// (account_locked_vm, mm/util.c). An EventFD is fs/eventfd.c's counter:
+// writes and a driver's Signal (eventfd_signal, from interrupt context)
+// add to it, a read returns and zeroes it, blocking the thread while it
+// is zero and charging the wake-up (EventFDWakeup) when it was.
+//
 // Invariants: a descriptor refers to one open file; an open file counts
 // its references (f_count: descriptors in every process and Gets) and
 // is released exactly once, when the last is dropped, by the thread

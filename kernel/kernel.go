@@ -69,6 +69,8 @@ type Kernel struct {
 	// nextPID is the pid the next process gets (pid 1 is init, which the
 	// model does not run; processes start at 100 as after boot).
 	nextPID int
+	// files numbers anonymous files for their names.
+	files int
 	// Hooks receives every Event.
 	Hooks sim.Hooks[Event]
 }
@@ -77,6 +79,12 @@ type Kernel struct {
 // eng.
 func New(eng *sim.Engine, nodes int) *Kernel {
 	return &Kernel{eng: eng, nodes: nodes, nextPID: 100}
+}
+
+// nextFile is the next number for an anonymous file's name.
+func (k *Kernel) nextFile() int {
+	k.files++
+	return k.files
 }
 
 // Engine is the engine the kernel runs on.
@@ -112,7 +120,7 @@ func (k *Kernel) NewProcess(name string, node int) (*Process, error) {
 	if _, dup := k.Process(name); dup {
 		return nil, fmt.Errorf("kernel: a process called %s exists", name)
 	}
-	p := &Process{k: k, pid: k.nextPID, name: name, node: node, fds: make([]*OpenFile, firstFD), nofile: MaxFDs}
+	p := &Process{k: k, pid: k.nextPID, name: name, node: node, fds: make([]*OpenFile, firstFD), nofile: MaxFDs, memlock: DefaultMemlockLimit}
 	p.aff = []int{node}
 	k.nextPID++
 	k.procs = append(k.procs, p)

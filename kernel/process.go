@@ -41,10 +41,13 @@ type Process struct {
 	// (files_struct.next_fd), so that opening n files costs n, not n².
 	nextFD int
 	// nofile is RLIMIT_NOFILE: descriptors are below it.
-	nofile  int
-	onExit  []exitFn
-	exited  bool
-	threads []*sim.Proc
+	nofile int
+	// memlock is RLIMIT_MEMLOCK in bytes; locked is mm->locked_vm in
+	// pages (memlock.go).
+	memlock, locked uint64
+	onExit          []exitFn
+	exited          bool
+	threads         []*sim.Proc
 }
 
 type exitFn struct {

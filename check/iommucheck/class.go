@@ -8,6 +8,7 @@ const (
 	IOMMUPermission = "iommu-permission"
 	IOMMUStaleIOTLB = "iommu-stale-iotlb"
 	IOVALeak        = "iova-leak"
+	VFIOUnmapped    = "vfio-dma-unmapped"
 )
 
 // cls indexes classes.
@@ -18,6 +19,7 @@ const (
 	cPermission
 	cStaleIOTLB
 	cLeak
+	cVFIO
 	nClasses
 )
 
@@ -34,6 +36,9 @@ var infos = [nClasses]check.ClassInfo{
 		Source:  "dmalab"},
 	cLeak: {Code: IOVALeak, Severity: check.Error,
 		Summary: "IOVA mappings made for a device still in its IOMMU domain when its driver is unbound",
+		Source:  "dmalab"},
+	cVFIO: {Code: VFIOUnmapped, Severity: check.Error,
+		Summary: "a device assigned to a user-space driver (VFIO) accessed an IOVA its container or IOAS never mapped (VFIO_IOMMU_MAP_DMA, IOMMU_IOAS_MAP): blocked, no byte changed",
 		Source:  "dmalab"},
 }
 

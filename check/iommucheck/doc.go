@@ -1,8 +1,8 @@
 // Package iommucheck is the checker's rule pack for the IOMMU: it
 // observes the events of iommu units (maps, unmaps, faults, stale IOTLB
 // hits) and, when told to, the DMA API's calls (for the names of the
-// calls that made and removed each mapping, and for driver unbinds), and
-// records four classes on a check.Checker:
+// calls that made and removed each mapping, and for driver unbinds) and
+// a VFIO layer's, and records five classes on a check.Checker:
 //
 //   - iommu-fault: a device accessed an IOVA its domain does not map.
 //     The IOMMU blocked it and no byte of memory changed; Linux logs it
@@ -23,6 +23,16 @@
 //     check this (put_iova_domain frees what is left silently); the
 //     DMA-API pack's unbind-leak sees the same driver bug from the DMA
 //     API's side, this class names the IOVA ranges and the domain.
+//   - vfio-dma-unmapped: a device given to a user-space driver (VFIO:
+//     a container's group or an iommufd-bound device) accessed an IOVA
+//     its container or IOAS never mapped (VFIO_IOMMU_MAP_DMA,
+//     IOMMU_IOAS_MAP), in its user domain or, before the user attached
+//     one, in its group's blocking domain. The IOMMU blocked it and no
+//     byte changed; Linux only logs the fault. The diagnostic's process
+//     is the user driver's, its message the ranges the space did map,
+//     its origin the space's last map calls, newest first. A fault at an
+//     IOVA the space mapped once and unmapped since stays iommu-fault,
+//     named by the VFIO calls.
 //
 // Every diagnostic has the device, the IOVA, the reason, the time and
 // the process (the device itself for its own accesses), and as origin
@@ -32,14 +42,12 @@
 // domain's ("iommu_map(dmar0 domain 1, ...)"). Correct use reports
 // nothing.
 //
-// Future classes: a DMA of a VFIO user-space driver to memory that was
-// never mapped for it waits for the VFIO model (container, group,
-// iommufd), which does not exist yet.
-//
-// The pack imports only the check framework and its subjects, iommu and
-// dma. Attach hooks a Pack to a unit; AttachUnit adds another unit and
-// WatchDMA the DMA layer. Faults also reach the DMA layer as failed
-// device accesses, which the DMA-API pack reports as
-// device-access-unmapped: the two packs see the driver's bug and the
-// IOMMU's answer to it.
+// The pack imports only the check framework and its subjects, iommu,
+// dma and vfio. Attach hooks a Pack to a unit; AttachUnit adds another
+// unit, WatchDMA the DMA layer and WatchVFIO a VFIO layer. Faults also
+// reach the DMA layer as failed device accesses, which the DMA-API pack
+// reports as device-access-unmapped: the two packs see the driver's bug
+// and the IOMMU's answer to it. A device given to user space is not the
+// DMA API's (dma.Device.SetUserDMA): only this pack judges its
+// accesses.
 package iommucheck

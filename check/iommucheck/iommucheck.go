@@ -31,6 +31,11 @@ type Pack struct {
 	unmaps map[string]call
 	freed  map[string][]*rec
 
+	// vfioDevs are the devices user space owns now, with the space
+	// each belongs to; vfioSpaces the spaces by name (WatchVFIO).
+	vfioDevs   map[string]*vfioSpace
+	vfioSpaces map[string]*vfioSpace
+
 	// lastStale is the last stale hit reported: the IOMMU reports one
 	// per page an access crosses, all at the access's instant, and the
 	// pack one per access and mapping.
@@ -204,9 +209,13 @@ func (x *Pack) fault(us *unitState, e *iommu.Event) {
 		x.diag(cPermission, e, e.IOVA.String(), msg, orig)
 		return
 	}
+	r := d.gone.find(a)
+	if r == nil && x.vfioFault(us, e) {
+		return
+	}
 	msg := fmt.Sprintf("%s %s %v, not mapped in %s: blocked, no byte changed", e.Device, verb(e.Write), e.IOVA, where)
 	orig := ""
-	if r := d.gone.find(a); r != nil {
+	if r != nil {
 		msg += fmt.Sprintf("; its %v was unmapped by %s", r, r.undone.origin(d))
 		orig = r.made.origin(d)
 	} else {

@@ -26,6 +26,7 @@ type rig struct {
 	dom  *iommu.Domain
 	nic  *dma.Device
 	c    *check.Checker
+	pack *Pack
 }
 
 func newRig(t *testing.T, mode iommu.Mode, watchDMA bool) *rig {
@@ -61,6 +62,7 @@ func newRig(t *testing.T, mode iommu.Mode, watchDMA bool) *rig {
 	if watchDMA {
 		p.WatchDMA(x)
 	}
+	r.pack = p
 	return r
 }
 
@@ -127,6 +129,20 @@ func classCases() []classCase {
 				_, err := r.nic.Write(a, 1500)
 				must(t, err)
 				r.nic.UnmapPage(p, a, 1500, dma.FromDevice)
+			}},
+		{name: "vfio never mapped", code: VFIOUnmapped, mode: iommu.Strict,
+			origin: "VFIO_IOMMU_MAP_DMA(container1, vaddr va:",
+			msg:    []string{"nic0, assigned to user space (container1 of udrv)", "writes dma:0x200000", "container1 never mapped", "blocked", "it has mapped dma:0x100000 +0x1000"},
+			bad: func(t *testing.T, r *rig, p *sim.Proc) {
+				r.userDriver(t, p)
+				_, err := r.nic.Write(0x100000, 64)
+				must(t, err)
+				r.nic.Write(0x200000, 64)
+			},
+			good: func(t *testing.T, r *rig, p *sim.Proc) {
+				r.userDriver(t, p)
+				_, err := r.nic.Write(0x100000, 64)
+				must(t, err)
 			}},
 		{name: "never mapped", code: IOMMUFault, mode: iommu.Strict,
 			origin: "", msg: []string{"nic0 reads dma:0x1000,", "not mapped", "(no mapping there among the last unmaps"},
@@ -399,7 +415,7 @@ func TestClassList(t *testing.T) {
 	for _, c := range Classes() {
 		got = append(got, c.Code)
 	}
-	want := []string{IOMMUFault, IOMMUPermission, IOMMUStaleIOTLB, IOVALeak}
+	want := []string{IOMMUFault, IOMMUPermission, IOMMUStaleIOTLB, IOVALeak, VFIOUnmapped}
 	if !slices.Equal(got, want) {
 		t.Errorf("classes %v, want %v", got, want)
 	}

@@ -184,3 +184,14 @@ func (g *goneRing) find(iova uint64) *rec {
 	}
 	return nil
 }
+
+// newest calls fn on the removed mappings, newest first, until it
+// returns false.
+func (g *goneRing) newest(fn func(*rec) bool) {
+	n := len(g.rs)
+	for k := range n {
+		if !fn(g.rs[(g.next-1-k+2*n)%n]) {
+			return
+		}
+	}
+}
