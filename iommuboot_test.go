@@ -12,9 +12,10 @@ import (
 )
 
 // TestBootIOMMU: a platform whose IOMMU mode translates boots one unit
-// of its profile with a domain per group, its DMA devices behind it and
-// its GPUs on dma-direct; off and passthrough leave every device on
-// dma-direct. A mapping and a device write through nic0 then reach the
+// of its profile with a domain per group, its DMA devices and discrete
+// GPUs behind it (GPUs and a NIC below one switch without ACS sharing a
+// domain) and integrated GPUs on dma-direct; off and passthrough leave
+// every device on dma-direct. A mapping and a device write through nic0 then reach the
 // unit's IOTLB and its events.
 func TestBootIOMMU(t *testing.T) {
 	tests := []struct {
@@ -49,19 +50,23 @@ func TestBootIOMMU(t *testing.T) {
 			} else if len(units) != 1 || units[0].Name() != tc.unit || units[0].Mode().String() != tc.mode {
 				t.Fatalf("units %v, want one %s in mode %s", units, tc.unit, tc.mode)
 			}
+			domains := map[string]*iommu.Domain{}
 			for _, g := range spec.GPUs {
 				dev, err := sys.Device(g.Name)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, direct := dev.Translator().(dma.Direct); !direct {
-					t.Errorf("%s translated by %s, want dma-direct", g.Name, dev.Translator().Name())
+				tr, translated := dev.Translator().(*iommu.Translator)
+				if want := tc.unit != "" && !g.Integrated; translated != want {
+					t.Errorf("%s translated by %s in mode %s, want translated %v", g.Name, dev.Translator().Name(), tc.mode, want)
+				}
+				if translated {
+					domains[g.Name] = tr.Domain()
 				}
 			}
 			if len(spec.Devices) == 0 {
 				return
 			}
-			domains := map[string]*iommu.Domain{}
 			for _, d := range spec.Devices {
 				dev, err := sys.Device(d.Name)
 				if err != nil {
@@ -78,9 +83,13 @@ func TestBootIOMMU(t *testing.T) {
 			if tc.unit == "" {
 				return
 			}
-			// nic0 and nic2 share sw0's group, hence its domain.
+			// nic0 and nic2 share sw0's group, hence its domain; so do
+			// gpu0 and gpu1, below the same switch.
 			if domains["nic0"] != domains["nic2"] || domains["nic0"] == domains["nic1"] {
 				t.Errorf("domains: nic0 %p nic2 %p nic1 %p, want nic0 = nic2 != nic1", domains["nic0"], domains["nic2"], domains["nic1"])
+			}
+			if domains["gpu0"] == nil || domains["gpu0"] != domains["gpu1"] || domains["gpu0"] != domains["nic0"] || domains["gpu2"] == domains["gpu0"] {
+				t.Errorf("domains: gpu0 %p gpu1 %p nic0 %p gpu2 %p, want gpu0 = gpu1 = nic0 != gpu2", domains["gpu0"], domains["gpu1"], domains["nic0"], domains["gpu2"])
 			}
 			heard := 0
 			sys.HookAll(func(e sim.Event) {

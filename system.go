@@ -174,17 +174,20 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 // the SMMU, whose Linux name is its MMIO address.
 var iommuUnitNames = map[string]string{platform.IOMMUVTd: "dmar0", platform.IOMMUAMDVi: "ivhd0", platform.IOMMUSMMUv3: "smmu0"}
 
-// bootIOMMU puts the platform's DMA devices behind its IOMMU when the
-// platform's mode translates (strict or lazy): one unit with the
-// profile's parameters, one default DMA domain per IOMMU group that has
-// a DMA device (iommu_group_alloc_default_domain), every NIC, NVMe drive
-// and DMA engine attached to its group's domain, and the unit given to
-// AttachIOMMU. GPUs stay on dma-direct: their pinned memory is not
-// mapped through the DMA API in the model yet, so translating their
-// accesses would fault on memory a real driver maps. In passthrough
-// every device keeps dma-direct too, as Linux's identity domains do
-// (iommu=pt: dma-iommu is not used), and no unit is built since no
-// access reaches an IOTLB; off builds nothing.
+// bootIOMMU puts the platform's DMA devices and GPUs behind its IOMMU
+// when the platform's mode translates (strict or lazy): one unit with the
+// profile's parameters, one default DMA domain per IOMMU group
+// (iommu_group_alloc_default_domain), every NIC, NVMe drive, DMA engine
+// and discrete GPU attached to its group's domain (GPUs below one switch
+// without ACS share it), and the unit given to AttachIOMMU. A GPU's
+// pinned host memory is then mapped in its domain as the NVIDIA driver
+// maps it (package gpu, RegisterHost: nv_dma_map_sgt per GPU), so its
+// copy engines and SMs reach host memory by IOVAs that its IOTLB
+// translates. An integrated GPU stays on dma-direct: the model's Tegra
+// GPU reaches DRAM through its own MMU, not through the DMA layer's
+// translation. In passthrough every device keeps dma-direct, as Linux's
+// identity domains do (iommu=pt: dma-iommu is not used), and no unit is
+// built since no access reaches an IOTLB; off builds nothing.
 func (s *System) bootIOMMU() error {
 	cfg := s.Spec.IOMMU
 	if !cfg.Translated() {
@@ -217,18 +220,26 @@ func (s *System) bootIOMMU() error {
 			return fmt.Errorf("boot iommu: %w", err)
 		}
 	}
+	// pcie says, of each device and discrete GPU to attach, whether it
+	// is a PCI device (its IOVAs then come from below 4 GiB first); ats
+	// whether a device has ATS.
 	pcie, ats := map[string]bool{}, map[string]bool{}
 	for _, d := range s.Spec.Devices {
 		pcie[d.Name] = d.Link != (platform.PCIeLink{})
 		ats[d.Name] = d.ATS
 	}
+	for _, g := range s.Spec.GPUs {
+		if !g.Integrated {
+			pcie[g.Name] = true
+		}
+	}
 	groups := iommu.Groups(s.Spec)
 	for _, g := range groups {
 		var dom *iommu.Domain
 		for _, name := range g.Devices {
-			isPCI, isDevice := pcie[name]
-			if !isDevice {
-				continue // a GPU
+			isPCI, attach := pcie[name]
+			if !attach {
+				continue // an integrated GPU
 			}
 			if dom == nil {
 				if dom, err = unit.NewDomain(); err != nil {

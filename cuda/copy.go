@@ -229,9 +229,13 @@ func (c *Context) staged(p *sim.Proc, call string, dev *gpu.Device, toDevice boo
 	} else {
 		data, _ = dev.DMA().Effect(dev.Spans(s.phys, s.dev != nil), nil, nil)
 	}
+	bufs, err := c.d.stagingFor(p, dev, c.proc.node)
+	if err != nil {
+		return fail(call, ErrorOutOfMemory, err)
+	}
 	err = StagedCopy(p, m, Staging{
 		Name: fmt.Sprintf("%s pageable %s %d", call, kind, size), GPU: dev.GPU, DMA: dev.DMA(), Host: host, Node: c.proc.node,
-		ToDevice: toDevice, Bytes: int64(size), Overhead: dev.GPU.Spec.CopyOverhead.V,
+		ToDevice: toDevice, Bytes: int64(size), Overhead: dev.GPU.Spec.CopyOverhead.V, Buffers: bufs,
 	})
 	if err != nil {
 		return fail(call, ErrorUnknown, err)
@@ -244,6 +248,25 @@ func (c *Context) staged(p *sim.Proc, call string, dev *gpu.Device, toDevice boo
 		c.d.cpuWrite(c.proc.node, d, size, data)
 	}
 	return nil
+}
+
+// stagingFor is the staging buffers of dev's pageable copies on node:
+// made, and mapped for dev, at the first one when dev is behind an
+// IOMMU domain; nil under dma-direct (NewStagingMemory).
+func (d *Driver) stagingFor(p *sim.Proc, dev *gpu.Device, node int) (*StagingMemory, error) {
+	key := [2]int{dev.Index, node}
+	if sm, ok := d.staging[key]; ok {
+		return sm, nil
+	}
+	sm, err := NewStagingMemory(p, d.m, dev.DMA(), node, uint64(dev.GPU.Spec.Chunk()))
+	if err != nil {
+		return nil, err
+	}
+	if d.staging == nil {
+		d.staging = map[[2]int]*StagingMemory{}
+	}
+	d.staging[key] = sm
+	return sm, nil
 }
 
 // migrateEnds moves the managed ends of a copy to where the other end

@@ -33,6 +33,12 @@
 //     CU_MEMORYTYPE_UNIFIED does). A pageable copy is staged through two
 //     pinned buffers in chunks, the CPU memcpy and the DMA pipelined
 //     (StagedCopy, the pipeline the transfers scenario used).
+//   - Behind an IOMMU (the platform's mode strict or lazy): pinned
+//     memory is mapped for every GPU by package gpu; the staging buffers
+//     (StagingMemory) are mapped once, when made; managed memory's CPU
+//     chunks are mapped per 2 MiB VA block for every GPU (umdma.go,
+//     uvm_gpu_map_cpu_pages), so copies, migrations and remote accesses
+//     address host memory by IOVA and pay the IOTLB.
 //   - Unified memory: MemPrefetchAsync, MemAdvise (the CUmem_advise
 //     values), CPU accesses through CPUAccess, kernels' accesses through
 //     the gpu.ManagedLaunchHandler this package installs; uvm's

@@ -66,6 +66,12 @@ type Driver struct {
 	// tegra is the managed memory awaiting cache maintenance on an
 	// integrated GPU (tegra.go).
 	tegra tegraState
+	// staging are the pageable copies' staging buffers by GPU and node,
+	// made at the first such copy when the GPU is behind an IOMMU.
+	staging map[[2]int]*StagingMemory
+	// umChunks are managed memory's CPU chunks mapped for GPUs behind an
+	// IOMMU, by VA block (umdma.go).
+	umChunks map[uvm.Addr]*umChunk
 }
 
 // alloc is one allocation made through the façade.

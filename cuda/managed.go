@@ -163,16 +163,48 @@ func (e umEnv) Engine() *sim.Engine { return e.d.m.Engine }
 // engine: UVM pushes on channels of its own, and the model does not
 // queue them behind the program's copies.
 func (e umEnv) Move(p *sim.Proc, from, to uvm.Processor, bytes int64) {
+	e.move(p, from, to, bytes, nil)
+}
+
+// MovePages is Move of the pages in mask of the VA block at block
+// (uvm.PageEnv): when the GPU that drives it is behind an IOMMU domain,
+// its system-memory side is the block's CPU chunk at the IOVAs of the
+// GPU's mapping (umdma.go), which the transfer translates.
+func (e umEnv) MovePages(p *sim.Proc, from, to uvm.Processor, block uvm.Addr, mask uvm.PageMask) {
+	bytes := int64(mask.Count()) * uvm.PageSize
+	by := driver(from, to)
+	var spans []dma.Span
+	if from == uvm.CPU || to == uvm.CPU {
+		var err error
+		if spans, err = e.d.umSpans(p, by.GPUIndex(), block, mask); err != nil {
+			panic(fmt.Sprintf("cuda: uvm migration %v → %v: %v", from, to, err))
+		}
+	}
+	e.move(p, from, to, bytes, spans)
+}
+
+// driver is the GPU that drives a move with its copy engines: the one
+// at the far end (the destination's when both are GPUs).
+func driver(from, to uvm.Processor) uvm.Processor {
+	if to.IsGPU() {
+		return to
+	}
+	return from
+}
+
+// move is one migration; sys are the system-memory side's spans (nil:
+// bytes only).
+func (e umEnv) move(p *sim.Proc, from, to uvm.Processor, bytes int64, sys []dma.Span) {
 	m := e.d.m
 	src, dst := e.d.procMemory(from, to), e.d.procMemory(to, from)
-	// The GPU at the far end of the move drives it with its copy
-	// engines (the destination's when both are GPUs).
-	by := to
-	if !by.IsGPU() {
-		by = from
-	}
+	by := driver(from, to)
 	g := e.d.sys.Devices[by.GPUIndex()]
 	t := &dma.Transfer{Name: fmt.Sprintf("uvm %v→%v", from, to), Master: m.GPUs[by.GPUIndex()].CE(), Src: src, Dst: dst, Bytes: bytes}
+	if from == uvm.CPU {
+		t.Read = sys
+	} else {
+		t.Write = sys
+	}
 	if _, err := g.DMA().Transfer(p, t); err != nil {
 		panic(fmt.Sprintf("cuda: uvm migration %v → %v: %v", from, to, err))
 	}
@@ -235,7 +267,7 @@ func (h *managedHandler) GPUAccess(p *sim.Proc, g int, addr mem.GPUAddr, size ui
 	if write && d.integrated(g) {
 		d.markDirty(d.managedPhys(addr, size), true)
 	}
-	d.moveAccess(p, g, acc, size, write)
+	d.moveAccess(p, g, acc, ua, size, write)
 }
 
 func (h *managedHandler) BeforeKernel(p *sim.Proc, g int) { h.d.um.KernelLaunch(p, g) }
@@ -248,7 +280,11 @@ func (h *managedHandler) AfterKernel(p *sim.Proc, g int)  { h.d.um.KernelComplet
 // remotely mapped part over the route from where it lives (acc.Where,
 // or system memory when the first byte was local: uvm names one
 // holder).
-func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, size uint64, write bool) {
+//
+// Behind an IOMMU the remote part in system memory is read or written at
+// the IOVAs of its blocks' CPU chunks (remoteSpans), translated as the
+// SMs' accesses of pinned memory are.
+func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, ua uvm.Addr, size uint64, write bool) {
 	m := d.m
 	gp := m.GPUs[g]
 	dev := d.sys.Devices[g].DMA()
@@ -256,9 +292,15 @@ func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, size uint64, wri
 	var waits []*sim.Completion
 	// move starts the SMs' bytes over r as a transfer of the DMA layer
 	// (managed memory's content is not followed: no spans).
-	move := func(name string, r fabric.Route, n uint64) {
+	move := func(name string, r fabric.Route, n uint64, spans []dma.Span) {
 		done := m.Engine.NewNamedCompletion(name)
-		if _, err := dev.StartTransfer(&dma.Transfer{Name: name, Route: &r, Bytes: int64(n)}, func(*dma.TransferInfo) { done.Complete() }); err != nil {
+		t := &dma.Transfer{Name: name, Route: &r, Bytes: int64(n)}
+		if write {
+			t.Write = spans
+		} else {
+			t.Read = spans
+		}
+		if _, err := dev.StartTransfer(t, func(*dma.TransferInfo) { done.Complete() }); err != nil {
 			panic(fmt.Sprintf("cuda: %s: %v", name, err))
 		}
 		waits = append(waits, done)
@@ -268,7 +310,7 @@ func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, size uint64, wri
 		if err != nil {
 			panic(fmt.Sprintf("cuda: %s managed access: %v", gp.Name, err))
 		}
-		move(gp.Name+" managed", r, local)
+		move(gp.Name+" managed", r, local, nil)
 	}
 	if remote > 0 {
 		where := acc.Where
@@ -290,7 +332,13 @@ func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, size uint64, wri
 					hops = append(hops, hop)
 				}
 			}
-			move(gp.Name+" managed remote", fabric.Route{Hops: hops}, remote)
+			var spans []dma.Span
+			if where == uvm.CPU {
+				if spans, err = d.remoteSpans(p, g, ua, remote); err != nil {
+					panic(fmt.Sprintf("cuda: %s managed remote access: %v", gp.Name, err))
+				}
+			}
+			move(gp.Name+" managed remote", fabric.Route{Hops: hops}, remote, spans)
 		}
 	}
 	for _, c := range waits {

@@ -113,6 +113,9 @@ func (c *Context) MemFree(p *sim.Proc, addr mem.GPUAddr) error {
 			if err := c.d.um.Free(p, a.um); err != nil {
 				return wrap(call, err)
 			}
+			if err := c.d.releaseUMChunks(p, a.um); err != nil {
+				return fail(call, ErrorUnknown, err)
+			}
 		}
 		c.d.forget(a, origin(call, p.Now(), p))
 	}
@@ -176,7 +179,7 @@ func (c *Context) memHostAlloc(p *sim.Proc, call string, size uint64, flags uint
 		gflags |= gpu.HostWriteCombined
 	}
 	p.Sleep(sim.Time(pages) * c.dev.GPU.Spec.Pin())
-	ga, err := c.d.sys.RegisterHost(va, size, gflags)
+	ga, err := c.d.sys.RegisterHost(p, va, size, gflags)
 	if err != nil {
 		if remap != 0 {
 			m.Unremap(remap)
@@ -266,7 +269,7 @@ func (c *Context) MemHostRegister(p *sim.Proc, va mem.VirtAddr, size uint64, fla
 	if flags&HostRegisterDeviceMap != 0 {
 		gflags |= gpu.HostDeviceMap
 	}
-	ga, err := c.d.sys.RegisterHost(va, size, gflags)
+	ga, err := c.d.sys.RegisterHost(p, va, size, gflags)
 	if err != nil {
 		return wrap(call, err)
 	}

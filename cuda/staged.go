@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"github.com/dmalab/dmalab/dma"
+	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
 
@@ -36,6 +38,62 @@ type Staging struct {
 	// Chunk is the staging buffers' size; 0 means the GPU's
 	// PageableChunk (platform.GPU.Chunk).
 	Chunk int64
+	// Buffers are the driver's staging buffers as the GPU addresses
+	// them (NewStagingMemory), when its DMA goes through an IOMMU: each
+	// chunk's transfer then reads or writes its buffer at its IOVA, so
+	// it is translated and its IOTLB misses paid. nil: the transfers
+	// carry bytes only (dma-direct, where translating costs nothing).
+	Buffers *StagingMemory
+}
+
+// StagingMemory is the driver's pinned staging buffers of one GPU:
+// StagingBuffers buffers of one chunk each, allocated on a node and
+// mapped for the GPU through its IOMMU domain once, when they are made
+// (the driver's own pinned memory, mapped as nv_dma_map_sgt maps any:
+// open-gpu-kernel-modules, kernel-open/nvidia/nv-dma.c), and kept for
+// the driver's life.
+type StagingMemory struct {
+	pa    mem.PhysAddr
+	chunk uint64
+	iova  mem.DMAAddr
+}
+
+// NewStagingMemory makes dev's staging buffers of chunk bytes each on
+// node and maps them for dev, p paying the mapping; nil and no error
+// when dev's DMA is not translated by an IOMMU domain (a dma.Mapper):
+// then nothing is allocated, and staged copies move bytes only.
+func NewStagingMemory(p *sim.Proc, m *machine.Machine, dev *dma.Device, node int, chunk uint64) (*StagingMemory, error) {
+	mp, ok := dev.Translator().(dma.Mapper)
+	if !ok {
+		return nil, nil
+	}
+	if chunk == 0 || chunk%mem.PageSize != 0 {
+		return nil, fmt.Errorf("staging buffers of %d bytes: not whole pages", chunk)
+	}
+	size := chunk * StagingBuffers
+	pa, err := m.Mem.AllocPages(node, size, mem.ZoneNormal)
+	if err != nil {
+		return nil, fmt.Errorf("staging buffers for %s: %w", dev.Name(), err)
+	}
+	iova, err := mp.MapSG(p, []mem.PhysRange{{Start: pa, Size: size}}, dma.Bidirectional)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("staging buffers for %s: dma_map_sg: %w", dev.Name(), err), m.Mem.FreePages(pa, size))
+	}
+	p.Sleep(gpu.IOMMUMapCallCost + sim.Time(gpu.IOMMULeaves(iova, pa, size))*gpu.IOMMUMapLeafCost)
+	return &StagingMemory{pa: pa, chunk: chunk, iova: iova}, nil
+}
+
+// Chunk is each buffer's size.
+func (sm *StagingMemory) Chunk() uint64 { return sm.chunk }
+
+// spans are the GPU's spans of n bytes of staging buffer i (mod
+// StagingBuffers); nil without buffers.
+func (sm *StagingMemory) spans(i int64, n int64) []dma.Span {
+	if sm == nil {
+		return nil
+	}
+	b := mem.DMAAddr(uint64(i%StagingBuffers) * sm.chunk)
+	return []dma.Span{dma.PinnedSpan(sm.iova+b, uint64(n))}
 }
 
 // StagedCopy is one direction of a pageable copy, as the CUDA driver
@@ -80,12 +138,32 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 	var ready []int64 // chunks filled and waiting for the next stage
 	cond := sim.NewCond(name + " staging")
 	var dmaErr error
+	if s.Buffers != nil && uint64(chunk) > s.Buffers.chunk {
+		return fmt.Errorf("staged copy %s: chunks of %d bytes in staging buffers of %d", s.Name, chunk, s.Buffers.chunk)
+	}
+	// moved counts the chunks handed to the copy engine: chunk i is in
+	// staging buffer i mod StagingBuffers.
+	moved := int64(0)
+	// move is one transfer of n bytes through k staging buffers'
+	// worth of chunks (one, except in bulkStaged's steady state).
 	move := func(q *sim.Proc, n int64) error {
 		src, dst := s.Host, s.GPU.Memory()
 		if !s.ToDevice {
 			src, dst = dst, src
 		}
-		_, err := s.DMA.Transfer(q, &dma.Transfer{Name: name, Engine: en, Src: src, Dst: dst, Bytes: n})
+		t := &dma.Transfer{Name: name, Engine: en, Src: src, Dst: dst, Bytes: n}
+		var spans []dma.Span
+		for left := n; left > 0 && s.Buffers != nil; moved++ {
+			k := min(left, chunk)
+			spans = append(spans, s.Buffers.spans(moved, k)...)
+			left -= k
+		}
+		if s.ToDevice {
+			t.Read = spans
+		} else {
+			t.Write = spans
+		}
+		_, err := s.DMA.Transfer(q, t)
 		return err
 	}
 	nchunks := (s.Bytes + chunk - 1) / chunk

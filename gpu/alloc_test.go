@@ -186,11 +186,11 @@ func TestRegisterHost(t *testing.T) {
 	pa, err := r.m.Mem.AllocPages(0, 1<<20, mem.ZoneNormal)
 	must(t, err)
 	va := r.m.Mem.PhysToVirt(pa)
-	_, err = r.sys.RegisterHost(va, 1<<20, 0)
+	_, err = r.sys.RegisterHost(nil, va, 1<<20, 0)
 	must(t, err)
-	_, err = r.sys.RegisterHost(va+4096, 4096, 0)
+	_, err = r.sys.RegisterHost(nil, va+4096, 4096, 0)
 	mustErr(t, err, ErrHostMemoryAlreadyRegistered)
-	_, err = r.sys.RegisterHost(mem.VmallocStart, 4096, 0)
+	_, err = r.sys.RegisterHost(nil, mem.VmallocStart, 4096, 0)
 	mustErr(t, err, ErrInvalidValue)
 	hooks := 0
 	r.sys.OnFree(func(*sim.Proc, Allocation) { hooks++ })
@@ -201,7 +201,7 @@ func TestRegisterHost(t *testing.T) {
 	if hooks != 1 {
 		t.Errorf("%d OnFree calls, want 1", hooks)
 	}
-	if _, err := r.sys.RegisterHost(va, 1<<20, 0); err != nil {
+	if _, err := r.sys.RegisterHost(nil, va, 1<<20, 0); err != nil {
 		t.Errorf("register again: %v", err)
 	}
 }

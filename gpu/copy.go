@@ -131,20 +131,26 @@ func (d *Device) spans(b *buffer, addr mem.GPUAddr, size uint64) []dma.Span {
 // Spans is memory as the GPU's DMA addresses it: device memory (vram:
 // its own, or a peer's over NVLink or PCIe) by physical address (Local:
 // the BAR mapping of a peer's memory is not modelled); pinned host
-// memory by the bus address the driver's pinning gave it (PinnedSpan).
-// An integrated GPU reaches its node's DRAM through its own MMU: Local.
+// memory by the bus address the driver's mapping gave it (PinnedSpan):
+// under dma-direct the physical address, behind an IOMMU the IOVA of
+// the GPU's mapping of it (RegisterHost). An integrated GPU reaches its
+// node's DRAM through its own MMU: Local.
 func (d *Device) Spans(ranges []mem.PhysRange, vram bool) []dma.Span {
 	out := make([]dma.Span, 0, len(ranges))
+	mp := d.mapper()
 	for _, r := range ranges {
-		if vram || d.integrated {
+		switch {
+		case vram || d.integrated:
 			out = append(out, dma.LocalSpan(r.Start, r.Size))
-			continue
+		case mp != nil:
+			out = d.hostSpans(out, r)
+		default:
+			bus, err := d.dma.Translator().ToBus(r.Start, r.Size)
+			if err != nil {
+				bus = mem.DMAAddr(r.Start)
+			}
+			out = append(out, dma.PinnedSpan(bus, r.Size))
 		}
-		bus, err := d.dma.Translator().ToBus(r.Start, r.Size)
-		if err != nil {
-			bus = mem.DMAAddr(r.Start)
-		}
-		out = append(out, dma.PinnedSpan(bus, r.Size))
 	}
 	return out
 }

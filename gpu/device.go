@@ -76,6 +76,11 @@ type Device struct {
 	nextStream int
 	peers      []bool // peers[i]: kernels may access GPU i's memory
 
+	// hostMaps are the pinned host memory mapped for the GPU through
+	// its IOMMU domain, by physical address (iommu.go); empty under
+	// dma-direct.
+	hostMaps []hostMap
+
 	// sm is the GPU's SMs in System.compute: one link of 1e12 units per
 	// second, each kernel's compute a flow of Compute picoseconds.
 	sm *fabric.Link
@@ -382,11 +387,15 @@ func (s *System) AllocManaged(p *sim.Proc, size uint64) (Allocation, error) {
 // RegisterHost enters pinned host memory [va, va+size) in the unified
 // address map at its own address (UVA), with the DRAM behind it
 // (mem.Translate): what cuMemHostAlloc and cuMemHostRegister do after
-// pinning. The pinning itself, and its cost (35 ms per GiB measured on
-// the H200 machine 2026-11-21), are the caller's. An unmapped range is
+// pinning. For every GPU whose DMA goes through an IOMMU domain it then
+// maps the pages (iommu.go: nv_dma_map_sgt), p paying IOMMUMapCallCost
+// and IOMMUMapLeafCost per leaf; p may be nil when no GPU is behind one.
+// The pinning itself, and its cost (35 ms per GiB measured on the H200
+// machine 2026-11-21), are the caller's. An unmapped range is
 // ErrInvalidValue; one that overlaps the map is
-// ErrHostMemoryAlreadyRegistered.
-func (s *System) RegisterHost(va mem.VirtAddr, size uint64, flags HostFlags) (Allocation, error) {
+// ErrHostMemoryAlreadyRegistered; a mapping the IOMMU refuses (IOVA
+// space exhausted) ErrOutOfMemory.
+func (s *System) RegisterHost(p *sim.Proc, va mem.VirtAddr, size uint64, flags HostFlags) (Allocation, error) {
 	addr := mem.GPUAddr(va)
 	end, ok := addr.Add(size)
 	if size == 0 || !ok {
@@ -406,18 +415,23 @@ func (s *System) RegisterHost(va mem.VirtAddr, size uint64, flags HostFlags) (Al
 	}
 	b := &buffer{
 		a: Allocation{
-			Addr: addr, Size: size, Type: MemoryHost, Device: -1, BufferID: s.newID(),
+			Addr: addr, Size: size, Type: MemoryHost, Device: -1,
 			HostVA: va, Flags: flags, Mapped: flags&HostRegistered == 0 || flags&HostDeviceMap != 0,
 		},
 		phys: phys,
 	}
+	if err := s.mapHost(p, b); err != nil {
+		return Allocation{}, fmt.Errorf("gpu: register host [%v +%#x]: %w: %w", va, size, ErrOutOfMemory, err)
+	}
+	b.a.BufferID = s.newID()
 	s.insert(b)
 	return b.a, nil
 }
 
 // UnregisterHost removes the host memory registered at va (its base)
-// from the map, after the OnFree hooks. Anything else is
-// ErrHostMemoryNotRegistered.
+// from the map, after the OnFree hooks, and unmaps it from the GPUs it
+// was mapped for through an IOMMU (p waits for a strict domain's
+// invalidation). Anything else is ErrHostMemoryNotRegistered.
 func (s *System) UnregisterHost(p *sim.Proc, va mem.VirtAddr) error {
 	b := s.lookup(mem.GPUAddr(va))
 	if b == nil || b.a.Type != MemoryHost || b.a.HostVA != va {
@@ -430,5 +444,6 @@ func (s *System) UnregisterHost(p *sim.Proc, va mem.VirtAddr) error {
 		return fmt.Errorf("gpu: unregister host %v: unregistered meanwhile: %w", va, ErrHostMemoryNotRegistered)
 	}
 	s.remove(b)
+	s.unmapHost(p, b)
 	return nil
 }

@@ -24,8 +24,11 @@
 //     host cost per call (57 µs for the pair, measured on the H200
 //     machine 2026-11-21); cudaFree's implicit synchronisation.
 //     RegisterHost is the address-map half of cuMemHostAlloc and
-//     cuMemHostRegister (the host address is the GPU address),
-//     AllocManaged that of cuMemAllocManaged.
+//     cuMemHostRegister (the host address is the GPU address), and maps
+//     the pages for every GPU whose DMA goes through an IOMMU domain, as
+//     the driver's nv_dma_map_sgt does (iommu.go: one IOVA range per
+//     buffer, the host's cost per call and per leaf, Spans then giving
+//     the IOVAs); AllocManaged is that of cuMemAllocManaged.
 //   - Aperture is BAR1 (nvidia-smi -q "BAR1 Memory Usage",
 //     nvmlDeviceGetBAR1MemoryInfo): its size from the spec (resizable BAR
 //     makes it cover VRAM), the driver's reserve, mappings in 64 KiB

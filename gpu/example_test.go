@@ -24,7 +24,7 @@ func Example() {
 
 	const size = 256 << 20
 	pa, _ := m.Mem.AllocPages(0, size, mem.ZoneNormal)
-	host, _ := sys.RegisterHost(m.Mem.PhysToVirt(pa), size, gpu.HostPortable)
+	host, _ := sys.RegisterHost(nil, m.Mem.PhysToVirt(pa), size, gpu.HostPortable)
 
 	m.Engine.Spawn("app", func(p *sim.Proc) {
 		buf, _ := d.Alloc(p, size)

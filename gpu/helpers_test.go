@@ -71,7 +71,7 @@ func (r *rig) hostBuf(size uint64, flags HostFlags) mem.GPUAddr {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	a, err := r.sys.RegisterHost(r.m.Mem.PhysToVirt(pa), size, flags)
+	a, err := r.sys.RegisterHost(nil, r.m.Mem.PhysToVirt(pa), size, flags)
 	if err != nil {
 		r.t.Fatal(err)
 	}

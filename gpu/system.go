@@ -154,6 +154,9 @@ type buffer struct {
 	managed uint64
 	chunk   *chunk // device memory
 	off     uint64 // offset in chunk
+	// dmaMaps are host memory's mappings for the GPUs behind an IOMMU
+	// domain (iommu.go).
+	dmaMaps []dmaMapping
 }
 
 // System is the GPUs of one machine and the unified virtual address

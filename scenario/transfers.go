@@ -190,6 +190,19 @@ func runTransfers(c *Context) error {
 
 	var runErr error
 	m.Engine.Spawn("transfers", func(p *sim.Proc) {
+		// Behind an IOMMU the pageable path's staging buffers are the
+		// driver's, made and mapped once, before the first row.
+		var staging *cuda.StagingMemory
+		if slices.ContainsFunc(todo, func(t transfer) bool { return t.path == xfer.Pageable }) {
+			dev, err := c.DMA.Device(g.Name)
+			if err == nil {
+				staging, err = cuda.NewStagingMemory(p, m, dev, node, uint64(g.Spec.Chunk()))
+			}
+			if err != nil {
+				runErr = err
+				return
+			}
+		}
 		for i, t := range todo {
 			c.Progressf("transfers: %d/%d %s %s %s", i+1, len(todo), t.path, t.dir, report.FormatBytes(t.bytes))
 			var row report.Row
@@ -197,7 +210,7 @@ func runTransfers(c *Context) error {
 			if isCUDAPath(t.path) {
 				row, err = measureCUDA(p, ctx, t)
 			} else {
-				row, err = measure(p, c.DMA, t, g, peer, host)
+				row, err = measure(p, c.DMA, t, g, peer, host, node, staging)
 			}
 			if err != nil {
 				runErr = err
@@ -252,7 +265,12 @@ func directionsOf(names []string) []xfer.Direction {
 // direction started together; the row's time is that of the slower.
 // Each leg is one transfer of the DMA layer by the GPU that issues it,
 // on the copy engine the GPU model picks for its direction.
-func measure(p *sim.Proc, x *dma.DMA, t transfer, g, peer *machine.GPU, host machine.Endpoint) (report.Row, error) {
+//
+// Behind an IOMMU a copy of pinned host memory reads or writes a real
+// buffer of node's DRAM at the IOVA the driver's mapping gave it (made
+// before the row is timed, as cuMemHostAlloc's is), so its pages are
+// translated; under dma-direct only bytes move.
+func measure(p *sim.Proc, x *dma.DMA, t transfer, g, peer *machine.GPU, host machine.Endpoint, node int, staging *cuda.StagingMemory) (report.Row, error) {
 	type leg struct {
 		by       *machine.GPU
 		kind     machine.CopyKind
@@ -261,7 +279,7 @@ func measure(p *sim.Proc, x *dma.DMA, t transfer, g, peer *machine.GPU, host mac
 	var legs []leg
 	switch {
 	case t.path == xfer.Pageable:
-		return measurePageable(p, x, t, g, host)
+		return measurePageable(p, x, t, g, host, staging)
 	case t.path == xfer.Pinned, t.path == xfer.WriteCombined, t.path == xfer.Registered:
 		h2d := leg{g, machine.HostToDevice, host, g.Memory()}
 		d2h := leg{g, machine.DeviceToHost, g.Memory(), host}
@@ -282,19 +300,39 @@ func measure(p *sim.Proc, x *dma.DMA, t transfer, g, peer *machine.GPU, host mac
 		}
 	}
 	name := fmt.Sprintf("%s %s %s", t.path, t.dir, report.FormatBytes(t.bytes))
-	start := p.Now()
 	errs := make([]error, len(legs))
 	var kids []*sim.Proc
+	devs := make([]*dma.Device, len(legs))
+	spans := make([][]dma.Span, len(legs))
 	for i, l := range legs {
 		dev, err := x.Device(l.by.Name)
 		if err != nil {
 			return report.Row{}, err
 		}
+		devs[i] = dev
+		if l.kind != machine.HostToDevice && l.kind != machine.DeviceToHost {
+			continue
+		}
+		sp, release, err := pinnedBuffer(p, x, dev, node, t.bytes)
+		if err != nil {
+			return report.Row{}, fmt.Errorf("%s: %w", name, err)
+		}
+		defer release()
+		spans[i] = sp
+	}
+	start := p.Now()
+	for i, l := range legs {
+		tr := &dma.Transfer{
+			Name: name, Engine: l.by.CopyEngine(l.kind), Src: l.src, Dst: l.dst, Bytes: t.bytes,
+			Overhead: l.by.Spec.CopyOverhead.V,
+		}
+		if l.kind == machine.HostToDevice {
+			tr.Read = spans[i]
+		} else {
+			tr.Write = spans[i]
+		}
 		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
-			_, errs[i] = dev.Transfer(q, &dma.Transfer{
-				Name: name, Engine: l.by.CopyEngine(l.kind), Src: l.src, Dst: l.dst, Bytes: t.bytes,
-				Overhead: l.by.Spec.CopyOverhead.V,
-			})
+			_, errs[i] = devs[i].Transfer(q, tr)
 		}))
 	}
 	for _, k := range kids {
@@ -310,9 +348,37 @@ func measure(p *sim.Proc, x *dma.DMA, t transfer, g, peer *machine.GPU, host mac
 	}, nil
 }
 
+// pinnedBuffer is the pinned host buffer of n bytes of a copy by dev
+// when dev is behind an IOMMU domain: pages of node's DRAM mapped for
+// dev as the GPU driver maps pinned memory (one IOVA range, read and
+// write), as the spans the copy engine addresses, and the release that
+// unmaps and frees it after the row. Under dma-direct: no buffer, no
+// spans (the copy moves bytes only, as before).
+func pinnedBuffer(p *sim.Proc, x *dma.DMA, dev *dma.Device, node int, n int64) ([]dma.Span, func(), error) {
+	mp, ok := dev.Translator().(dma.Mapper)
+	if !ok || n <= 0 {
+		return nil, func() {}, nil
+	}
+	size := (uint64(n) + mem.PageSize - 1) &^ (mem.PageSize - 1)
+	m := x.Memory()
+	pa, err := m.AllocPages(node, size, mem.ZoneNormal)
+	if err != nil {
+		return nil, nil, usagef("a pinned buffer behind the IOMMU: %v: use smaller sizes", err)
+	}
+	iova, err := mp.MapSG(p, []mem.PhysRange{{Start: pa, Size: size}}, dma.Bidirectional)
+	if err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("mapping a pinned buffer for %s: %w", dev.Name(), err), m.FreePages(pa, size))
+	}
+	release := func() {
+		mp.Unmap(p, iova, size, dma.Bidirectional)
+		m.FreePages(pa, size)
+	}
+	return []dma.Span{dma.PinnedSpan(iova, uint64(n))}, release, nil
+}
+
 // measurePageable is a synchronous cuMemcpy from or to pageable memory in
 // one or both directions: each direction is its own staged pipeline.
-func measurePageable(p *sim.Proc, x *dma.DMA, t transfer, g *machine.GPU, host machine.Endpoint) (report.Row, error) {
+func measurePageable(p *sim.Proc, x *dma.DMA, t transfer, g *machine.GPU, host machine.Endpoint, staging *cuda.StagingMemory) (report.Row, error) {
 	dev, err := x.Device(g.Name)
 	if err != nil {
 		return report.Row{}, err
@@ -329,7 +395,7 @@ func measurePageable(p *sim.Proc, x *dma.DMA, t transfer, g *machine.GPU, host m
 		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
 			errs[i] = cuda.StagedCopy(q, x.Machine(), cuda.Staging{
 				Name: name, GPU: g, DMA: dev, Host: host, Node: g.Node,
-				ToDevice: d == xfer.H2D, Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V,
+				ToDevice: d == xfer.H2D, Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V, Buffers: staging,
 			})
 		}))
 	}

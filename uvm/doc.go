@@ -35,7 +35,10 @@
 // The driver's work costs virtual time (Params: a batch's fixed cost, a
 // cost per fault entry, per VA block, per CPU fault, per prefetched
 // block); data moves through Env.Move, which the integrator implements
-// with fabric flows over the route between the two memories. Accesses
+// with fabric flows over the route between the two memories (or
+// PageEnv.MovePages, told which pages of which VA block move, so that it
+// can address their system memory by the DMA mappings a GPU behind an
+// IOMMU uses). Accesses
 // themselves are not charged here: GPUAccess and CPUAccess return where
 // the data was (Access), and the kernel or CPU model charges the path.
 //

@@ -25,6 +25,29 @@ type Env interface {
 	CacheMaintenance(p *sim.Proc, op CacheOp, bytes int64)
 }
 
+// PageEnv is an Env that is told which pages each move carries: the
+// pages in mask of the VA block that starts at block (page i is PageSize
+// bytes at block+i*PageSize). The driver calls MovePages instead of
+// Move when its Env has it, so that the integrator can address the
+// pages' system memory: the DMA mappings of CPU pages a GPU's copy
+// engines read or write (uvm_gpu_map_cpu_pages in
+// open-gpu-kernel-modules' kernel-open/nvidia-uvm), which an IOMMU
+// translates.
+type PageEnv interface {
+	Env
+	MovePages(p *sim.Proc, from, to Processor, block Addr, pages PageMask)
+}
+
+// move moves the pages in mask of block b from one processor to
+// another through the Env (MovePages when it has it).
+func (d *Driver) move(p *sim.Proc, b *vaBlock, from, to Processor, mask PageMask) {
+	if pe, ok := d.env.(PageEnv); ok {
+		pe.MovePages(p, from, to, b.start, mask)
+		return
+	}
+	d.env.Move(p, from, to, int64(mask.Count())*PageSize)
+}
+
 // CacheOp is a CPU cache maintenance operation.
 type CacheOp int
 

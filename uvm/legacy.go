@@ -47,7 +47,7 @@ func (d *Driver) KernelLaunch(p *sim.Proc, gpu int) error {
 				m := *b.cpuDirty
 				bytes := int64(m.Count()) * PageSize
 				home := b.alloc.Home
-				d.env.Move(p, CPU, home, bytes)
+				d.move(p, b, CPU, home, m)
 				d.stats.Migrations[CauseLaunch]++
 				d.stats.MigratedBytes[CauseLaunch] += bytes
 				if d.observed() {
@@ -185,7 +185,9 @@ func (d *Driver) legacyCPUAccess(p *sim.Proc, a *Allocation, start, end Addr, wr
 			}
 			p.Sleep(d.p.CPUFaultCost)
 			if b.residentMask(home).Test(pg) {
-				d.env.Move(p, home, CPU, PageSize)
+				var one PageMask
+				one.Set(pg)
+				d.move(p, b, home, CPU, one)
 				d.stats.Migrations[CauseFault]++
 				d.stats.MigratedBytes[CauseFault] += PageSize
 				if d.observed() {

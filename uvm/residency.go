@@ -203,8 +203,7 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 		if src[q].Empty() {
 			continue
 		}
-		bytes := int64(src[q].Count()) * PageSize
-		d.env.Move(p, Processor(q), dest, bytes)
+		d.move(p, b, Processor(q), dest, src[q])
 		d.migrated(p, b, groups, src[q], Processor(q), dest, !and(src[q], dup).Empty())
 		copied.Or(&src[q])
 	}
@@ -401,7 +400,7 @@ func (d *Driver) evict(p *sim.Proc, vb *vaBlock, g *gpuState) {
 	only := andNot(on, others)
 	bytes := int64(only.Count()) * PageSize
 	if bytes > 0 {
-		d.env.Move(p, g.id, CPU, bytes)
+		d.move(p, vb, g.id, CPU, only)
 		d.stats.Migrations[CauseEviction]++
 		d.stats.MigratedBytes[CauseEviction] += bytes
 		if d.observed() {
