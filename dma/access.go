@@ -90,16 +90,47 @@ func (d *Device) accessNow(addr mem.DMAAddr, size uint64, write bool) ([]mem.Phy
 	return r, err
 }
 
+// xlat is what translating an access costs its master: lead, before its
+// first byte may move, and overlap, the translation of its later pages
+// that runs while bytes move (already divided among the translator's
+// ways).
+type xlat struct{ lead, overlap sim.Time }
+
+func (c xlat) add(o xlat) xlat { return xlat{c.lead + o.lead, c.overlap + o.overlap} }
+
+// translateAccess translates [addr, addr+size): through a Pipeline, the first page
+// as the lead and the rest overlapped; else all as the lead.
+func (d *Device) translateAccess(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write bool) ([]mem.PhysRange, xlat, error) {
+	pl, ok := d.tr.(Pipeline)
+	first := mem.PageSize - uint64(addr)%mem.PageSize
+	if !ok || size <= first {
+		out, c, err := d.tr.ToPhys(out, addr, size, write)
+		return out, xlat{lead: c}, err
+	}
+	n := len(out)
+	out, lead, err := d.tr.ToPhys(out, addr, first, write)
+	if err != nil {
+		return out, xlat{lead: lead}, err
+	}
+	k := len(out)
+	out, rest, err := d.tr.ToPhys(out, addr+mem.DMAAddr(first), size-first, write)
+	if len(out) > k && k > n && out[k-1].Start+mem.PhysAddr(out[k-1].Size) == out[k].Start {
+		out[k-1].Size += out[k].Size
+		out = append(out[:k], out[k+1:]...)
+	}
+	return out, xlat{lead: lead, overlap: rest / sim.Time(pl.Ways())}, err
+}
+
 // access reports the access and translates it, appending its physical
 // ranges to out; it returns the translation's cost.
-func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write, pinned bool) ([]mem.PhysRange, sim.Time, error) {
+func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write, pinned bool) ([]mem.PhysRange, xlat, error) {
 	n := len(out)
-	var cost sim.Time
+	var cost xlat
 	var err error
 	if !d.capable(addr, size) {
 		err = fmt.Errorf("%s: DMA %s of %v+%d: beyond the device's mask %#x: %w", d.name, rw(write), addr, size, d.mask, mem.ErrBadAddr)
 	} else {
-		out, cost, err = d.tr.ToPhys(out, addr, size, write)
+		out, cost, err = d.translateAccess(out, addr, size, write)
 		if err != nil {
 			err = fmt.Errorf("%s: DMA %s of %v+%d: %s: %w", d.name, rw(write), addr, size, d.tr.Name(), err)
 		}

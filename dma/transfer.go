@@ -22,6 +22,8 @@ import (
 //  3. translation of every bus address it drives through the device's
 //     Translator (dma-direct: free; an IOMMU: its IOTLB and walks), each
 //     access reported as an OpDeviceAccess event, so the checker sees it;
+//     through a Pipeline translator only an access's first page is
+//     translated before its bytes move, the rest overlapping them;
 //  4. the source read (versions, and the bytes in payload mode; a
 //     non-coherent master reads DRAM under dirty cache lines);
 //  5. the bytes as one flow over the route the master's transactions
@@ -107,7 +109,9 @@ type TransferInfo struct {
 	// End when the last landed.
 	Call, Start, End sim.Time
 	// Overhead, Queue, Translate and Move split End-Call: the call's
-	// fixed cost, waiting for the engine, address translation, and the
+	// fixed cost, waiting for the engine, address translation the bytes
+	// waited for (before the first moved, and after the last, when a
+	// Pipeline translator's overlapped walks outlast the wire), and the
 	// bytes on the wire (the route's latency and the flow).
 	Overhead, Queue, Translate, Move sim.Time
 	Route                            fabric.Route
@@ -125,6 +129,9 @@ type TransferInfo struct {
 	// where it is blocked: a device never learns of WriteErr (its
 	// driver learns from the IOMMU's fault report or the data missing).
 	ReadErr, WriteErr error
+	// overlap is the translation that runs while the bytes move
+	// (Pipeline translators).
+	overlap sim.Time
 }
 
 // Transfer makes t from the running process p and returns when its last
@@ -162,8 +169,11 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 	info.Data = d.readRanges(reads)
 	info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, t.Opts...)
 	p.Wait(info.Flow.Done())
+	info.Move = p.Now() - info.Start
+	if tail := info.translateTail(p.Now()); tail > 0 {
+		p.Sleep(tail)
+	}
 	info.End = p.Now()
-	info.Move = info.End - info.Start
 	data := info.Data
 	if len(t.Read) == 0 {
 		data = t.Data
@@ -174,16 +184,30 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 	return info, err
 }
 
+// translateTail is how long past now the overlapped translation of a
+// transfer whose bytes have all moved still runs (walks slower than the
+// wire): the last bytes land after it. It is added to Translate.
+func (i *TransferInfo) translateTail(now sim.Time) sim.Time {
+	tail := i.Start + i.overlap - now
+	if tail <= 0 {
+		return 0
+	}
+	i.Translate += tail
+	return tail
+}
+
 // translateAll translates t's reads and writes, adding their cost to
 // info.Translate and their first bus error to info.Err.
 func (d *Device) translateAll(t *Transfer, info *TransferInfo) (reads, writes []mem.PhysRange, err error) {
 	reads, cost, rerr := d.translate(t.Read, false)
-	var wcost sim.Time
+	var wcost xlat
 	var werr error
 	if rerr == nil || !t.Dependent {
 		writes, wcost, werr = d.translate(t.Write, true)
 	}
-	info.Translate += cost + wcost
+	c := cost.add(wcost)
+	info.Translate += c.lead
+	info.overlap = c.overlap
 	info.ReadErr, info.WriteErr = rerr, werr
 	info.Err = errors.Join(rerr, werr)
 	return reads, writes, info.Err
@@ -237,10 +261,17 @@ func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
 		}
 		info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, t.Opts...)
 		info.Flow.Done().OnComplete(func() {
-			info.End = eng.Now()
-			info.Move = info.End - info.Start
-			d.writeRanges(writes, data)
-			done(info)
+			info.Move = eng.Now() - info.Start
+			land := func() {
+				info.End = eng.Now()
+				d.writeRanges(writes, data)
+				done(info)
+			}
+			if tail := info.translateTail(eng.Now()); tail > 0 {
+				eng.After(tail, land)
+			} else {
+				land()
+			}
 		})
 	}
 	if info.Translate > 0 {
@@ -271,9 +302,9 @@ func (d *Device) route(t *Transfer) (fabric.Route, error) {
 // translate turns spans into physical ranges, reporting every bus access
 // (OpDeviceAccess) before it happens; a span that fails is dropped from
 // the memory effect and its error returned.
-func (d *Device) translate(spans []Span, write bool) ([]mem.PhysRange, sim.Time, error) {
+func (d *Device) translate(spans []Span, write bool) ([]mem.PhysRange, xlat, error) {
 	var out []mem.PhysRange
-	var cost sim.Time
+	var cost xlat
 	var errs []error
 	for _, s := range spans {
 		if s.Local {
@@ -281,10 +312,10 @@ func (d *Device) translate(spans []Span, write bool) ([]mem.PhysRange, sim.Time,
 			continue
 		}
 		n := len(out)
-		var c sim.Time
+		var c xlat
 		var err error
 		out, c, err = d.access(out, s.Bus, s.Len, write, s.Pinned)
-		cost += c
+		cost = cost.add(c)
 		if err != nil {
 			out = out[:n]
 			errs = append(errs, err)

@@ -220,3 +220,67 @@ func TestTransferThroughTranslator(t *testing.T) {
 		t.Errorf("write through a faulting translation: %v", err)
 	}
 }
+
+// pageTranslator charges a walk per 4 KiB page of an access and serves
+// ways of them at once (a Pipeline).
+type pageTranslator struct {
+	walk sim.Time
+	ways int
+}
+
+func (s pageTranslator) Name() string { return "test-walkers" }
+func (s pageTranslator) ToBus(pa mem.PhysAddr, size uint64) (mem.DMAAddr, error) {
+	return mem.DMAAddr(pa), nil
+}
+func (s pageTranslator) ToPhys(out []mem.PhysRange, a mem.DMAAddr, size uint64, write bool) ([]mem.PhysRange, sim.Time, error) {
+	pages := (uint64(a)%mem.PageSize + size + mem.PageSize - 1) / mem.PageSize
+	return append(out, mem.PhysRange{Start: mem.PhysAddr(a), Size: size}), sim.Time(pages) * s.walk, nil
+}
+func (s pageTranslator) Ways() int { return s.ways }
+
+// TestPipelinedTranslation: through a Pipeline translator only the first
+// page's walk delays the first byte; the other pages' walks overlap the
+// movement, ways at a time, and add time only where they outlast it:
+// with enough ways a long copy runs at the wire's rate, with one it is
+// bound by the walks, and Translate says how long the bytes waited.
+func TestPipelinedTranslation(t *testing.T) {
+	const pages, walk = 256, 500 * sim.Nanosecond
+	run := func(tr Translator) TransferInfo {
+		m, _, g := xferRig(t, false)
+		gpu := m.GPUs[0]
+		host, _ := m.HostMemory(0)
+		g.SetTranslator(tr)
+		src, err := m.Mem.Kmalloc(0, pages*mem.PageSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spa, _ := m.Mem.VirtToPhys(src)
+		var info TransferInfo
+		m.Engine.Spawn("copy", func(p *sim.Proc) {
+			info, err = g.Transfer(p, &Transfer{
+				Name: "h2d", Engine: gpu.CopyEngine(machine.HostToDevice), Src: host, Dst: gpu.Memory(), Bytes: pages * mem.PageSize,
+				Read: []Span{BusSpan(mem.DMAAddr(spa), pages*mem.PageSize)},
+			})
+		})
+		m.Engine.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	direct := run(Direct{})
+	wide := run(pageTranslator{walk: walk, ways: 64})
+	narrow := run(pageTranslator{walk: walk, ways: 1})
+	if wide.Start-wide.Call != walk || wide.Translate != walk {
+		t.Errorf("64 ways: data began %v after the call, translation %v; want one walk, %v", wide.Start-wide.Call, wide.Translate, walk)
+	}
+	if got, want := wide.End-wide.Call, direct.End-direct.Call+walk; got != want {
+		t.Errorf("64 ways: %v, want the direct copy's %v plus one walk", got, direct.End-direct.Call)
+	}
+	if got, want := narrow.End-narrow.Call, sim.Time(pages)*walk; got != want {
+		t.Errorf("one way: %v, want every walk in turn, %v (the wire is faster)", got, want)
+	}
+	if narrow.Translate != narrow.End-narrow.Call-narrow.Move {
+		t.Errorf("one way: translate %v + move %v != %v", narrow.Translate, narrow.Move, narrow.End-narrow.Call)
+	}
+}

@@ -32,6 +32,17 @@ type Translator interface {
 	ToPhys(out []mem.PhysRange, a mem.DMAAddr, size uint64, write bool) ([]mem.PhysRange, sim.Time, error)
 }
 
+// Pipeline is a Translator that serves several translations of one
+// access at once, as an IOMMU's page-table walkers do while the device
+// keeps many requests outstanding: the access's first page is
+// translated before its first byte moves, and the translation of the
+// rest overlaps the movement, Ways of them at a time. A Translator that
+// is not one translates an access all before it moves.
+type Pipeline interface {
+	Translator
+	Ways() int
+}
+
 // Mapper is a Translator that owns the bus address space it translates,
 // as an IOMMU domain does: a mapping allocates a bus address (an IOVA)
 // and maps it, an unmap removes it. The mapping calls use it instead of

@@ -118,6 +118,11 @@ func (t *Translator) Name() string {
 // Granule is the IOVA granule.
 func (t *Translator) Granule() uint64 { return Granule }
 
+// Ways is how many translations of one access the unit serves at once
+// (Params.Walkers): the DMA layer overlaps an access's later pages with
+// its movement, as a device with many outstanding requests sees.
+func (t *Translator) Ways() int { return max(1, t.dom.unit.params.Walkers) }
+
 // ToBus is refused: a domain's bus addresses are IOVAs that Map
 // allocates (the DMA layer calls Map for a Mapper).
 func (t *Translator) ToBus(pa mem.PhysAddr, size uint64) (mem.DMAAddr, error) {

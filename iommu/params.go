@@ -57,6 +57,13 @@ const (
 	// one Gen5 link (100 ns), a switch (115 ns) and the root port's
 	// link (100 ns) of 2s-4gpu-pcie.
 	DefaultATSRoundTrip = 430 * sim.Nanosecond
+	// DefaultWalkers is how many IOTLB misses a unit serves at once
+	// (its page-table walkers, or the walk slots of an SMMU's TCU):
+	// assumed 8. Intel and AMD publish no number; Arm's CoreLink
+	// MMU-600 makes its TCU's concurrent walks a configuration option.
+	// A device keeps many requests outstanding (PCIe tags), so the
+	// misses of one long access overlap up to this count.
+	DefaultWalkers = 8
 )
 
 // DefaultWalkCache is the entries of the paging-structure caches (VT-d)
@@ -110,6 +117,9 @@ type Params struct {
 	// ATSInvalidateCost one ATS invalidation round (see the defaults).
 	ATCEntries        int
 	ATSInvalidateCost sim.Time
+	// Walkers is how many translations of one access the unit serves at
+	// once (DefaultWalkers; zero means one: every miss in turn).
+	Walkers int
 	// Profile names the hardware family whose Linux driver's log lines
 	// the unit's unhandled faults print (vtd, amd-vi, smmuv3); empty
 	// prints VT-d's.
@@ -126,6 +136,7 @@ func DefaultParams() Params {
 		CPUs:       1,
 		WalkCache:  DefaultWalkCache,
 		ATCEntries: DefaultATCEntries, ATSInvalidateCost: DefaultATSInvalidateCost,
+		Walkers: DefaultWalkers,
 		Profile: "vtd",
 	}
 }

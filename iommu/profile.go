@@ -37,6 +37,7 @@ var profiles = map[string]Profile{
 		Levels: 4,
 		Params: DefaultParams(),
 		Sources: map[string]string{
+			"Walkers":        "assumed: 8 concurrent page-table walks; no vendor publishes the number (Arm's CoreLink MMU-600 makes it a TCU configuration option)",
 			"WalkCache":      "assumed: VT-d's paging-structure caches (PML4, PDPE, PDE caches; VT-d specification section 6.2.4) have no published sizes; 4, 16 and 32 entries",
 			"ATC":            "assumed: a device's ATC of 64 entries and 2 us per ATS invalidation (Device-TLB invalidation descriptor and wait descriptor, qi_flush_dev_iotlb)",
 			"IOTLBEntries":   "measured: 64 entries of 4 KiB on Intel Xeon E5 (Neugebauer et al., Understanding PCIe performance for end host networking, SIGCOMM 2018, section 6.3)",
@@ -53,6 +54,7 @@ var profiles = map[string]Profile{
 		Levels: 4,
 		Params: amdParams(),
 		Sources: map[string]string{
+			"Walkers":        "assumed: 8 concurrent page-table walks; no vendor publishes the number (Arm's CoreLink MMU-600 makes it a TCU configuration option)",
 			"WalkCache":      "assumed: the AMD IOMMU's page-directory caches have no published sizes; as for VT-d",
 			"ATC":            "assumed: as for VT-d; INVALIDATE_IOTLB_PAGES then COMPLETION_WAIT",
 			"IOTLBEntries":   "assumed equal to VT-d's measured 64 entries: AMD does not publish the IOMMU's TLB size",
@@ -75,9 +77,11 @@ var profiles = map[string]Profile{
 			CPUs:       1,
 			WalkCache:  DefaultWalkCache,
 			ATCEntries: DefaultATCEntries, ATSInvalidateCost: 3 * sim.Microsecond,
+			Walkers: DefaultWalkers,
 			Profile: "smmuv3",
 		},
 		Sources: map[string]string{
+			"Walkers":        "assumed: 8 concurrent page-table walks; no vendor publishes the number (Arm's CoreLink MMU-600 makes it a TCU configuration option)",
 			"WalkCache":      "assumed: the SMMUv3 architecture allows walk caches of any size and MMU-600 makes them a configuration option; 4, 16 and 32 entries",
 			"ATC":            "assumed: a 64-entry ATC; 3 us per CMD_ATC_INV then CMD_SYNC, one more command-queue round than an IOTLB invalidation",
 			"IOTLBEntries":   "assumed: the SMMUv3 architecture leaves TLB sizes to the implementation and Arm's CoreLink MMU-600 makes its TBU TLBs a configuration option; 128 entries assumed",
