@@ -168,7 +168,21 @@ func TestParseErrors(t *testing.T) {
 		{"unknown device kind", func(t *testing.T) string {
 			return strings.Replace(withDevice("max_segment: 4 KiB"), "kind: nic", "kind: dmaa", 1)
 		},
-			`t.yaml:21: devices[0].kind: unknown kind "dmaa" (known: nic, nvme, dma)`},
+			`t.yaml:21: devices[0].kind: unknown kind "dmaa" (known: nic, nvme, dma, camera, isp, display)`},
+		{"camera without line rate", func(t *testing.T) string {
+			return base + "devices:\n  - {name: cam0, kind: camera, parent: rc0, link: {bandwidth: 4 GB/s}, dma_engines: 1}\n"
+		}, `t.yaml:21: devices[0].line_rate: missing`},
+		{"camera with zero line rate", func(t *testing.T) string {
+			return base + "devices:\n  - {name: cam0, kind: camera, parent: rc0, link: {bandwidth: 4 GB/s}, line_rate: 0, dma_engines: 1}\n"
+		}, `t.yaml:21: devices[0].line_rate: a camera needs its input link's rate`},
+		{"isp without pixel rate", func(t *testing.T) string {
+			return base + "devices:\n  - {name: isp0, kind: isp, parent: rc0, link: {bandwidth: 4 GB/s}, dma_engines: 1}\n"
+		}, `t.yaml:21: devices[0].pixel_rate: missing: want a number`},
+		{"display with negative pixel rate", func(t *testing.T) string {
+			return base + "devices:\n  - {name: dc0, kind: display, parent: rc0, link: {bandwidth: 4 GB/s}, pixel_rate: -1, dma_engines: 1}\n"
+		}, `t.yaml:21: devices[0].pixel_rate: must be positive, got -1`},
+		{"pixel rate on a nic", func(t *testing.T) string { return withDevice("pixel_rate: 1e9") },
+			`t.yaml:21: devices[0].pixel_rate: only a device of kind isp or display has one, not "nic"`},
 		{"swiotlb not a whole number of slots", func(t *testing.T) string { return base + "swiotlb: 3 KiB\n" },
 			`t.yaml:20: swiotlb: want a positive multiple of 2 KiB, swiotlb's slot size IO_TLB_SIZE (leave it out for the default 64 MiB), got 3 KiB`},
 		{"link bandwidth with gen", func(t *testing.T) string {

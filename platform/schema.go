@@ -42,7 +42,7 @@ var yamlNames = map[string]string{
 	"ThrashingPinLapses": "thrashing_pin_lapses", "ThrashingEpochLapses": "thrashing_epoch_lapses",
 	"FaultLatency": "fault_latency",
 
-	"Kind": "kind", "LineRate": "line_rate", "DMAEngines": "dma_engines",
+	"Kind": "kind", "LineRate": "line_rate", "PixelRate": "pixel_rate", "DMAEngines": "dma_engines",
 	"NonCoherentDMA": "noncoherent_dma", "DMAMaskBits": "dma_mask_bits", "ATS": "ats",
 	"MaxSegment": "max_segment", "SegmentBoundary": "segment_boundary",
 	"Slot": "slot", "Function": "function", "DMAAliases": "dma_aliases",

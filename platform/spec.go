@@ -364,14 +364,22 @@ type UVM struct {
 // SoC's interconnect.
 type Device struct {
 	Name string
-	// Kind is "nic", "nvme" or "dma" (a generic DMA engine such as Xilinx
-	// AXI DMA).
+	// Kind is "nic", "nvme", "dma" (a generic DMA engine such as Xilinx
+	// AXI DMA), "camera" (a CSI receiver and video input unit, or a PCIe
+	// capture card), "isp" (a memory-to-memory image signal processor)
+	// or "display" (a display controller scanning out framebuffers).
 	Kind   string
 	Parent string
 	Link   PCIeLink
 	// LineRate is the device's external rate (a NIC's port speed, an
-	// NVMe drive's media bandwidth), per direction; zero if unlimited.
+	// NVMe drive's media bandwidth, a camera's CSI lanes or a capture
+	// card's video inputs), per direction; zero if unlimited. A camera
+	// must have one: it bounds how fast a frame's bytes arrive.
 	LineRate Param[Rate]
+	// PixelRate is what an ISP processes or a display controller scans
+	// out, in pixels per second; only for kinds isp and display, which
+	// must have it.
+	PixelRate Param[float64]
 	// DMAEngines is the number of independent DMA queues the model gives it.
 	DMAEngines Param[int]
 	// NonCoherentDMA says the device's DMA does not snoop the CPU caches

@@ -29,9 +29,25 @@ const (
 	// DeviceDMA is a generic DMA engine (Xilinx AXI DMA, a PL330): it
 	// moves data between memory and a stream or another memory.
 	DeviceDMA = "dma"
+	// DeviceCamera is a capture device that writes frames into memory:
+	// an SoC's CSI receiver and video input unit (Tegra's NVCSI and VI),
+	// or a PCIe capture card. Its line_rate is its input link (the CSI
+	// lanes, the card's SDI or HDMI inputs), which bounds how fast a
+	// frame's bytes can arrive.
+	DeviceCamera = "camera"
+	// DeviceISP is an image signal processor: a memory-to-memory device
+	// that reads raw sensor frames and writes processed ones, at its
+	// pixel_rate.
+	DeviceISP = "isp"
+	// DeviceDisplay is a display controller that scans framebuffers out
+	// of memory, at most pixel_rate pixels a second.
+	DeviceDisplay = "display"
 )
 
-var deviceKinds = []string{DeviceNIC, DeviceNVMe, DeviceDMA}
+var deviceKinds = []string{DeviceNIC, DeviceNVMe, DeviceDMA, DeviceCamera, DeviceISP, DeviceDisplay}
+
+// pixelKinds are the device kinds that have a pixel_rate.
+var pixelKinds = []string{DeviceISP, DeviceDisplay}
 
 // pcieWidths are the lane counts PCIe defines.
 var pcieWidths = []int{1, 2, 4, 8, 16, 32}
@@ -112,6 +128,7 @@ func validate(s *Spec, errs *errorList, lines map[string]int) {
 		v.link(p+".link", d.Link)
 		nonNegative(v, p+".line_rate", d.LineRate)
 		positive(v, p+".dma_engines", d.DMAEngines)
+		v.pixels(p, d)
 		v.dmaLimits(p, d)
 	}
 	for i, sw := range s.NVSwitches {
@@ -526,6 +543,23 @@ func (v *validator) uvm(p string, u UVM) {
 			maxUint, DefaultThrashingLapse, l)
 	}
 	v.optionalTime(p+".fault_latency", u.FaultLatency, DefaultFaultLatency)
+}
+
+// pixels checks the fields of the video devices: a camera needs its
+// input link's rate (line_rate), since a frame cannot arrive faster
+// than its lanes carry it; an ISP and a display controller need a
+// pixel_rate, which no other kind has.
+func (v *validator) pixels(p string, d Device) {
+	if d.Kind == DeviceCamera && d.LineRate.V == 0 {
+		v.missingOr(p+".line_rate", true, "a camera needs its input link's rate")
+	}
+	if slices.Contains(pixelKinds, d.Kind) {
+		positive(v, p+".pixel_rate", d.PixelRate)
+		return
+	}
+	if given(v, p+".pixel_rate", d.PixelRate) {
+		v.add(p+".pixel_rate", "only a device of kind %s has one, not %q", strings.Join(pixelKinds, " or "), d.Kind)
+	}
 }
 
 // dmaLimits checks what a device's driver would tell the DMA API about
