@@ -249,6 +249,7 @@ func TestCoherencyNeedsCache(t *testing.T) {
 	s, _ := Preset("h200-pcie")
 	s.RootComplexes[0].NonCoherentDMA = true
 	s.Nodes[0].Cache = CPUCache{}
+	s.Devices = nil // the capture card would be named first
 	want := `h200-pcie: nodes[0].cache: missing size, writeback_cost, invalidate_cost, uncached_rate: GPU "gpu0" on node 0 does non-coherent DMA (root complex "rc0" has noncoherent_dma), so the cost of cache maintenance and uncached access must be given`
 	if err := s.Validate(); err == nil || err.Error() != want {
 		t.Errorf("Validate error\n got: %v\nwant: %s", err, want)

@@ -92,6 +92,23 @@
 // slot, and all of a slot's functions have one parent. A file without
 // them reads as before: every device is a slot of its own.
 //
+// # Video devices
+//
+// A device of kind camera writes frames into memory: an SoC's CSI
+// receiver and video input unit (Tegra's NVCSI and VI) or a PCIe capture
+// card. Its line_rate is required: the input link's rate (CSI lanes times
+// the lane rate, a card's SDI or HDMI inputs), which bounds how fast a
+// frame's bytes arrive. Kinds isp (a memory-to-memory image signal
+// processor) and display (a display controller) require pixel_rate, in
+// pixels per second (1.85e9); no other kind may have one:
+//
+//	devices:
+//	  - {name: vi0, kind: camera, parent: soc, link: {bandwidth: 16 GB/s}, line_rate: 10 Gb/s, dma_engines: 1}
+//	  - {name: isp0, kind: isp, parent: soc, link: {bandwidth: 16 GB/s}, pixel_rate: 1.85e9, dma_engines: 2}
+//
+// jetson-orin has vi0, isp0 and dc0 (a display controller) on its SoC
+// fabric; h200-pcie has cap0, a PCIe capture card, and no ISP or display.
+//
 // # Integrated GPUs
 //
 // A GPU with integrated: true is part of an SoC (Tegra: Jetson TX2,

@@ -424,14 +424,17 @@ func TestJetsonPresets(t *testing.T) {
 		bandwidth Rate
 		engines   int
 		coherent  bool
+		// rcs is the number of root complexes: Orin's SoC fabric
+		// carries its camera, ISP and display devices.
+		rcs int
 	}{
-		{orin, "ampere", 12, 64 << 30, 204.8e9, 2, true},
-		{tx2, "pascal", 6, 8 << 30, 59.7e9, 1, false},
+		{orin, "ampere", 12, 64 << 30, 204.8e9, 2, true, 1},
+		{tx2, "pascal", 6, 8 << 30, 59.7e9, 1, false, 0},
 	} {
 		t.Run(tc.spec.Name, func(t *testing.T) {
 			s := tc.spec
-			if len(s.GPUs) != 1 || len(s.Nodes) != 1 || len(s.RootComplexes) != 0 {
-				t.Fatalf("%d GPUs, %d nodes, %d root complexes; want 1, 1, 0", len(s.GPUs), len(s.Nodes), len(s.RootComplexes))
+			if len(s.GPUs) != 1 || len(s.Nodes) != 1 || len(s.RootComplexes) != tc.rcs {
+				t.Fatalf("%d GPUs, %d nodes, %d root complexes; want 1, 1, %d", len(s.GPUs), len(s.Nodes), len(s.RootComplexes), tc.rcs)
 			}
 			g, n := s.GPUs[0], s.Nodes[0]
 			if !g.Integrated || g.Arch != tc.arch || g.Node != 0 || g.CopyEngines.V != tc.engines {

@@ -191,7 +191,8 @@ func TestSetErrors(t *testing.T) {
 		{"empty value", "gpus.gpu0.bar1", "",
 			`set gpus.gpu0.bar1: gpus[0].bar1: missing value: want a size like "141 GiB"`, nil},
 		{"breaking a reference", "root_complexes.rc0.name", "rc1",
-			`set root_complexes.rc0.name: gpus[0].parent: unknown parent "rc0" (root complexes and switches: rc1)`, nil},
+			"set root_complexes.rc0.name: gpus[0].parent: unknown parent \"rc0\" (root complexes and switches: rc1)\n" +
+				`devices[0].parent: unknown parent "rc0" (root complexes and switches: rc1)`, nil},
 		{"bad YAML value", "distances", "[[10",
 			`set distances: distances: bad YAML value "[[10": did not find expected ',' or ']'`, nil},
 	} {
