@@ -10,7 +10,7 @@ import (
 // HookAll subscribes fn to every event of every component of the system,
 // in the order they happen: DMA calls and transfers (dma), memory accesses
 // (mem), flows (fabric), processes and files (kernel), dma-bufs, heaps
-// and fences (dmabuf), the IOMMU units attached so far (iommu), the VFIO
+// and fences (dmabuf), video devices (v4l2), the IOMMU units attached so far (iommu), the VFIO
 // layer (vfio), and, when the platform has GPUs the façade drives, GPU
 // activities (gpu), CUDA calls (cuda) and unified-memory events (uvm).
 // Each is an Event with its
@@ -25,7 +25,7 @@ func (s *System) HookAll(fn func(sim.Event)) {
 }
 
 func (s *System) hookers() []sim.Hooker {
-	hs := []sim.Hooker{&s.DMA.Hooks, &s.Mem.Hooks, &s.Machine.Fabric.Hooks, &s.Kernel.Hooks, &s.bufs.Hooks}
+	hs := []sim.Hooker{&s.DMA.Hooks, &s.Mem.Hooks, &s.Machine.Fabric.Hooks, &s.Kernel.Hooks, &s.bufs.Hooks, &s.video.Hooks}
 	for _, u := range s.iommus {
 		hs = append(hs, &u.Hooks)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/sim"
+	"github.com/dmalab/dmalab/v4l2"
 	"github.com/dmalab/dmalab/vfio"
 )
 
@@ -82,6 +83,8 @@ type System struct {
 	cudaErr error
 	// bufs is the DMA-BUF layer (heaps, buffers, fences).
 	bufs *dmabuf.Layer
+	// video is the V4L2 core (cameras and ISPs a program registers).
+	video *v4l2.Layer
 	// iommus are the IOMMU units attached (AttachIOMMU); iommuCheck is
 	// the IOMMU pack watching them, made with the first.
 	iommus     []*iommu.Unit
@@ -159,6 +162,7 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 		m.Close()
 		return nil, err
 	}
+	s.video = v4l2.New(v4l2.Env{Machine: m, Mem: m.Mem, DMA: d, Kernel: s.Kernel, Bufs: s.bufs})
 	s.cuda, s.cudaErr = s.bootCUDA()
 	if s.cuda != nil && s.Checker != nil {
 		gpumem.Attach(s.Checker, s.cuda)
@@ -260,7 +264,7 @@ func (s *System) bootIOMMU() error {
 // kernelDrivers name the kernel driver each kind of device is bound to
 // at boot: the model's NIC driver (package nic), nvme, the DMA-engine
 // framework's; GPUs are bound to nvidia.
-var kernelDrivers = map[string]string{"nic": "nic", "nvme": "nvme", "dma": "dmaengine"}
+var kernelDrivers = map[string]string{"nic": "nic", "nvme": "nvme", "dma": "dmaengine", "camera": "v4l2", "isp": "v4l2", "display": "drm"}
 
 // bootVFIO builds the VFIO layer over the platform's unit: every GPU and
 // device bound to its kernel driver, none to vfio-pci yet.
@@ -344,6 +348,11 @@ func (s *System) bootDMABuf() error {
 // reserved), dma_buf_get for importing drivers, fences and sync files;
 // the CUDA façade's dma-buf exports are its buffers too.
 func (s *System) DMABuf() *dmabuf.Layer { return s.bufs }
+
+// V4L2 is the V4L2 core: NewCapture and NewISP register the platform's
+// camera and ISP devices as video nodes whose DMA goes through the
+// system's DMA layer (and its IOMMU when the platform translates).
+func (s *System) V4L2() *v4l2.Layer { return s.video }
 
 // AttachIOMMU makes u one of the system's IOMMU units: when the system
 // checks, the IOMMU pack watches it (faults, permission faults, stale
