@@ -1,0 +1,250 @@
+package v4l2_test
+
+import (
+	"bytes"
+	"errors"
+	"syscall"
+	"testing"
+
+	"github.com/dmalab/dmalab"
+	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/sim"
+	"github.com/dmalab/dmalab/v4l2"
+)
+
+// small is a frame small enough for fast tests.
+var small = v4l2.Format{Width: 64, Height: 32, PixelFormat: v4l2.PixFmtSRGGB10P}
+
+func boot(t *testing.T, preset string, payload bool, sets ...string) *dmalab.System {
+	t.Helper()
+	spec, err := platform.Preset(preset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(sets); i += 2 {
+		if spec, err = platform.Set(spec, sets[i], sets[i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sys, err := dmalab.BootSpec(spec, dmalab.Options{Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sys.Close)
+	return sys
+}
+
+func camera(t *testing.T, sys *dmalab.System, dev string) *v4l2.Capture {
+	t.Helper()
+	c, err := sys.V4L2().NewCapture(v4l2.CaptureConfig{Device: dev, Format: small, FrameRate: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func read(p *dmalab.Process, va mem.VirtAddr, n uint32) []byte {
+	buf := make([]byte, n)
+	p.System.Mem.ReadBytes(p.Thread, 0, va, buf)
+	return buf
+}
+
+// TestErrnos: the ioctls' errors as V4L2 gives them.
+func TestErrnos(t *testing.T) {
+	sys := boot(t, "jetson-orin", false)
+	c := camera(t, sys, "vi0")
+	err := sys.Run("app", func(p *dmalab.Process) error {
+		tp, pr := p.Thread, p.Process
+		fd, err := c.Open(tp, pr)
+		if err != nil {
+			return err
+		}
+		check := func(what string, err, want error) {
+			t.Helper()
+			if !errors.Is(err, want) {
+				t.Errorf("%s: %v, want %v", what, err, want)
+			}
+		}
+		_, err = c.ReqBufs(tp, pr, fd, v4l2.RequestBuffers{Count: 2, Type: v4l2.BufTypeVideoOutput, Memory: v4l2.MemoryMMAP})
+		check("REQBUFS of the output type on a camera", err, syscall.EINVAL)
+		_, err = c.ReqBufs(tp, pr, fd, v4l2.RequestBuffers{Count: 2, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryUserptr})
+		check("REQBUFS USERPTR", err, syscall.EINVAL)
+		_, err = c.DQBuf(tp, pr, fd, v4l2.BufTypeVideoCapture)
+		check("DQBUF before STREAMON", err, syscall.EINVAL)
+		// 128 RAW10 pixels are 160 bytes, 192 at VI's 64-byte stride.
+		if f, err := c.SFmt(tp, pr, fd, v4l2.BufTypeVideoCapture, v4l2.Format{Width: 128, Height: 64, PixelFormat: v4l2.PixFmtSRGGB10P}); err != nil || f.SizeImage != 192*64 {
+			t.Errorf("S_FMT = %v, %v; want sizeimage %d", f, err, 192*64)
+		}
+		check("STREAMON without buffers", c.StreamOn(tp, pr, fd, v4l2.BufTypeVideoCapture), syscall.EINVAL)
+		if _, err := c.ReqBufs(tp, pr, fd, v4l2.RequestBuffers{Count: 2, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF}); err != nil {
+			return err
+		}
+		_, err = c.QBuf(tp, pr, fd, v4l2.Buffer{Index: 2, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF})
+		check("QBUF index 2 of 2", err, syscall.EINVAL)
+		_, err = c.QBuf(tp, pr, fd, v4l2.Buffer{Index: 0, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryMMAP})
+		check("QBUF MMAP on a DMABUF queue", err, syscall.EINVAL)
+		_, err = c.QBuf(tp, pr, fd, v4l2.Buffer{Index: 0, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF, FD: 99})
+		check("QBUF with a bad dma-buf fd", err, syscall.EBADF)
+		_, err = c.QBuf(tp, pr, 77, v4l2.Buffer{Index: 0, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF})
+		check("QBUF on a bad fd", err, syscall.EBADF)
+		heap, _ := sys.DMABuf().Heap("system")
+		tiny, err := heap.Allocate(tp, pr, 4096, 0)
+		if err != nil {
+			return err
+		}
+		_, err = c.QBuf(tp, pr, fd, v4l2.Buffer{Index: 0, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF, FD: tiny})
+		check("QBUF of a dma-buf smaller than sizeimage", err, syscall.EINVAL)
+		big, err := heap.Allocate(tp, pr, 16384, 0)
+		if err != nil {
+			return err
+		}
+		if _, err := c.QBuf(tp, pr, fd, v4l2.Buffer{Index: 0, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF, FD: big}); err != nil {
+			return err
+		}
+		_, err = c.QBuf(tp, pr, fd, v4l2.Buffer{Index: 0, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF, FD: big})
+		check("QBUF twice", err, syscall.EINVAL)
+		fd2, _ := c.Open(tp, pr)
+		_, err = c.ReqBufs(tp, pr, fd2, v4l2.RequestBuffers{Count: 2, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryMMAP})
+		check("REQBUFS from a second file", err, syscall.EBUSY)
+		if err := c.StreamOn(tp, pr, fd, v4l2.BufTypeVideoCapture); err != nil {
+			return err
+		}
+		_, err = c.ReqBufs(tp, pr, fd, v4l2.RequestBuffers{Count: 4, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF})
+		check("REQBUFS while streaming", err, syscall.EBUSY)
+		_, err = c.SFmt(tp, pr, fd, v4l2.BufTypeVideoCapture, small)
+		check("S_FMT with buffers", err, syscall.EBUSY)
+		b, err := c.DQBuf(tp, pr, fd, v4l2.BufTypeVideoCapture)
+		if err != nil || b.Index != 0 || b.Sequence != 0 || b.BytesUsed != 192*64 {
+			t.Errorf("DQBUF = %+v, %v; want index 0, sequence 0, %d bytes", b, err, 192*64)
+		}
+		return c.StreamOff(tp, pr, fd, v4l2.BufTypeVideoCapture)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCaptureMMAP: in payload mode frames land in MMAP buffers, read
+// through the process's mapping, with the sensor pattern of their
+// sequence number, one period apart, written by the end of readout.
+func TestCaptureMMAP(t *testing.T) {
+	sys := boot(t, "jetson-orin", true)
+	c := camera(t, sys, "vi0")
+	const n = 4
+	var frames []v4l2.Buffer
+	err := sys.Run("app", func(p *dmalab.Process) error {
+		tp, pr := p.Thread, p.Process
+		fd, _ := c.Open(tp, pr)
+		if _, err := c.ReqBufs(tp, pr, fd, v4l2.RequestBuffers{Count: n, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryMMAP}); err != nil {
+			return err
+		}
+		vas := make([]mem.VirtAddr, n)
+		for i := range n {
+			qb, err := c.QueryBuf(pr, fd, v4l2.BufTypeVideoCapture, uint32(i))
+			if err != nil {
+				return err
+			}
+			if vas[i], err = c.Mmap(tp, pr, fd, v4l2.BufTypeVideoCapture, qb.Offset); err != nil {
+				return err
+			}
+			if _, err := c.QBuf(tp, pr, fd, v4l2.Buffer{Index: uint32(i), Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryMMAP}); err != nil {
+				return err
+			}
+		}
+		if err := c.StreamOn(tp, pr, fd, v4l2.BufTypeVideoCapture); err != nil {
+			return err
+		}
+		f, _ := c.GFmt(pr, fd, v4l2.BufTypeVideoCapture)
+		for range 6 {
+			b, err := c.DQBuf(tp, pr, fd, v4l2.BufTypeVideoCapture)
+			if err != nil {
+				return err
+			}
+			if got := read(p, vas[b.Index], f.SizeImage); !bytes.Equal(got, v4l2.Pattern(f, b.Sequence)) {
+				t.Errorf("frame %d in buffer %d: not the sensor's pattern", b.Sequence, b.Index)
+			}
+			frames = append(frames, b)
+			if _, err := c.QBuf(tp, pr, fd, v4l2.Buffer{Index: b.Index, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryMMAP}); err != nil {
+				return err
+			}
+		}
+		return c.StreamOff(tp, pr, fd, v4l2.BufTypeVideoCapture)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	period := sim.FromSeconds(1.0 / 1000)
+	for i, b := range frames {
+		tm := b.Times
+		if b.Sequence != uint32(i) || b.Timestamp != tm.ReadoutStart || tm.ReadoutStart != sim.Time(i)*period ||
+			tm.ReadoutEnd != tm.ReadoutStart+period || tm.Written <= tm.ReadoutEnd-period/2 || tm.Written > tm.ReadoutEnd+period/10 {
+			t.Errorf("frame %d: sequence %d, times %+v (period %v)", i, b.Sequence, tm, period)
+		}
+	}
+	if c.Dropped() != 0 {
+		t.Errorf("%d frames dropped", c.Dropped())
+	}
+}
+
+// TestCaptureDMABUFAndDrops: frames land in dma-bufs from the system
+// heap; an application that holds its two buffers for ten periods
+// makes the camera drop frames, seen as a gap in the sequence.
+func TestCaptureDMABUFAndDrops(t *testing.T) {
+	sys := boot(t, "h200-pcie", true)
+	c := camera(t, sys, "cap0")
+	var seqs []uint32
+	err := sys.Run("app", func(p *dmalab.Process) error {
+		tp, pr := p.Thread, p.Process
+		fd, _ := c.Open(tp, pr)
+		if _, err := c.ReqBufs(tp, pr, fd, v4l2.RequestBuffers{Count: 2, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF}); err != nil {
+			return err
+		}
+		f, _ := c.GFmt(pr, fd, v4l2.BufTypeVideoCapture)
+		heap, _ := sys.DMABuf().Heap("system")
+		fds := make([]int, 2)
+		vas := make([]mem.VirtAddr, 2)
+		for i := range fds {
+			var err error
+			if fds[i], err = heap.Allocate(tp, pr, uint64(f.SizeImage), 0); err != nil {
+				return err
+			}
+			b, _ := sys.DMABuf().Get(tp, pr, fds[i])
+			if vas[i], err = b.Mmap(tp, pr); err != nil {
+				return err
+			}
+			_ = b.Put(tp)
+			if _, err := c.QBuf(tp, pr, fd, v4l2.Buffer{Index: uint32(i), Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF, FD: fds[i]}); err != nil {
+				return err
+			}
+		}
+		if err := c.StreamOn(tp, pr, fd, v4l2.BufTypeVideoCapture); err != nil {
+			return err
+		}
+		for i := range 4 {
+			b, err := c.DQBuf(tp, pr, fd, v4l2.BufTypeVideoCapture)
+			if err != nil {
+				return err
+			}
+			if b.FD != fds[b.Index] || !bytes.Equal(read(p, vas[b.Index], f.SizeImage), v4l2.Pattern(f, b.Sequence)) {
+				t.Errorf("frame %d: fd %d, bytes not the pattern", b.Sequence, b.FD)
+			}
+			seqs = append(seqs, b.Sequence)
+			if i == 1 {
+				tp.Sleep(sim.FromSeconds(10.0 / 1000)) // slow application
+			}
+			if _, err := c.QBuf(tp, pr, fd, v4l2.Buffer{Index: b.Index, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF, FD: fds[b.Index]}); err != nil {
+				return err
+			}
+		}
+		return c.StreamOff(tp, pr, fd, v4l2.BufTypeVideoCapture)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Frame 2 waited in the second buffer during the sleep; the frames
+	// of the ten periods after it found no buffer.
+	if len(seqs) != 4 || seqs[0] != 0 || seqs[1] != 1 || seqs[2] != 2 || seqs[3] < 11 || c.Dropped() != int(seqs[3])-3 {
+		t.Errorf("sequences %v, %d dropped; want a gap of about 10 after the second frame", seqs, c.Dropped())
+	}
+}
