@@ -133,6 +133,12 @@ func TestCaptureMMAP(t *testing.T) {
 	c := camera(t, sys, "vi0")
 	const n = 4
 	var frames []v4l2.Buffer
+	ops := map[v4l2.Op]int{}
+	sys.HookAll(func(e sim.Event) {
+		if v, ok := e.(*v4l2.Event); ok && v.Component == "v4l2" {
+			ops[v.Op]++
+		}
+	})
 	err := sys.Run("app", func(p *dmalab.Process) error {
 		tp, pr := p.Thread, p.Process
 		fd, _ := c.Open(tp, pr)
@@ -184,6 +190,9 @@ func TestCaptureMMAP(t *testing.T) {
 	}
 	if c.Dropped() != 0 {
 		t.Errorf("%d frames dropped", c.Dropped())
+	}
+	if ops[v4l2.OpFrame] < 6 || ops[v4l2.OpDQBuf] != 6 || ops[v4l2.OpQBuf] != 10 || ops[v4l2.OpStreamOn] != 1 {
+		t.Errorf("HookAll heard %v", ops)
 	}
 }
 

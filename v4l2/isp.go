@@ -39,6 +39,9 @@ type ISP struct {
 	pixelRate float64
 	busy      bool
 	jobs      uint32
+	// gen counts STREAMOFFs: a job of an earlier stream neither
+	// finishes buffers nor frees the ISP for the next.
+	gen int
 }
 
 // NewISP registers the ISP cfg.Device as a video node.
@@ -66,6 +69,7 @@ func (l *Layer) NewISP(cfg ISPConfig) (*ISP, error) {
 		cap.format = Adjust(Format{Width: in.format.Width, Height: in.format.Height, PixelFormat: PixFmtNV12, BytesPerLine: cap.format.BytesPerLine}, d.allowed[BufTypeVideoCapture], d.lim)
 	}
 	d.onStart = func(*queue) { s.run() }
+	d.onStop = func(*queue) { s.gen, s.busy = s.gen+1, false }
 	d.onQueued = func(*queue) { s.run() }
 	return s, nil
 }
@@ -105,9 +109,9 @@ func (s *ISP) run() {
 	}
 	s.begin(src)
 	s.begin(dst)
-	pending := 1
+	pending, gen := 1, s.gen
 	ready := func(*dmabuf.Fence) {
-		if pending--; pending == 0 {
+		if pending--; pending == 0 && gen == s.gen {
 			s.job(src, dst)
 		}
 	}
@@ -124,12 +128,15 @@ func (s *ISP) run() {
 func (s *ISP) job(src, dst *vbuf) {
 	eng := s.l.env.Machine.Engine
 	in, out := src.q.format, dst.q.format
-	seq := s.jobs
+	seq, gen := s.jobs, s.gen
 	times := src.times // the camera's timeline, when the input came from one
 	times.ISPStart = eng.Now()
 	rd := &dma.Transfer{Name: fmt.Sprintf("%s.read%d", s.name, seq), Route: &s.toDev, Bytes: int64(in.SizeImage),
 		Read: src.spans(0, uint64(in.SizeImage)), Opts: []fabric.Option{fabric.Tag(s)}}
 	_, err := s.dev.StartTransfer(rd, func(ri *dma.TransferInfo) {
+		if gen != s.gen {
+			return // stopped: the job is abandoned
+		}
 		times.ISPRead = eng.Now()
 		var nv []byte
 		if s.l.env.Mem.Payload() && ri.Data != nil {
@@ -138,7 +145,13 @@ func (s *ISP) job(src, dst *vbuf) {
 		eng.After(s.ProcessTime(in), func() {
 			wr := &dma.Transfer{Name: fmt.Sprintf("%s.write%d", s.name, seq), Route: &s.fromDev, Bytes: int64(out.SizeImage),
 				Write: dst.spans(0, uint64(out.SizeImage)), Data: nv, Opts: []fabric.Option{fabric.Tag(s)}}
+			if gen != s.gen {
+				return
+			}
 			if _, err := s.dev.StartTransfer(wr, func(*dma.TransferInfo) {
+				if gen != s.gen {
+					return
+				}
 				times.ISPDone = eng.Now()
 				s.jobs++
 				s.busy = false

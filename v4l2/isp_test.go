@@ -166,3 +166,84 @@ func TestExpBufISPFences(t *testing.T) {
 		t.Errorf("vi0 is not behind an IOMMU domain")
 	}
 }
+
+// TestImplicitSync: zero copy from camera to ISP through one dma-buf.
+// The application queues the buffer to the ISP while the camera is
+// still writing it; the ISP waits for the camera's write fence in the
+// buffer's reservation object, so its job starts when the frame has
+// landed, and its output is Process of that frame.
+func TestImplicitSync(t *testing.T) {
+	sys := boot(t, "jetson-orin", true)
+	c := camera(t, sys, "vi0")
+	isp, err := sys.V4L2().NewISP(v4l2.ISPConfig{Device: "isp0", Format: small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sys.Run("app", func(p *dmalab.Process) error {
+		tp, pr := p.Thread, p.Process
+		cfd, _ := c.Open(tp, pr)
+		ifd, _ := isp.Open(tp, pr)
+		raw, _ := c.GFmt(pr, cfd, v4l2.BufTypeVideoCapture)
+		heap, _ := sys.DMABuf().Heap("system")
+		fd, err := heap.Allocate(tp, pr, uint64(raw.SizeImage), 0)
+		if err != nil {
+			return err
+		}
+		for _, r := range []struct {
+			d  *v4l2.Device
+			fd int
+			rb v4l2.RequestBuffers
+		}{
+			{c.Device, cfd, v4l2.RequestBuffers{Count: 1, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF}},
+			{isp.Device, ifd, v4l2.RequestBuffers{Count: 1, Type: v4l2.BufTypeVideoOutput, Memory: v4l2.MemoryDMABUF}},
+			{isp.Device, ifd, v4l2.RequestBuffers{Count: 1, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryMMAP}},
+		} {
+			if _, err := r.d.ReqBufs(tp, pr, r.fd, r.rb); err != nil {
+				return err
+			}
+		}
+		if _, err := c.QBuf(tp, pr, cfd, v4l2.Buffer{Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF, FD: fd}); err != nil {
+			return err
+		}
+		if err := c.StreamOn(tp, pr, cfd, v4l2.BufTypeVideoCapture); err != nil {
+			return err
+		}
+		tp.Sleep(sim.FromSeconds(0.1e-3)) // the camera's first chunk is on its way
+		if _, err := isp.QBuf(tp, pr, ifd, v4l2.Buffer{Type: v4l2.BufTypeVideoOutput, Memory: v4l2.MemoryDMABUF, FD: fd}); err != nil {
+			return err
+		}
+		if _, err := isp.QBuf(tp, pr, ifd, v4l2.Buffer{Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryMMAP}); err != nil {
+			return err
+		}
+		for _, bt := range []v4l2.BufType{v4l2.BufTypeVideoOutput, v4l2.BufTypeVideoCapture} {
+			if err := isp.StreamOn(tp, pr, ifd, bt); err != nil {
+				return err
+			}
+		}
+		frame, err := c.DQBuf(tp, pr, cfd, v4l2.BufTypeVideoCapture)
+		if err != nil {
+			return err
+		}
+		nv, err := isp.DQBuf(tp, pr, ifd, v4l2.BufTypeVideoCapture)
+		if err != nil {
+			return err
+		}
+		if nv.Times.ISPStart != frame.Times.Written {
+			t.Errorf("ISP started at %v, the frame landed at %v", nv.Times.ISPStart, frame.Times.Written)
+		}
+		nvf, _ := isp.GFmt(pr, ifd, v4l2.BufTypeVideoCapture)
+		qb, _ := isp.QueryBuf(pr, ifd, v4l2.BufTypeVideoCapture, 0)
+		va, err := isp.Mmap(tp, pr, ifd, v4l2.BufTypeVideoCapture, qb.Offset)
+		if err != nil {
+			return err
+		}
+		want, _ := v4l2.Process(raw, v4l2.Pattern(raw, frame.Sequence), nvf)
+		if !bytes.Equal(read(p, va, nvf.SizeImage), want) {
+			t.Errorf("NV12 is not Process of frame %d", frame.Sequence)
+		}
+		return c.StreamOff(tp, pr, cfd, v4l2.BufTypeVideoCapture)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
