@@ -31,7 +31,9 @@ func TestGroups(t *testing.T) {
 		{"dgx-h100", [][2]string{{"switches.pcie0.acs", "true"}, {"switches.pcie1.acs", "true"}, {"switches.pcie2.acs", "true"}, {"switches.pcie3.acs", "true"}},
 			[][]string{{"gpu0"}, {"gpu1"}, {"gpu2"}, {"gpu3"}, {"gpu4"}, {"gpu5"}, {"gpu6"}, {"gpu7"},
 				{"nic0"}, {"nic1"}, {"nic2"}, {"nic3"}, {"nic4"}, {"nic5"}, {"nic6"}, {"nic7"}}},
-		{"h200-pcie", nil, [][]string{{"gpu0"}}},
+		{"h200-pcie", nil, [][]string{{"gpu0"}, {"cap0"}}},
+		// The SoC's video devices, each its own stream ID on the SMMU.
+		{"jetson-orin", nil, [][]string{{"gpu0"}, {"vi0"}, {"isp0"}, {"dc0"}}},
 		{"zynq-7000", nil, [][]string{{"axidma0"}, {"gem0"}}},
 	}
 	for _, tt := range tests {

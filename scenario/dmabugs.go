@@ -7,6 +7,7 @@ import (
 	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
 
@@ -353,7 +354,9 @@ Bugs:
 }
 
 // pickDevice is the device a DMA scenario drives: the named one, else the
-// first NIC, else the first device of any kind.
+// first NIC, else the first device of another kind that is not a video
+// device (cameras, ISPs and display controllers have their own drivers,
+// packages v4l2 and drm).
 func pickDevice(c *Context, name string) (*dma.Device, error) {
 	devs := c.Machine.Spec.Devices
 	if name == "" {
@@ -363,8 +366,10 @@ func pickDevice(c *Context, name string) (*dma.Device, error) {
 				break
 			}
 		}
-		if name == "" && len(devs) > 0 {
-			name = devs[0].Name
+		for _, d := range devs {
+			if name == "" && d.Kind != platform.DeviceCamera && d.Kind != platform.DeviceISP && d.Kind != platform.DeviceDisplay {
+				name = d.Name
+			}
 		}
 	}
 	if name == "" {
