@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dmalab/dmalab"
+	"github.com/dmalab/dmalab/dmabuf"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
@@ -27,11 +28,17 @@ func boot(t *testing.T, preset string, payload bool, sets ...string) *dmalab.Sys
 			t.Fatal(err)
 		}
 	}
-	sys, err := dmalab.BootSpec(spec, dmalab.Options{Payload: payload})
+	sys, err := dmalab.BootSpec(spec, dmalab.Options{Payload: payload, Check: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(sys.Close)
+	t.Cleanup(func() {
+		// Every test uses the API correctly: the checker finds nothing.
+		for _, d := range sys.Diagnostics() {
+			t.Errorf("diagnostic: %v", d)
+		}
+		sys.Close()
+	})
 	return sys
 }
 
@@ -235,9 +242,23 @@ func TestCaptureDMABUFAndDrops(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			// The CPU's access to an imported buffer is bracketed by
+			// DMA_BUF_IOCTL_SYNC, as the dma-buf rules ask (the checker
+			// reports a read without it).
+			db, err := sys.DMABuf().Get(tp, pr, b.FD)
+			if err != nil {
+				return err
+			}
+			if err := db.Sync(tp, dmabuf.SyncStart|dmabuf.SyncRead); err != nil {
+				return err
+			}
 			if b.FD != fds[b.Index] || !bytes.Equal(read(p, vas[b.Index], f.SizeImage), v4l2.Pattern(f, b.Sequence)) {
 				t.Errorf("frame %d: fd %d, bytes not the pattern", b.Sequence, b.FD)
 			}
+			if err := db.Sync(tp, dmabuf.SyncEnd|dmabuf.SyncRead); err != nil {
+				return err
+			}
+			_ = db.Put(tp)
 			seqs = append(seqs, b.Sequence)
 			if i == 1 {
 				tp.Sleep(sim.FromSeconds(10.0 / 1000)) // slow application
@@ -255,5 +276,53 @@ func TestCaptureDMABUFAndDrops(t *testing.T) {
 	// of the ten periods after it found no buffer.
 	if len(seqs) != 4 || seqs[0] != 0 || seqs[1] != 1 || seqs[2] != 2 || seqs[3] < 11 || c.Dropped() != int(seqs[3])-3 {
 		t.Errorf("sequences %v, %d dropped; want a gap of about 10 after the second frame", seqs, c.Dropped())
+	}
+}
+
+// TestCheckerSeesCameraDMA: a program that reads a captured dma-buf
+// without DMA_BUF_IOCTL_SYNC is reported, since the camera's writes go
+// through the DMA layer like any device's.
+func TestCheckerSeesCameraDMA(t *testing.T) {
+	sys, err := dmalab.Boot("h200-pcie", dmalab.Options{Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	c := camera(t, sys, "cap0")
+	err = sys.Run("app", func(p *dmalab.Process) error {
+		tp, pr := p.Thread, p.Process
+		fd, _ := c.Open(tp, pr)
+		if _, err := c.ReqBufs(tp, pr, fd, v4l2.RequestBuffers{Count: 1, Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF}); err != nil {
+			return err
+		}
+		heap, _ := sys.DMABuf().Heap("system")
+		bfd, err := heap.Allocate(tp, pr, 8192, 0)
+		if err != nil {
+			return err
+		}
+		db, _ := sys.DMABuf().Get(tp, pr, bfd)
+		va, err := db.Mmap(tp, pr)
+		if err != nil {
+			return err
+		}
+		_ = db.Put(tp)
+		if _, err := c.QBuf(tp, pr, fd, v4l2.Buffer{Type: v4l2.BufTypeVideoCapture, Memory: v4l2.MemoryDMABUF, FD: bfd}); err != nil {
+			return err
+		}
+		if err := c.StreamOn(tp, pr, fd, v4l2.BufTypeVideoCapture); err != nil {
+			return err
+		}
+		if _, err := c.DQBuf(tp, pr, fd, v4l2.BufTypeVideoCapture); err != nil {
+			return err
+		}
+		read(p, va, 64) // no DMA_BUF_IOCTL_SYNC first
+		return c.StreamOff(tp, pr, fd, v4l2.BufTypeVideoCapture)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sys.Diagnostics()
+	if len(d) == 0 || d[0].Class != "cpu-access-device-owned" {
+		t.Errorf("diagnostics %v, want cpu-access-device-owned", d)
 	}
 }
