@@ -99,8 +99,10 @@ func (c *Capture) Timing(f Format) (period, readout sim.Time) {
 	return period, period
 }
 
+// start is start_streaming: sequence numbers begin again at 0.
 func (c *Capture) start(q *queue) {
 	c.gen++
+	c.seq = 0
 	c.period, c.readout = c.Timing(q.format)
 	gen := c.gen
 	eng := c.l.env.Machine.Engine

@@ -326,3 +326,33 @@ func TestCheckerSeesCameraDMA(t *testing.T) {
 		t.Errorf("diagnostics %v, want cpu-access-device-owned", d)
 	}
 }
+
+// TestTiming: a frame's period is the frame rate's unless the input link
+// cannot carry a frame in it; then the link sets the pace.
+func TestTiming(t *testing.T) {
+	sys := boot(t, "h200-pcie", false)
+	c, err := sys.V4L2().NewCapture(v4l2.CaptureConfig{Device: "cap0", FrameRate: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		f    v4l2.Format
+		want sim.Time
+	}{
+		// 1080p RAW10 packed: 2.6 MB at 48 Gb/s is 0.44 ms, under 1/60 s.
+		{v4l2.Format{Width: 1920, Height: 1080, PixelFormat: v4l2.PixFmtSRGGB10P}, sim.FromSeconds(1.0 / 60)},
+		// 8K RAW12 in 16 bits: 134 MB at 6 GB/s is 22.4 ms.
+		{v4l2.Format{Width: 8192, Height: 8192, PixelFormat: v4l2.PixFmtSRGGB12}, sim.FromSeconds(8192 * 16384 / 6e9)},
+	} {
+		f, _ := c.TryFmt(v4l2.BufTypeVideoCapture, tc.f)
+		if period, readout := c.Timing(f); period != tc.want || readout != period {
+			t.Errorf("%v: period %v, readout %v; want %v", f, period, readout, tc.want)
+		}
+	}
+	if _, err := sys.V4L2().NewCapture(v4l2.CaptureConfig{Device: "gpu0"}); !errors.Is(err, v4l2.ErrNoDevice) {
+		t.Errorf("a GPU as a camera: %v", err)
+	}
+	if _, err := sys.V4L2().NewISP(v4l2.ISPConfig{Device: "cap0"}); !errors.Is(err, v4l2.ErrNoDevice) {
+		t.Errorf("a camera as an ISP: %v", err)
+	}
+}
