@@ -244,15 +244,13 @@ func (d *Device) queue(call string, f *file, t BufType) (*queue, error) {
 
 // GFmt is VIDIOC_G_FMT.
 func (d *Device) GFmt(proc *kernel.Process, fd int, t BufType) (Format, error) {
-	f, err := d.file("VIDIOC_G_FMT", proc, fd)
-	if err != nil {
+	if _, err := d.file("VIDIOC_G_FMT", proc, fd); err != nil {
 		return Format{}, err
 	}
 	q := d.queues[t]
 	if q == nil {
 		return Format{}, fmt.Errorf("VIDIOC_G_FMT(%s): buffer type %v: %w", d.node, t, syscall.EINVAL)
 	}
-	_ = f
 	return q.format, nil
 }
 

@@ -247,3 +247,66 @@ func TestImplicitSync(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestISPStreamOffMidJob: STREAMOFF during a job abandons it and gives
+// the buffers back; a new stream runs a fresh job to completion.
+func TestISPStreamOffMidJob(t *testing.T) {
+	sys := boot(t, "jetson-orin", false)
+	isp, err := sys.V4L2().NewISP(v4l2.ISPConfig{Device: "isp0", Format: small})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sys.Run("app", func(p *dmalab.Process) error {
+		tp, pr := p.Thread, p.Process
+		fd, _ := isp.Open(tp, pr)
+		types := []v4l2.BufType{v4l2.BufTypeVideoOutput, v4l2.BufTypeVideoCapture}
+		for _, bt := range types {
+			if _, err := isp.ReqBufs(tp, pr, fd, v4l2.RequestBuffers{Count: 1, Type: bt, Memory: v4l2.MemoryMMAP}); err != nil {
+				return err
+			}
+		}
+		start := func() error {
+			for _, bt := range types {
+				if _, err := isp.QBuf(tp, pr, fd, v4l2.Buffer{Type: bt, Memory: v4l2.MemoryMMAP}); err != nil {
+					return err
+				}
+			}
+			for _, bt := range types {
+				if err := isp.StreamOn(tp, pr, fd, bt); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := start(); err != nil {
+			return err
+		}
+		if err := isp.StreamOff(tp, pr, fd, v4l2.BufTypeVideoOutput); err != nil {
+			return err
+		}
+		if err := isp.StreamOff(tp, pr, fd, v4l2.BufTypeVideoCapture); err != nil {
+			return err
+		}
+		b, err := isp.QueryBuf(pr, fd, v4l2.BufTypeVideoCapture, 0)
+		if err != nil || b.Flags&(v4l2.BufFlagQueued|v4l2.BufFlagDone) != 0 {
+			t.Errorf("after STREAMOFF: %+v, %v", b, err)
+		}
+		if err := start(); err != nil {
+			return err
+		}
+		nv, err := isp.DQBuf(tp, pr, fd, v4l2.BufTypeVideoCapture)
+		if err != nil {
+			return err
+		}
+		if nv.Times.ISPDone-nv.Times.ISPStart < isp.ProcessTime(small) {
+			t.Errorf("job took %v, less than its processing", nv.Times.ISPDone-nv.Times.ISPStart)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if isp.Jobs() != 1 {
+		t.Errorf("%d jobs finished, want 1 (the first abandoned)", isp.Jobs())
+	}
+}
