@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmabufcheck"
 	"github.com/dmalab/dmalab/check/dmadebug"
 	"github.com/dmalab/dmalab/check/gpumem"
 	"github.com/dmalab/dmalab/check/iommucheck"
@@ -336,6 +337,14 @@ func (s *System) bootDMABuf() error {
 	}
 	if _, err := s.bufs.AddCMAHeap(s.Mem, "reserved", 0, 0); err != nil {
 		return fmt.Errorf("boot dma-buf: %w", err)
+	}
+	if s.Checker != nil {
+		// The DMA-BUF pack: fences against accesses (memory), descriptors
+		// (kernel), importers' coherency (DMA layer).
+		x := dmabufcheck.Attach(s.Checker, s.bufs)
+		x.WatchMemory(s.Mem)
+		x.WatchKernel(s.Kernel)
+		x.WatchDMA(s.DMA)
 	}
 	return nil
 }
