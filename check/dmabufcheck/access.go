@@ -67,7 +67,9 @@ func owns(f *fence, accessor string) bool {
 	return false
 }
 
-func isWordRune(c byte) bool { return c == '_' || unicode.IsLetter(rune(c)) || unicode.IsDigit(rune(c)) }
+func isWordRune(c byte) bool {
+	return c == '_' || unicode.IsLetter(rune(c)) || unicode.IsDigit(rune(c))
+}
 
 // race reports an access made while a fence of b's reservation object
 // that it should have waited for is unsignalled: a reader the writers'
