@@ -156,8 +156,8 @@ func (x *Pack) stale(a *mem.Access, b *buffer) {
 	var msg string
 	switch a.Kind {
 	case mem.CPURead:
-		msg = fmt.Sprintf("CPU (%s) read %s (%v +%d) and obtained version %d at %v, older than the latest write, %d: %s, mapped by the non-coherent %s, wrote it and the CPU's cache still held the old lines",
-			a.Proc, b.name, a.Phys, a.Size, a.Got, a.StaleAt, a.Want, imp.dev, imp.dev)
+		msg = fmt.Sprintf("CPU (%s) read %s (%v +%d) and obtained version %d at %v, older than the latest write, %d: the buffer is mapped by the non-coherent %s, whose writes do not reach the lines the CPU's cache holds",
+			a.Proc, b.name, a.Phys, a.Size, a.Got, a.StaleAt, a.Want, imp.dev)
 		if c, ok := b.cpu[process(a.Proc)]; ok {
 			msg += fmt.Sprintf("; the read is inside a begin_cpu_access made at %s, before the device's write: begin it after the device's fence", c.at())
 		} else {

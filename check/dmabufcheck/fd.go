@@ -76,8 +76,8 @@ func (x *Pack) get(e *dmabuf.Event) {
 		if x.held[proc][d.file] || x.sent[[2]string{p, proc}] {
 			continue
 		}
-		msg := fmt.Sprintf("dma_buf_get(%d) in %s resolved to %s, but %d is %s in %s, which %s never had a descriptor of and which passed %s no descriptor: if the number came from %s as data, this is the wrong buffer; send the descriptor with SCM_RIGHTS",
-			e.FD, proc, e.Buffer, e.FD, d.file, p, proc, proc, p)
+		msg := fmt.Sprintf("dma_buf_get(%d) in %s resolved to %s, but %d is %s in %s, a buffer %s never had, and %s passed %s no descriptor: if the number came from %s as data, this is the wrong buffer; send the descriptor with SCM_RIGHTS",
+			e.FD, proc, e.Buffer, e.FD, d.file, p, proc, p, proc, p)
 		x.record(cAliased, e.Time, e.Proc, "", e.Buffer, msg, d.made.origin())
 		return
 	}

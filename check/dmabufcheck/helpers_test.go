@@ -100,6 +100,7 @@ func (r *rig) expect(code string, n int, words ...string) {
 		r.t.Fatalf("%s reported %d times, want %d; all diagnostics:\n%s", code, len(got), n, r.dump())
 	}
 	for _, d := range got {
+		r.t.Log(d)
 		for _, w := range words {
 			if !strings.Contains(d.String(), w) {
 				r.t.Errorf("%s diagnostic lacks %q:\n%s", code, w, d)
