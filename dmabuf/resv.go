@@ -67,7 +67,9 @@ func (r *Resv) AddFence(p *sim.Proc, f *Fence, u Usage) {
 	for _, part := range f.Parts() {
 		r.add(part, u)
 	}
-	r.l.emit(p, Event{Op: OpResvAdd, Buffer: r.name, Fence: f.String(), FenceIDs: ids(f.Parts()), Usage: u})
+	if r.l.Hooks.Active() {
+		r.l.emit(p, Event{Op: OpResvAdd, Buffer: r.name, Fence: f.String(), FenceIDs: ids(f.Parts()), Usage: u})
+	}
 }
 
 func (r *Resv) add(f *Fence, u Usage) {
@@ -112,7 +114,7 @@ func (r *Resv) WaitTimeout(p *sim.Proc, u Usage, timeout sim.Time) (sim.Time, er
 	start, left := p.Now(), timeout
 	var err error
 	blocked := false
-	if timeout > 0 {
+	if timeout > 0 && r.l.Hooks.Active() {
 		var pending []*Fence
 		for _, f := range fences {
 			if !f.signaled {
