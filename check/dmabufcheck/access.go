@@ -94,7 +94,11 @@ func (x *Pack) race(a *mem.Access, b *buffer) {
 		msg := fmt.Sprintf("%s %s %s (%v +%d) while %s, in its reservation object as %s, has not signalled: %s is racing with the work of %s",
 			who(a), verb, b.name, a.Phys, a.Size, f.name, usageName(rf.u), a.Proc, f.tlName)
 		msg += fmt.Sprintf("; wait for it first (dma_resv_wait_timeout for %s, or the fence's sync_file)", usageName(u))
-		x.record(cRace, a.Time, a.Proc, a.Proc, b.name, msg, f.made.origin())
+		dev := a.Proc
+		if a.Kind == mem.CPURead || a.Kind == mem.CPUWrite {
+			dev = f.tlName // the other party: the CPU is no device
+		}
+		x.record(cRace, a.Time, a.Proc, dev, b.name, msg, f.made.origin())
 	}
 }
 
