@@ -110,15 +110,16 @@ func (x *Pack) afterDetach(a *mem.Access, b *buffer) {
 	if !b.mappedBy[a.Proc] {
 		return
 	}
+	// Every device access to the buffer comes here: no allocation.
 	var gone *attachment
-	for _, at := range b.sortedAtts() {
+	for _, at := range b.atts {
 		if at.dev != a.Proc {
 			continue
 		}
 		if at.mapped != nil {
 			return
 		}
-		if at.unmapped != nil && (gone == nil || at.unmapped.t >= gone.unmapped.t) {
+		if at.unmapped != nil && (gone == nil || at.unmapped.t > gone.unmapped.t || at.unmapped.t == gone.unmapped.t && at.id > gone.id) {
 			gone = at
 		}
 	}

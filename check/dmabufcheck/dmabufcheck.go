@@ -370,6 +370,7 @@ func (x *Pack) signal(e *dmabuf.Event) {
 	}
 	f.signaled = true
 	f.signal = call{call: "dma_fence_signal(" + f.name + ")", t: e.Time, proc: e.Proc}
+	f.waiters = nil // only a fence never signalled names them
 }
 
 // Finish reports the fences that a process waited on, or that sat in
