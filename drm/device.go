@@ -144,6 +144,10 @@ func (d *Device) Stats() Stats { return d.stats }
 // Flips lists the latched commits in order.
 func (d *Device) Flips() []Flip { return slices.Clone(d.flips) }
 
+// RefreshStart is when refresh k of the CRTC's current enable begins
+// its first visible line; vblank k+1 begins Mode.Active later.
+func (d *Device) RefreshStart(k uint64) sim.Time { return d.enabledAt + d.cfg.Mode.FrameStart(k) }
+
 // Seq is the vblank counter (drm_crtc_vblank_count).
 func (d *Device) Seq() uint64 { return d.seq }
 
