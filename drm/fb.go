@@ -42,8 +42,8 @@ type Framebuffer struct {
 	route fabric.Route
 	spans []dma.Span
 	bytes int64
-	scan  *sim.Completion // the scanout in flight, nil when none
-	inIDR bool
+	scans int       // scanouts in flight (several when they underrun)
+	idle  *sim.Cond // signalled when scans drops to 0
 }
 
 // AddFB2 is DRM_IOCTL_MODE_ADDFB2: a framebuffer over the file's GEM
@@ -73,7 +73,7 @@ func (f *File) AddFB2(p *sim.Proc, c FBCmd) (uint32, error) {
 	if c.Width%fi.hsub != 0 || c.Height%fi.vsub != 0 {
 		return fail(fmt.Errorf("size not a multiple of the chroma subsampling %dx%d: %w", fi.hsub, fi.vsub, syscall.EINVAL))
 	}
-	fb := &Framebuffer{Width: c.Width, Height: c.Height, Format: c.Format, owner: f, cmd: c}
+	fb := &Framebuffer{Width: c.Width, Height: c.Height, Format: c.Format, owner: f, cmd: c, idle: sim.NewCond(d.name + " scanout")}
 	for i := 0; i < 4; i++ {
 		if i >= fi.planes {
 			if c.Handles[i] != 0 || c.Pitches[i] != 0 || c.Offsets[i] != 0 {
@@ -113,7 +113,7 @@ func (f *File) AddFB2(p *sim.Proc, c FBCmd) (uint32, error) {
 		}
 	}
 	d.nextFB++
-	fb.ID, fb.refs, fb.inIDR = d.nextFB, 1, true
+	fb.ID, fb.refs = d.nextFB, 1
 	d.fbs[fb.ID] = fb
 	ev.FB, ev.Buffer = fb.ID, fb.objs[0].buf.FileName()
 	d.emit(p, ev)
@@ -138,7 +138,6 @@ func (f *File) RmFB(p *sim.Proc, id uint32) error {
 func (f *File) rmfb(p *sim.Proc, fb *Framebuffer) {
 	d := f.d
 	delete(d.fbs, fb.ID)
-	fb.inIDR = false
 	d.emit(p, Event{Op: OpRmFB, Process: f.proc.Name(), FB: fb.ID})
 	if d.cur == fb {
 		d.cur = nil
@@ -153,8 +152,8 @@ func (fb *Framebuffer) unref(p *sim.Proc) {
 	if fb.refs--; fb.refs > 0 {
 		return
 	}
-	if fb.scan != nil {
-		p.Wait(fb.scan)
+	if fb.scans > 0 {
+		p.WaitUntil(fb.idle, func() bool { return fb.scans == 0 })
 	}
 	for _, o := range fb.objs {
 		if o != nil {

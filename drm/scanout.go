@@ -40,15 +40,14 @@ func (d *Device) scan(fb *Framebuffer, start sim.Time) {
 	route := fb.route
 	t := &dma.Transfer{Name: d.name + " scanout", Route: &route, Bytes: fb.bytes, Read: fb.spans,
 		Opts: []fabric.Option{fabric.MaxRate(rate), fabric.Tag(d)}}
-	done := d.eng.NewNamedCompletion(d.name + " scanout")
-	fb.scan = done
+	fb.scans++
 	d.stats.Scans++
 	d.stats.Bytes += fb.bytes
 	d.emit(nil, Event{Op: OpScanout, FB: fb.ID, Bytes: fb.bytes, Seq: d.seq}.cause(sim.CauseTransfer))
 	lat := sim.Time(float64(route.Latency()) * d.m.Fabric.Factors().Latency)
 	if _, err := d.dev.StartTransfer(t, func(i *dma.TransferInfo) {
-		if fb.scan == done {
-			fb.scan = nil
+		if fb.scans--; fb.scans == 0 {
+			fb.idle.Broadcast()
 		}
 		// The bytes' own time, less the route's latency, against the
 		// active period; a picosecond per flow for the rounding up
@@ -57,7 +56,6 @@ func (d *Device) scan(fb *Framebuffer, start sim.Time) {
 			d.stats.Underruns++
 			d.emit(nil, Event{Op: OpUnderrun, FB: fb.ID, Bytes: fb.bytes, Seq: d.seq}.cause(sim.CauseTransfer))
 		}
-		done.Complete()
 	}); err != nil {
 		panic(fmt.Sprintf("drm %s: scanout: %v", d.name, err)) // a malformed transfer is a bug of this package
 	}
