@@ -2,6 +2,7 @@ package drm
 
 import (
 	"fmt"
+	"math"
 	"maps"
 	"slices"
 	"syscall"
@@ -48,6 +49,7 @@ type Device struct {
 
 	fbs    map[uint32]*Framebuffer
 	nextFB uint32
+	files  int // files open
 
 	// The CRTC: on from enabledAt; seq counts its vblanks; cur is the
 	// framebuffer latched (nil: plane off, black, nothing read);
@@ -124,6 +126,12 @@ func New(m *machine.Machine, d *dma.DMA, bufs *dmabuf.Layer, device string, cfg 
 	if err != nil {
 		return nil, fmt.Errorf("drm %s: %w", device, err)
 	}
+	// A scanout buffer is one DMA range of megabytes, longer than the
+	// 64 KiB segments Linux allows by default; display drivers raise
+	// the limit at probe (dma_set_max_seg_size(dev, UINT_MAX) in
+	// drivers/gpu/drm/mediatek/mtk_drm_drv.c and exynos_drm_dma.c), so
+	// that the importer's sg table is one segment.
+	dev.SetMaxSegmentSize(math.MaxUint32)
 	return &Device{name: device, m: m, eng: m.Engine, dev: dev, hw: hw, bufs: bufs, cfg: cfg,
 		fbs: map[uint32]*Framebuffer{}, fenceCtx: bufs.ContextAlloc(1), flipCond: sim.NewCond(device + " flip"),
 		cfgActive: cfg.Mode.Active()}, nil
@@ -214,10 +222,14 @@ type FlipEvent struct {
 	FB       uint32
 }
 
-// Open is open(2) of the device node by proc: a new DRM file.
+// Open is open(2) of the device node by proc: a new DRM file, closed
+// when proc exits if not before.
 func (d *Device) Open(proc *kernel.Process) *File {
-	return &File{d: d, proc: proc, handles: map[uint32]*gemObject{}, prime: map[*dmabuf.Buffer]uint32{},
+	f := &File{d: d, proc: proc, handles: map[uint32]*gemObject{}, prime: map[*dmabuf.Buffer]uint32{},
 		cond: sim.NewCond(d.name + " events")}
+	d.files++
+	proc.OnExit("drm "+d.name, func(t *sim.Proc) error { f.Close(t); return nil })
+	return f
 }
 
 // ReadEvent is read(2) on the DRM file: p blocks until a flip-complete
@@ -235,7 +247,9 @@ func (f *File) PendingEvents() int { return len(f.events) }
 // Close is the last close of the DRM file (drm_file_free): its
 // framebuffers are removed (drm_fb_release; the one on the plane turns
 // the plane off) and its handles closed, after a pending commit of it
-// latched.
+// latched. The last file of the device to close turns the CRTC off, as
+// drm_lastclose hands the display back to a console the model does not
+// have, so that a program's run ends when it exits.
 func (f *File) Close(p *sim.Proc) {
 	if f.closed {
 		return
@@ -252,4 +266,7 @@ func (f *File) Close(p *sim.Proc) {
 		f.GEMClose(p, h)
 	}
 	f.closed = true
+	if f.d.files--; f.d.files == 0 {
+		f.d.Disable(p)
+	}
 }
