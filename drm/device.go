@@ -2,8 +2,8 @@ package drm
 
 import (
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"syscall"
 
