@@ -330,38 +330,55 @@ func TestOldFramebufferReleasedAfterLatch(t *testing.T) {
 	})
 }
 
-// Scanout reads width × height × 4 bytes per refresh over the DRAM bus
-// and the controller's port: the fabric's accounting over whole
-// refreshes gives width × height × bpp × refresh per second.
+// Scanout reads each plane's visible pixels once per refresh over the
+// DRAM bus and the controller's port: the fabric's accounting over
+// whole refreshes gives width × height × bytes per pixel × refresh
+// per second (4 bytes a pixel for XRGB8888, 1.5 for NV12).
 func TestScanoutBandwidth(t *testing.T) {
-	m := mode(t, 1280, 720, 60)
-	r := newRig(t, m, Config{}, false)
-	dram := r.m.Nodes[0].DRAM
-	bytes := func() float64 { s := dram.Stats(); return s.Bytes[0] + s.Bytes[1] }
-	const from, to = 3, 13
-	var b0, b1 float64
-	r.run(func(p *sim.Proc) {
-		fb := r.fb(p)
-		must(t, r.d.Enable(p))
-		_, err := r.f.AtomicCommit(p, Commit{FB: fb, InFenceFD: -1})
-		must(t, err)
-		p.Sleep(r.d.RefreshStart(from) - sim.Microsecond - p.Now())
-		b0 = bytes()
-		p.Sleep(r.d.RefreshStart(to) - sim.Microsecond - p.Now())
-		b1 = bytes()
-		must(t, r.d.Disable(p))
-		r.f.Close(p)
-	})
-	frame := float64(1280 * 720 * 4)
-	if got := b1 - b0; math.Abs(got-frame*(to-from)) > 1 {
-		t.Fatalf("DRAM carried %v bytes in %d refreshes, want %v", got, to-from, frame*(to-from))
-	}
-	rate := (b1 - b0) / (m.FrameStart(to) - m.FrameStart(from)).Seconds()
-	if want := frame * m.Refresh(); math.Abs(rate-want)/want > 1e-9 {
-		t.Fatalf("scanout %v B/s, want %v", rate, want)
-	}
-	if st := r.d.Stats(); st.Underruns != 0 {
-		t.Fatalf("%d underruns", st.Underruns)
+	const w, h = 1280, 720
+	for _, c := range []struct {
+		format Format
+		bpp    float64
+		cmd    func(handle uint32) FBCmd
+	}{
+		{FormatXRGB8888, 4, func(hd uint32) FBCmd { return xrgb(w, h, hd) }},
+		{FormatNV12, 1.5, func(hd uint32) FBCmd {
+			return FBCmd{Width: w, Height: h, Format: FormatNV12, Handles: [4]uint32{hd, hd}, Pitches: [4]uint32{w, w}, Offsets: [4]uint32{0, w * h}}
+		}},
+	} {
+		t.Run(c.format.String(), func(t *testing.T) {
+			m := mode(t, w, h, 60)
+			r := newRig(t, m, Config{}, false)
+			dram := r.m.Nodes[0].DRAM
+			bytes := func() float64 { s := dram.Stats(); return s.Bytes[0] + s.Bytes[1] }
+			const from, to = 3, 13
+			var b0, b1 float64
+			r.run(func(p *sim.Proc) {
+				_, hd := r.frame(p, r.cma, w, h)
+				fb, err := r.f.AddFB2(p, c.cmd(hd))
+				must(t, err)
+				must(t, r.d.Enable(p))
+				_, err = r.f.AtomicCommit(p, Commit{FB: fb, InFenceFD: -1})
+				must(t, err)
+				p.Sleep(r.d.RefreshStart(from) - sim.Microsecond - p.Now())
+				b0 = bytes()
+				p.Sleep(r.d.RefreshStart(to) - sim.Microsecond - p.Now())
+				b1 = bytes()
+				must(t, r.d.Disable(p))
+				r.f.Close(p)
+			})
+			frame := w * h * c.bpp
+			if got := b1 - b0; math.Abs(got-frame*(to-from)) > 1 {
+				t.Fatalf("DRAM carried %v bytes in %d refreshes, want %v", got, to-from, frame*(to-from))
+			}
+			rate := (b1 - b0) / (r.d.RefreshStart(to) - r.d.RefreshStart(from)).Seconds()
+			if want := frame * m.Refresh(); math.Abs(rate-want)/want > 1e-9 {
+				t.Fatalf("scanout %v B/s, want %v", rate, want)
+			}
+			if st := r.d.Stats(); st.Underruns != 0 || st.Bytes != int64(frame)*int64(st.Scans) {
+				t.Fatalf("stats %+v", st)
+			}
+		})
 	}
 }
 
