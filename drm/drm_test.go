@@ -220,6 +220,17 @@ func TestInFenceWaits(t *testing.T) {
 	if f := fl[1]; f.Target != 2 || f.Seq != 4 || f.Missed != 2 || f.Ready != fl[0].VBlank+40*sim.Millisecond {
 		t.Fatalf("second flip %+v", f)
 	}
+	// Refresh 1 shows A as flipped; refreshes 2 and 3, which B missed,
+	// show A again.
+	scansOfA := 0
+	for _, e := range r.events {
+		if e.Op == OpScanout && e.FB == fl[0].FB {
+			scansOfA++
+		}
+	}
+	if scansOfA != 3 {
+		t.Errorf("A scanned out %d times, want 3", scansOfA)
+	}
 	if r.d.Stats().Missed != 2 || r.count(OpFenceWait) != 1 {
 		t.Fatalf("stats %+v, %d fence waits", r.d.Stats(), r.count(OpFenceWait))
 	}
@@ -475,4 +486,34 @@ func TestDeterministic(t *testing.T) {
 	if a != b || !strings.Contains(a, "flip") {
 		t.Fatalf("runs differ or have no flip:\n%s\n---\n%s", a, b)
 	}
+}
+
+// RMFB of the framebuffer on the plane turns the plane off: the next
+// refreshes read nothing, and the buffer goes back to its exporter.
+func TestRmFBOfScannedBuffer(t *testing.T) {
+	m := mode(t, 640, 480, 60)
+	r := newRig(t, m, Config{}, false)
+	r.run(func(p *sim.Proc) {
+		fd, h := r.frame(p, r.cma, 640, 480)
+		fb, err := r.f.AddFB2(p, xrgb(640, 480, h))
+		must(t, err)
+		buf := r.f.handles[h].buf
+		must(t, r.d.Enable(p))
+		_, err = r.f.AtomicCommit(p, Commit{FB: fb, InFenceFD: -1, Event: true})
+		must(t, err)
+		r.f.ReadEvent(p)
+		p.Sleep(m.Period())
+		scans := r.d.Stats().Scans
+		must(t, r.f.RmFB(p, fb))
+		must(t, r.f.GEMClose(p, h))
+		must(t, r.proc.Close(p, fd))
+		if !buf.Released() {
+			t.Error("buffer not released after RMFB, GEM_CLOSE and close")
+		}
+		p.Sleep(3 * m.Period())
+		if got := r.d.Stats().Scans; got != scans {
+			t.Errorf("%d scanouts after the plane went off", got-scans)
+		}
+		must(t, r.d.Disable(p))
+	})
 }
