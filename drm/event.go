@@ -64,8 +64,10 @@ type Event struct {
 	FB     uint32
 	// Buffer names the dma-buf ("dmabuf:3").
 	Buffer string
-	// Seq is the vblank counter of a vblank or flip; OnGlass the flip's
-	// timestamp (the start of the refresh that shows it).
+	// Seq is the vblank counter: the vblank's, the one a flip latched
+	// at, or for a scanout or underrun the number of its refresh (the
+	// vblanks before it). OnGlass is the flip's timestamp (the start of
+	// the refresh that shows it).
 	Seq     uint64
 	OnGlass sim.Time
 	// Missed is the number of vblanks a flip came late for.
