@@ -34,6 +34,8 @@ func TestFenceRace(t *testing.T) {
 		{"CPU reader after the writer's fence", "nic0", dmabuf.UsageWrite, "cpu read", true, 0},
 		{"reader and another reader", "nic0", dmabuf.UsageRead, "nic1 read", false, 0},
 		{"the producer's own write", "nic0", dmabuf.UsageWrite, "nic0 write", false, 0},
+		{"the producer's own write, a timeline of its own", "nic0-rx", dmabuf.UsageWrite, "nic0 write", false, 0},
+		{"another device's timeline with a longer name", "nic01", dmabuf.UsageWrite, "nic0 write", false, 1},
 		{"a bookkeeping fence", "nic0", dmabuf.UsageBookkeep, "nic1 write", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
