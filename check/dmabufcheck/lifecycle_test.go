@@ -195,6 +195,7 @@ func TestCPUAccessUnsynced(t *testing.T) {
 	}{
 		{"device writes, CPU reads, with sync", true, true, nil},
 		{"device writes, CPU reads, without sync", true, false, []string{"CPU (drv) read dmabuf:1", "non-coherent gem0", "DMA_BUF_SYNC_START"}},
+		{"device writes inside the CPU's bracket", true, false, []string{"CPU (drv) read dmabuf:1", "inside a begin_cpu_access made at", "before the device's write"}},
 		{"CPU writes, device reads, with sync", false, true, nil},
 		{"CPU writes, device reads, without sync", false, false, []string{"non-coherent device gem0 read dmabuf:1", "DMA_BUF_SYNC_END", "the last end_cpu_access was at"}},
 	} {
@@ -215,6 +216,12 @@ func TestCPUAccessUnsynced(t *testing.T) {
 					r.mem.ReadBytes(p, 0, va, got)
 					must(t, b.Sync(p, dmabuf.SyncEnd|dmabuf.SyncRead))
 					r.mem.Read(p, 0, va, size) // a prefetch while the device owns it
+					if tc.name == "device writes inside the CPU's bracket" {
+						// Too early: the CPU reads the old frame into its
+						// cache inside the bracket, then the device writes.
+						must(t, b.Sync(p, dmabuf.SyncStart|dmabuf.SyncRead))
+						r.mem.Read(p, 0, va, size)
+					}
 					_, err = gem.WriteBytes(at, newF)
 					must(t, err)
 					if tc.sync {
