@@ -79,21 +79,7 @@ func (b *DMABuf) Released() bool { return b.buf.Released() }
 // the file's last reference goes, in thread t: memory the program freed
 // while it was exported is freed now, by t (gpu.System.Free: its wait
 // and cost).
-func (b *DMABuf) release(t *sim.Proc) error {
-	a := b.a
-	a.exports--
-	if a.exports > 0 || a.freedBy == "" {
-		return nil
-	}
-	if t == nil {
-		return fmt.Errorf("cuda: dma-buf release: freeing %v needs a thread", a.a.Addr)
-	}
-	if err := b.d.sys.Free(t, a.a.Addr); err != nil {
-		return fmt.Errorf("cuda: dma-buf release: freeing %v: %w", a.a.Addr, err)
-	}
-	b.d.forget(a, a.freedBy)
-	return nil
-}
+func (b *DMABuf) release(t *sim.Proc) error { return b.d.dropExport(t, b.a, "dma-buf release") }
 
 // errNotSupp is the kernel's ENOTSUPP (524), which nv_dma_buf_mmap
 // returns: not a user-space errno, so package syscall has no name for it.

@@ -72,6 +72,8 @@ type Driver struct {
 	// umChunks are managed memory's CPU chunks mapped for GPUs behind an
 	// IOMMU, by VA block (umdma.go).
 	umChunks map[uvm.Addr]*umChunk
+	// opaques numbers the opaque memory fds exported (extmem.go).
+	opaques int
 }
 
 // alloc is one allocation made through the façade.
