@@ -23,6 +23,12 @@ const MemRangeHandleTypeDMABufFD = 0x1
 // either way.
 const MemRangeFlagDMABufMappingTypePCIe = 0x1
 
+// ExpName is the exp_name of the dma-bufs nvidia.ko exports, as the
+// kernel's /proc/PID/fdinfo printed it for a cuMemGetHandleForAddressRange
+// export on the lent H100 (driver 580.159.04, Linux 6.18, 2026-11-25):
+// "nv_dmabuf", not the module's name.
+const ExpName = "nv_dmabuf"
+
 // DMABufPageSize is the granule of an exported range: the host page
 // (cuMemGetHandleForAddressRange wants the range aligned to it).
 const DMABufPageSize = mem.PageSize
@@ -195,7 +201,7 @@ func (c *Context) MemGetHandleForAddressRange(p *sim.Proc, addr mem.GPUAddr, siz
 		Exporter: "nvidia", Device: c.d.sys.Devices[pl.t.Device].Name, Addr: addr, Size: size, Pages: phys,
 		Origin: origin(call, p.Now(), p), d: c.d, a: pl.a,
 	}
-	if b.buf, err = c.d.bufs.Export(p, dmabuf.ExportInfo{ExpName: "nvidia", Ops: nvExporter{b}, Size: size, Priv: b}); err != nil {
+	if b.buf, err = c.d.bufs.Export(p, dmabuf.ExportInfo{ExpName: ExpName, Ops: nvExporter{b}, Size: size, Priv: b}); err != nil {
 		return -1, fail(call, ErrorOperatingSystem, err)
 	}
 	fd, err := b.buf.FD(c.proc.kp)

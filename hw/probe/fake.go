@@ -831,9 +831,10 @@ func (d *fakeDevice) ExportDMABuf(b *Buffer) (DMABufExport, error) {
 		return DMABufExport{}, err
 	}
 	d.f.dmabufIno++
-	// What a kernel prints for nvidia.ko's export: fs/proc/fd.c's lines
-	// (O_RDWR | O_CLOEXEC in octal), then dma_buf_show_fdinfo's.
-	info := fmt.Sprintf("pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t%d\nsize:\t%d\ncount:\t1\nexp_name:\tnvidia\n", 2000+d.f.dmabufIno, b.Size)
+	// What the lent H100's kernel printed for nvidia.ko's export
+	// (driver 580.159.04, 2026-11-25): fs/proc/fd.c's lines (O_RDWR |
+	// O_CLOEXEC in octal), then dma_buf_show_fdinfo's.
+	info := fmt.Sprintf("pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t%d\nsize:\t%d\ncount:\t1\nexp_name:\tnv_dmabuf\n", 2000+d.f.dmabufIno, b.Size)
 	if d.f.cfg.FDInfo != "" {
 		info = d.f.cfg.FDInfo
 	}

@@ -37,8 +37,8 @@ type DMABufFDInfo struct {
 	// Count is file_count less the reference procfs takes to print it:
 	// the descriptors and kernel references to the buffer's file.
 	Count int64 `json:"count"`
-	// ExpName is the exporter's name (KBUILD_MODNAME of the exporting
-	// driver by default: "nvidia" for nvidia.ko).
+	// ExpName is the exporter's name ("nv_dmabuf" for nvidia.ko's
+	// exports: seen on the lent H100, driver 580.159.04).
 	ExpName string `json:"exp_name"`
 	// Name is the buffer's name, if one was set.
 	Name  string            `json:"name,omitempty"`

@@ -18,9 +18,11 @@ func TestParseDMABufFDInfo(t *testing.T) {
 		err        string
 	}{
 		{
-			name: "mainline",
-			text: "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t2087\nsize:\t2097152\ncount:\t1\nexp_name:\tnvidia\n",
-			want: DMABufFDInfo{Flags: "02000002", MntID: 15, Ino: 2087, Size: 2 << 20, Count: 1, ExpName: "nvidia"},
+			// Read on the lent H100 (driver 580.159.04, Linux 6.18) after
+			// cuMemGetHandleForAddressRange of 2 MiB, 2026-11-25.
+			name: "nvidia on an H100",
+			text: "pos:\t0\nflags:\t02000002\nmnt_id:\t12\nino:\t1\nsize:\t2097152\ncount:\t1\nexp_name:\tnv_dmabuf\n",
+			want: DMABufFDInfo{Flags: "02000002", MntID: 12, Ino: 1, Size: 2 << 20, Count: 1, ExpName: "nv_dmabuf"},
 		},
 		{
 			name: "named, shared by two descriptors",
@@ -79,8 +81,8 @@ func TestCapabilitiesDMABufFDInfo(t *testing.T) {
 	if c == nil || !c.DMABufExport || c.DMABufFDInfo == nil {
 		t.Fatalf("capabilities %+v", c)
 	}
-	if i := c.DMABufFDInfo; i.ExpName != "nvidia" || i.Size != 2<<20 || i.Count != 1 || i.Flags != "02000002" {
-		t.Errorf("fdinfo %+v, want nvidia's 2 MiB export held by one descriptor", *i)
+	if i := c.DMABufFDInfo; i.ExpName != "nv_dmabuf" || i.Size != 2<<20 || i.Count != 1 || i.Flags != "02000002" {
+		t.Errorf("fdinfo %+v, want nv_dmabuf's 2 MiB export held by one descriptor", *i)
 	}
 	if st := c.DMABufExportMicros; st == nil || len(c.DMABufExportValues) != 3 || st.Median < 3 || st.Min > st.Median || st.Max < st.Median {
 		t.Errorf("export times %+v over %v, want 3 samples of at least the 3 µs call", st, c.DMABufExportValues)
@@ -89,7 +91,7 @@ func TestCapabilitiesDMABufFDInfo(t *testing.T) {
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{`"dma_buf_fdinfo"`, `"exp_name": "nvidia"`, `"size": 2097152`, `"dma_buf_export_us"`, `"dma_buf_export_us_values"`} {
+	for _, k := range []string{`"dma_buf_fdinfo"`, `"exp_name": "nv_dmabuf"`, `"size": 2097152`, `"dma_buf_export_us"`, `"dma_buf_export_us_values"`} {
 		if !strings.Contains(js.String(), k) {
 			t.Errorf("JSON lacks %s", k)
 		}
@@ -97,7 +99,7 @@ func TestCapabilitiesDMABufFDInfo(t *testing.T) {
 	if err := rep.WriteTable(&tb); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"dma-buf fdinfo: exp_name nvidia, size 2097152, count 1, flags 02000002", "us median", "3 samples"} {
+	for _, k := range []string{"dma-buf fdinfo: exp_name nv_dmabuf, size 2097152, count 1, flags 02000002", "us median", "3 samples"} {
 		if !strings.Contains(tb.String(), k) {
 			t.Errorf("table lacks %q:\n%s", k, tb.String())
 		}
