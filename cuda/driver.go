@@ -413,6 +413,9 @@ type Context struct {
 	primary bool
 	legacy  *Stream
 	gone    bool
+	// imports are the external memory objects not yet destroyed, in
+	// import order (extmem.go).
+	imports []*ExternalMemory
 }
 
 func (d *Driver) newContext(pr *Process, dev int) *Context {
@@ -524,6 +527,13 @@ func (c *Context) Destroy(p *sim.Proc) error {
 			err = c.MemFree(p, r.a.Addr)
 		}
 		if err != nil {
+			return fail("cuCtxDestroy", ResultOf(err), err)
+		}
+	}
+	// The driver drops what the context imported, as
+	// cuDestroyExternalMemory would.
+	for len(c.imports) > 0 {
+		if err := c.DestroyExternalMemory(p, c.imports[0]); err != nil {
 			return fail("cuCtxDestroy", ResultOf(err), err)
 		}
 	}

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmabuf"
@@ -237,6 +238,7 @@ func (c *Context) ImportExternalMemory(p *sim.Proc, desc ExternalMemoryHandleDes
 	default:
 		return nil, failf(call, ErrorInvalidValue, "%s is not memory CUDA can import", of.File().FileName())
 	}
+	c.imports = append(c.imports, em)
 	if err := kp.Close(p, desc.FD); err != nil {
 		return nil, fail(call, ErrorOperatingSystem, err)
 	}
@@ -315,6 +317,8 @@ func slicePhys(rs []mem.PhysRange, off, size uint64) []mem.PhysRange {
 
 // DestroyExternalMemory is cuDestroyExternalMemory: the driver drops the
 // imported file (for a dma-buf: unmaps and detaches the GPU first).
+// Destroying the context (cuCtxDestroy, or the process's exit) destroys
+// what it still has.
 // Buffers mapped from it must be freed with cuMemFree by the program, as
 // cuda.h says; the model leaves them in the map (using them after the
 // exporter freed the pages is the program's bug). A second destroy is
@@ -328,6 +332,7 @@ func (c *Context) DestroyExternalMemory(p *sim.Proc, em *ExternalMemory) error {
 		return failf(call, ErrorInvalidHandle, "external memory destroyed or of another process")
 	}
 	em.destroyed = true
+	c.imports = slices.DeleteFunc(c.imports, func(x *ExternalMemory) bool { return x == em })
 	if em.buf != nil {
 		if err := errors.Join(em.att.Unmap(p, em.sgt, dma.Bidirectional), em.att.Detach(p), em.buf.Put(p)); err != nil {
 			return fail(call, ErrorUnknown, err)

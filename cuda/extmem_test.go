@@ -286,3 +286,30 @@ func TestImportExternalMemoryErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestImportReleasedAtExit: a process that exits without destroying its
+// imports (nor freeing their mapped buffers) leaves nothing behind: the
+// driver frees the mapping and drops its reference with the context, so
+// the dma-buf it alone held is released and the GPU detached.
+func TestImportReleasedAtExit(t *testing.T) {
+	r := newExtRig(t, "jetson-orin", false)
+	r.run(func(p *sim.Proc) {
+		kp := r.pr.KernelProcess()
+		fd, err := r.heap.Allocate(p, kp, 1<<20, 0)
+		must(t, err)
+		b, err := r.l.Get(p, kp, fd)
+		must(t, err)
+		em, err := r.ctx.ImportExternalMemory(p, ExternalMemoryHandleDesc{Type: ExternalMemoryHandleTypeOpaqueFD, FD: fd, Size: 1 << 20})
+		must(t, err)
+		ptr, err := r.ctx.ExternalMemoryGetMappedBuffer(p, em, ExternalMemoryBufferDesc{Size: 1 << 20})
+		must(t, err)
+		must(t, b.Put(p))
+		must(t, kp.Exit(p))
+		if !b.Released() || len(b.Attachments()) != 0 {
+			t.Errorf("after exit: released %v, %d attachments", b.Released(), len(b.Attachments()))
+		}
+		if _, _, err := r.d.System().Resolve(ptr, 1); err == nil {
+			t.Error("the mapped buffer outlived its process")
+		}
+	})
+}
