@@ -133,7 +133,7 @@
 // platforms do (docs/cuda-external.md has the table and its sources):
 //
 //	platform        what is imported                    path                                   model
-//	discrete Linux  Vulkan/CUDA memory, same GPU        OPAQUE_FD (ExportOpaqueFD's fd)        yes: the same VRAM
+//	discrete Linux  Vulkan memory of the same GPU       OPAQUE_FD (ExportOpaqueFD's fd)        yes: the same VRAM
 //	discrete Linux  dma-buf (V4L2, heap, another GPU)   OPAQUE_FD                              CUDA_ERROR_INVALID_VALUE
 //	discrete Linux  V4L2 capture buffer                 cuMemHostRegister of its mmap, or      yes (existing calls)
 //	                                                    V4L2 USERPTR into pinned memory
