@@ -151,8 +151,9 @@ func TestImportExternalSemaphoreErrors(t *testing.T) {
 
 // TestSyncFileWorkaround: where CUDA cannot import a sync_file (every
 // platform), the real workaround is the CPU's: a thread waits for the
-// fence, then launches. The kernel starts after the fence signalled and
-// the launch latency, on a discrete GPU.
+// fence, then launches. The kernel starts after the fence signalled, on
+// a discrete GPU. Towards a display, a host function in the stream
+// signals the display's fence once the kernel is done.
 func TestSyncFileWorkaround(t *testing.T) {
 	r := newExtRig(t, "h200-pcie", false)
 	const at = 1 * sim.Millisecond
@@ -171,6 +172,25 @@ func TestSyncFileWorkaround(t *testing.T) {
 		start, ok := r.kernelStart("gpu0 infer")
 		if !ok || start < at {
 			t.Errorf("kernel started at %v, before the fence at %v", start, at)
+		}
+
+		// The other way: a host function after the kernel signals the
+		// fence a display waits on.
+		done := r.l.NewFence("app", "gpu-done", r.l.ContextAlloc(1), 1)
+		must(t, r.ctx.LaunchKernel(p, kernel("post", dv, 1<<20, true), nil))
+		must(t, r.ctx.DefaultStream().LaunchHostFunc(p, "signal", func(w *sim.Proc) { must(t, done.Signal(w)) }))
+		if done.Signaled() {
+			t.Fatal("signalled before the stream reached it")
+		}
+		must(t, done.Wait(p))
+		var end sim.Time
+		for _, x := range r.tr {
+			if x.Name == "gpu0 post" {
+				end = x.End
+			}
+		}
+		if end == 0 || done.SignaledAt() < end {
+			t.Errorf("fence signalled at %v, kernel ended at %v", done.SignaledAt(), end)
 		}
 	})
 }
