@@ -14,6 +14,7 @@ import (
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmabuf"
+	"github.com/dmalab/dmalab/drm"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/iommu"
 	"github.com/dmalab/dmalab/kernel"
@@ -90,6 +91,8 @@ type System struct {
 	// there is none.
 	vfio    *vfio.VFIO
 	vfioErr error
+	// displays are the display controllers made by Display.
+	displays []*drm.Device
 }
 
 // Boot builds a system from a platform preset name or a YAML file.

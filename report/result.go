@@ -25,6 +25,10 @@ type Result struct {
 	// Time says where the virtual time of the run's transfers went, by
 	// cause; set when the run asked for it (dmalab run --attribution).
 	Time *TimeSplit `json:"time_split,omitempty"`
+	// Summary is the run's answer in sentences, for scenarios that have
+	// one to give first (camera-pipeline: what zero-copy saves, what to
+	// try next). Text output prints it under the title.
+	Summary []string `json:"summary,omitempty"`
 }
 
 // TimeSplit is time summed over a run's transfers and accesses by what
@@ -99,6 +103,31 @@ type Row struct {
 	// step (an errno, a status), what was set up. Text output prints it
 	// last.
 	Note string `json:"note,omitempty"`
+	// Platform names the platform of the row, for scenarios that run
+	// several side by side (camera-pipeline); empty means the result's.
+	Platform string `json:"platform,omitempty"`
+	// FPS, Dropped, DRAMBytes and PCIeBytes are a frame pipeline's
+	// (camera-pipeline): the sustained frame rate, the frames lost
+	// (never captured for want of a buffer, or never shown), and the
+	// bytes per frame read and written in DRAM and carried over PCIe.
+	// Ops is then the frames, P50Seconds and P99Seconds their
+	// glass-to-glass latency, CPUSeconds the CPU time per frame spent
+	// copying.
+	FPS       float64 `json:"fps,omitempty"`
+	Dropped   int64   `json:"dropped,omitempty"`
+	DRAMBytes int64   `json:"dram_bytes,omitempty"`
+	PCIeBytes int64   `json:"pcie_bytes,omitempty"`
+	// Stages are a frame's mean time per stage of a pipeline, in order
+	// (capture, isp, copy, inference, display, ...); text output prints
+	// them under the table.
+	Stages []Stage `json:"stages,omitempty"`
+}
+
+// Stage is one stage of a pipeline and the mean time a frame spends in
+// it, in seconds.
+type Stage struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
 }
 
 // Factor is one efficiency factor and where its value comes from.
@@ -118,6 +147,9 @@ func WriteJSON(w io.Writer, r *Result) error {
 // factors with their sources.
 func WriteTable(w io.Writer, r *Result) error {
 	fmt.Fprintf(w, "%s on %s\n", r.Scenario, r.Platform)
+	for _, line := range r.Summary {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
 	keys := slices.Sorted(mapKeys(r.Params))
 	var ps []string
 	for _, k := range keys {
@@ -125,7 +157,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
 	// Columns beyond the five of a copy appear when some row has them.
-	var mode, ops, cpu, lat, step, um, attack, lineRate, note bool
+	var mode, ops, cpu, lat, step, um, attack, lineRate, note, plat, frames, stages bool
 	for _, row := range r.Results {
 		attack = attack || row.Direction == "attack" || row.Escapes != 0 || row.StaleEscapes != 0 || row.SecretRead || row.Changed != 0
 	}
@@ -137,12 +169,18 @@ func WriteTable(w io.Writer, r *Result) error {
 		step = step || row.Step != 0
 		lineRate = lineRate || row.LineGbps != 0
 		note = note || row.Note != ""
+		plat = plat || row.Platform != ""
+		frames = frames || row.FPS != 0 || row.Dropped != 0 || row.DRAMBytes != 0 || row.PCIeBytes != 0
+		stages = stages || len(row.Stages) > 0
 		// An attack's faults are its own column; the unified-memory
 		// columns appear for a migration only.
 		um = um || !attack && row.Faults != 0 || row.MigratedBytes != 0 || row.Evictions != 0
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "path\tdirection\t"
+	if plat {
+		head = "platform\t" + head
+	}
 	if mode {
 		head += "mode\t"
 	}
@@ -172,9 +210,15 @@ func WriteTable(w io.Writer, r *Result) error {
 	if attack {
 		head += "faults\tescapes\tstale\tsecret read\tchanged pages\t"
 	}
+	if frames {
+		head += "fps\tdropped\tDRAM/frame\tPCIe/frame\t"
+	}
 	fmt.Fprintln(tw, head)
 	for _, row := range r.Results {
 		line := row.Path + "\t" + row.Direction + "\t"
+		if plat {
+			line = row.Platform + "\t" + line
+		}
 		if mode {
 			line += row.Mode + "\t"
 		}
@@ -205,10 +249,28 @@ func WriteTable(w io.Writer, r *Result) error {
 			line += fmt.Sprint(row.Faults) + "\t" + fmt.Sprint(row.Escapes) + "\t" + fmt.Sprint(row.StaleEscapes) + "\t" +
 				fmt.Sprint(row.SecretRead) + "\t" + fmt.Sprint(row.Changed) + "\t"
 		}
+		if frames {
+			line += strconv.FormatFloat(row.FPS, 'f', 2, 64) + "\t" + fmt.Sprint(row.Dropped) + "\t" +
+				FormatSize(row.DRAMBytes) + "\t" + FormatSize(row.PCIeBytes) + "\t"
+		}
 		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if stages {
+		fmt.Fprintln(w, "\nper frame, by stage (mean):")
+		for _, row := range r.Results {
+			if len(row.Stages) == 0 {
+				continue
+			}
+			what := strings.TrimSpace(strings.Join([]string{row.Platform, row.Path, row.Mode}, " "))
+			var parts []string
+			for _, st := range row.Stages {
+				parts = append(parts, st.Name+" "+FormatSeconds(st.Seconds))
+			}
+			fmt.Fprintf(w, "  %s: %s\n", what, strings.Join(parts, ", "))
+		}
 	}
 	if note {
 		// Notes are sentences: below the table, one per row that has
@@ -262,6 +324,24 @@ func FormatBytes(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%d %s", n, units[i])
+}
+
+// FormatSize writes a byte count rounded to three significant digits in
+// the largest decimal-free binary unit it reaches ("12.4 MiB"), for sizes
+// that are measured rather than chosen (FormatBytes prints those
+// exactly).
+func FormatSize(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	v := float64(n)
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.3g %s", v, units[i])
 }
 
 // FormatSeconds writes a duration with four significant digits in a
