@@ -89,7 +89,7 @@ type Event struct {
 	sim.Header
 	Op Op
 	// Buffer names the buffer's file ("dmabuf:3"); Exporter its
-	// exporter (exp_name: "system", "nvidia").
+	// exporter (exp_name: "system", "nv_dmabuf").
 	Buffer   string
 	Exporter string
 	// Size is the buffer's size.
