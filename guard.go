@@ -47,6 +47,11 @@ func (s *System) RunEngine(sizes ...string) error {
 		budget = DefaultEventBudget
 	}
 	err := m.Engine.Guard(sim.Limits{Events: budget})
+	if s.Checker != nil {
+		// The end of the run: what never happened (a fence never
+		// signalled) is known now, whatever stopped the engine.
+		s.Checker.Finish(m.Engine.Now())
+	}
 	if err == nil {
 		return nil
 	}

@@ -10,9 +10,11 @@ import (
 // HookAll subscribes fn to every event of every component of the system,
 // in the order they happen: DMA calls and transfers (dma), memory accesses
 // (mem), flows (fabric), processes and files (kernel), dma-bufs, heaps
-// and fences (dmabuf), video devices (v4l2), the IOMMU units attached so far (iommu), the VFIO
-// layer (vfio), and, when the platform has GPUs the façade drives, GPU
-// activities (gpu), CUDA calls (cuda) and unified-memory events (uvm).
+// and fences (dmabuf), video devices (v4l2), the IOMMU units attached so
+// far (iommu), the VFIO layer (vfio), the display controllers made so far
+// (drm: System.Display), and, when the platform has GPUs the façade
+// drives, GPU activities (gpu), CUDA calls (cuda) and unified-memory
+// events (uvm).
 // Each is an Event with its
 // sim.Header (time, process, component, cause); fn reads the concrete
 // type with a type switch and copies what it keeps, since components
@@ -31,6 +33,9 @@ func (s *System) hookers() []sim.Hooker {
 	}
 	if s.vfio != nil {
 		hs = append(hs, &s.vfio.Hooks)
+	}
+	for _, d := range s.displays {
+		hs = append(hs, &d.Hooks)
 	}
 	if s.cuda != nil {
 		hs = append(hs, &s.cuda.System().Hooks, &s.cuda.Hooks)

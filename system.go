@@ -8,12 +8,14 @@ import (
 	"strconv"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/check/dmabufcheck"
 	"github.com/dmalab/dmalab/check/dmadebug"
 	"github.com/dmalab/dmalab/check/gpumem"
 	"github.com/dmalab/dmalab/check/iommucheck"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmabuf"
+	"github.com/dmalab/dmalab/drm"
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/iommu"
 	"github.com/dmalab/dmalab/kernel"
@@ -93,6 +95,8 @@ type System struct {
 	// there is none.
 	vfio    *vfio.VFIO
 	vfioErr error
+	// displays are the display controllers made by Display.
+	displays []*drm.Device
 }
 
 // Boot builds a system from a platform preset name or a YAML file.
@@ -340,6 +344,14 @@ func (s *System) bootDMABuf() error {
 	}
 	if _, err := s.bufs.AddCMAHeap(s.Mem, "reserved", 0, 0); err != nil {
 		return fmt.Errorf("boot dma-buf: %w", err)
+	}
+	if s.Checker != nil {
+		// The DMA-BUF pack: fences against accesses (memory), descriptors
+		// (kernel), importers' coherency (DMA layer).
+		x := dmabufcheck.Attach(s.Checker, s.bufs)
+		x.WatchMemory(s.Mem)
+		x.WatchKernel(s.Kernel)
+		x.WatchDMA(s.DMA)
 	}
 	return nil
 }

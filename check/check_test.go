@@ -2,6 +2,7 @@ package check_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"go/parser"
 	"go/token"
 	"os"
@@ -199,5 +200,21 @@ func TestFrameworkImports(t *testing.T) {
 				t.Errorf("%s imports %s: the framework may import only sim and the standard library", f, p)
 			}
 		}
+	}
+}
+
+// TestFinish: the end checks run at each Finish, in the order
+// registered, with the time the run ended.
+func TestFinish(t *testing.T) {
+	c := check.New(check.Options{})
+	var got []string
+	for _, name := range []string{"first", "second"} {
+		c.AtEnd(func(now sim.Time) { got = append(got, fmt.Sprintf("%s@%v", name, now)) })
+	}
+	c.Finish(3 * sim.Microsecond)
+	c.Finish(5 * sim.Microsecond)
+	want := []string{"first@3us", "second@3us", "first@5us", "second@5us"}
+	if !slices.Equal(got, want) {
+		t.Errorf("end checks ran %v, want %v", got, want)
 	}
 }

@@ -39,6 +39,9 @@ type Checker struct {
 	// EndBatch.
 	batch   bool
 	pending []pending
+
+	// atEnd are the packs' checks at the end of a run (AtEnd).
+	atEnd []func(now sim.Time)
 }
 
 type pending struct {
@@ -113,6 +116,21 @@ func (c *Checker) EndBatch(item string) {
 	}
 	clear(p)
 	c.pending = p[:0]
+}
+
+// AtEnd registers fn to run when the run ends (Finish): what a pack
+// can only judge once nothing more will happen, as a fence that never
+// signalled.
+func (c *Checker) AtEnd(fn func(now sim.Time)) { c.atEnd = append(c.atEnd, fn) }
+
+// Finish is the end of a run at virtual time now: the packs' end
+// checks run, in the order they were registered. The system that owns
+// the Checker calls it each time its engine stops; a pack reports each
+// finding once, however often it is called.
+func (c *Checker) Finish(now sim.Time) {
+	for _, fn := range c.atEnd {
+		fn(now)
+	}
 }
 
 // Diagnostics returns the diagnostics kept, in order of detection.

@@ -28,12 +28,21 @@
 //     faults), what lazy invalidation lets through (stale IOTLB hits)
 //     and IOVA mappings left at a driver's unbind, over package iommu's
 //     events, with package dma's calls as provenance.
+//   - check/dmabufcheck: DMA-BUF and its fences, over package dmabuf's
+//     events with package mem's accesses and package kernel's
+//     descriptors: races with the fences of a buffer's reservation
+//     object, uses after detach, CPU access without
+//     DMA_BUF_IOCTL_SYNC proved by stale bytes, descriptors used in the
+//     wrong process, buffers released while mapped, fences signalled
+//     twice or never.
 //
 // A pack's Attach takes the Checker and its subject and hooks the
 // subject's events; the pack calls Checker.Record with its Class for
 // each finding, and BeginBatch and EndBatch around a call over a list
-// so that a class is reported once per call. A new pack (DMA-BUF,
-// GPUDirect) needs nothing of the others: it registers its
+// so that a class is reported once per call. A pack that judges what
+// never happened (a fence never signalled) registers a check with
+// Checker.AtEnd; the system calls Checker.Finish when a run's engine
+// stops. A new pack (GPUDirect) needs nothing of the others: it registers its
 // classes with a rank of its own, and Classes lists them after those of
 // lower rank.
 //

@@ -51,15 +51,18 @@ func TestCheckClassesAndUsage(t *testing.T) {
 		t.Fatalf("check --classes: exit %d\n%s", code, out)
 	}
 	want := 1 + len(check.Classes()) // header + classes
-	if n := strings.Count(out, "\n"); n != want || want != 1+32 || !strings.Contains(out, "use-after-free") {
-		t.Errorf("check --classes printed %d lines, want %d: 32 classes with the GPU, IOMMU and VFIO ones", n, want)
+	if n := strings.Count(out, "\n"); n != want || want != 1+40 || !strings.Contains(out, "use-after-free") {
+		t.Errorf("check --classes printed %d lines, want %d: 40 classes with the GPU, IOMMU, VFIO and DMA-BUF ones", n, want)
 	}
-	// The IOMMU pack's classes come last, in their order.
+	// The IOMMU pack's classes come after the first 27, then the
+	// DMA-BUF pack's last, each pack's in its order.
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	iommuCodes := []string{"iommu-fault", "iommu-permission", "iommu-stale-iotlb", "iova-leak", "vfio-dma-unmapped"}
-	for i, code := range iommuCodes {
-		if l := lines[len(lines)-len(iommuCodes)+i]; !strings.Contains(l, code) {
-			t.Errorf("line %d of check --classes is %q, want %s", len(lines)-len(iommuCodes)+i, l, code)
+	last := []string{"iommu-fault", "iommu-permission", "iommu-stale-iotlb", "iova-leak", "vfio-dma-unmapped",
+		"dmabuf-fence-race", "dmabuf-use-after-detach", "dmabuf-cpu-access-unsynced", "dmabuf-fd-not-owned",
+		"dmabuf-fd-aliased", "dmabuf-release-mapped", "fence-never-signaled", "fence-double-signal"}
+	for i, code := range last {
+		if l := lines[len(lines)-len(last)+i]; !strings.HasPrefix(l, code+" ") {
+			t.Errorf("line %d of check --classes is %q, want %s", len(lines)-len(last)+i, l, code)
 		}
 	}
 	for _, args := range [][]string{{"check"}, {"check", "nosuch"}, {"check", "dma-bugs", "--set", "bug=nosuch"}, {"check", "--classes", "dma-bugs"}} {

@@ -23,6 +23,12 @@ const MemRangeHandleTypeDMABufFD = 0x1
 // either way.
 const MemRangeFlagDMABufMappingTypePCIe = 0x1
 
+// ExpName is the exp_name of the dma-bufs nvidia.ko exports, as the
+// kernel's /proc/PID/fdinfo printed it for a cuMemGetHandleForAddressRange
+// export on the lent H100 (driver 580.159.04, Linux 6.18, 2026-11-25):
+// "nv_dmabuf", not the module's name.
+const ExpName = "nv_dmabuf"
+
 // DMABufPageSize is the granule of an exported range: the host page
 // (cuMemGetHandleForAddressRange wants the range aligned to it).
 const DMABufPageSize = mem.PageSize
@@ -79,21 +85,7 @@ func (b *DMABuf) Released() bool { return b.buf.Released() }
 // the file's last reference goes, in thread t: memory the program freed
 // while it was exported is freed now, by t (gpu.System.Free: its wait
 // and cost).
-func (b *DMABuf) release(t *sim.Proc) error {
-	a := b.a
-	a.exports--
-	if a.exports > 0 || a.freedBy == "" {
-		return nil
-	}
-	if t == nil {
-		return fmt.Errorf("cuda: dma-buf release: freeing %v needs a thread", a.a.Addr)
-	}
-	if err := b.d.sys.Free(t, a.a.Addr); err != nil {
-		return fmt.Errorf("cuda: dma-buf release: freeing %v: %w", a.a.Addr, err)
-	}
-	b.d.forget(a, a.freedBy)
-	return nil
-}
+func (b *DMABuf) release(t *sim.Proc) error { return b.d.dropExport(t, b.a, "dma-buf release") }
 
 // errNotSupp is the kernel's ENOTSUPP (524), which nv_dma_buf_mmap
 // returns: not a user-space errno, so package syscall has no name for it.
@@ -209,7 +201,7 @@ func (c *Context) MemGetHandleForAddressRange(p *sim.Proc, addr mem.GPUAddr, siz
 		Exporter: "nvidia", Device: c.d.sys.Devices[pl.t.Device].Name, Addr: addr, Size: size, Pages: phys,
 		Origin: origin(call, p.Now(), p), d: c.d, a: pl.a,
 	}
-	if b.buf, err = c.d.bufs.Export(p, dmabuf.ExportInfo{ExpName: "nvidia", Ops: nvExporter{b}, Size: size, Priv: b}); err != nil {
+	if b.buf, err = c.d.bufs.Export(p, dmabuf.ExportInfo{ExpName: ExpName, Ops: nvExporter{b}, Size: size, Priv: b}); err != nil {
 		return -1, fail(call, ErrorOperatingSystem, err)
 	}
 	fd, err := b.buf.FD(c.proc.kp)

@@ -59,7 +59,7 @@ func TestDMABufImport(t *testing.T) {
 		must(t, err)
 		b, err := l.Get(p, netd, nfd)
 		must(t, err)
-		if b != exp.Buffer() || b.ExpName() != "nvidia" || b.Size() != 4<<20 || b.FileName() != exp.FileName() {
+		if b != exp.Buffer() || b.ExpName() != ExpName || b.Size() != 4<<20 || b.FileName() != exp.FileName() {
 			t.Fatalf("imported %s from %s (%d bytes), want the export %s", b.FileName(), b.ExpName(), b.Size(), exp.FileName())
 		}
 		a, err := b.Attach(p, nic, dmabuf.AttachOptions{})

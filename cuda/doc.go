@@ -105,7 +105,8 @@
 // mapped host allocations, write-combined CPU costs, the
 // no-concurrent-access rule of pre-Pascal and Tegra GPUs (the GPU is
 // active from a launch until a synchronisation after which nothing is
-// in flight), dma-buf export keeping freed memory alive until released.
+// in flight), dma-buf and opaque-fd export keeping freed memory alive
+// until released, external memory and NvSciSync semaphores (below).
 //
 // Not modelled: the runtime API, modules and PTX (a kernel is a
 // gpu.Kernel), memset, 2D/3D and array copies, cuMemcpyPeer's explicit
@@ -119,7 +120,48 @@
 // content versions of managed memory (its pages move by uvm's
 // bookkeeping; mem does not follow them), the VRAM managed memory uses
 // being taken from cuMemAlloc's (uvm has the whole VRAM to itself),
-// and the dma-buf importer side (attach, map, fences).
+// NvSciBuf objects, Vulkan semaphores (OPAQUE_FD, TIMELINE_SEMAPHORE_FD:
+// nothing in the model exports one), EGL interop
+// (cuGraphicsEGLRegisterImage), mipmapped arrays of external memory.
+//
+// # External memory and semaphores
+//
+// cuImportExternalMemory takes a handle of a type of
+// CUexternalMemoryHandleType, and none of them is a dma-buf: on Linux
+// the one descriptor type is OPAQUE_FD, the opaque fd another NVIDIA
+// API (Vulkan's vkGetMemoryFdKHR) exports. The façade follows what real
+// platforms do (docs/cuda-external.md has the table and its sources):
+//
+//	platform        what is imported                    path                                   model
+//	discrete Linux  Vulkan memory of the same GPU       OPAQUE_FD (ExportOpaqueFD's fd)        yes: the same VRAM
+//	discrete Linux  dma-buf (V4L2, heap, another GPU)   OPAQUE_FD                              CUDA_ERROR_INVALID_VALUE
+//	discrete Linux  V4L2 capture buffer                 cuMemHostRegister of its mmap, or      yes (existing calls)
+//	                                                    V4L2 USERPTR into pinned memory
+//	Tegra           dma-buf (NvBufSurface, heap)        OPAQUE_FD                              yes: zero copy (assumed, see docs)
+//	Tegra           NvSciBuf object                     NVSCIBUF                               CUDA_ERROR_NOT_SUPPORTED (not modelled)
+//	Tegra           EGLImage of a dma-buf               cuGraphicsEGLRegisterImage             not modelled
+//	Linux           Windows/D3D handles                 OPAQUE_WIN32..D3D11_RESOURCE_KMT       CUDA_ERROR_NOT_SUPPORTED
+//
+// An imported dma-buf on Tegra is attached to the GPU's DMA device and
+// mapped (dma_buf_attach, dma_buf_map_attachment: the exporter's cache
+// maintenance where the SoC is not coherent); cuExternalMemoryGetMappedBuffer
+// enters its pages in the unified address map as device memory
+// (gpu.Device.MapExternal), so kernels and copies read and write the
+// buffer's own pages through the DMA layer, checked and costed as any
+// device memory. cuMemFree of the pointer gives back the address;
+// cuDestroyExternalMemory detaches and drops the driver's reference.
+//
+// Semaphores: CUexternalSemaphoreHandleType has no sync_file type, so a
+// dma_fence exported as a sync_file cannot become a CUDA semaphore on
+// any platform. On Tegra, NVSCISYNC imports an NvSciSync object
+// (NvSciSyncObj, a syncpoint whose thresholds are dma_fences):
+// cuWaitExternalSemaphoresAsync makes the stream wait, in virtual time,
+// until the fence signals; cuSignalExternalSemaphoresAsync returns a
+// fence that signals when the stream reaches it. Elsewhere the real
+// workaround is the CPU's: a thread waits for the sync_file
+// (dmabuf.SyncFile.Wait) and then launches, or a host function in the
+// stream waits; to hand the GPU's completion to a display, a host
+// function (cuLaunchHostFunc) signals the fence the display waits on.
 //
 // # Integrated GPUs
 //

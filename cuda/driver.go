@@ -72,6 +72,8 @@ type Driver struct {
 	// umChunks are managed memory's CPU chunks mapped for GPUs behind an
 	// IOMMU, by VA block (umdma.go).
 	umChunks map[uvm.Addr]*umChunk
+	// opaques numbers the opaque memory fds exported (extmem.go).
+	opaques int
 }
 
 // alloc is one allocation made through the façade.
@@ -411,6 +413,9 @@ type Context struct {
 	primary bool
 	legacy  *Stream
 	gone    bool
+	// imports are the external memory objects not yet destroyed, in
+	// import order (extmem.go).
+	imports []*ExternalMemory
 }
 
 func (d *Driver) newContext(pr *Process, dev int) *Context {
@@ -522,6 +527,13 @@ func (c *Context) Destroy(p *sim.Proc) error {
 			err = c.MemFree(p, r.a.Addr)
 		}
 		if err != nil {
+			return fail("cuCtxDestroy", ResultOf(err), err)
+		}
+	}
+	// The driver drops what the context imported, as
+	// cuDestroyExternalMemory would.
+	for len(c.imports) > 0 {
+		if err := c.DestroyExternalMemory(p, c.imports[0]); err != nil {
 			return fail("cuCtxDestroy", ResultOf(err), err)
 		}
 	}

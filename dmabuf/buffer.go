@@ -24,11 +24,13 @@ type Layer struct {
 	Hooks sim.Hooks[Event]
 
 	// ino is the last dma-buf inode number given, syncs the last sync
-	// file's number, ctx the last fence context.
-	ino   int
-	syncs int
-	ctx   uint64
-	heaps []*Heap
+	// file's number, ctx the last fence context, fences the last fence
+	// id.
+	ino    int
+	syncs  int
+	ctx    uint64
+	fences uint64
+	heaps  []*Heap
 }
 
 // New returns the DMA-BUF layer of a machine running on eng. It has no
@@ -101,8 +103,10 @@ type Buffer struct {
 	ino  int
 	file *kernel.OpenFile
 	resv *Resv
-	// attachments are the importers attached, in attach order.
+	// attachments are the importers attached, in attach order; natt
+	// numbers them (Attachment.id).
 	attachments []*Attachment
+	natt        int
 	// vmaps counts dma_buf_vmap calls not yet undone (vmapping_counter);
 	// vaddr is the mapping they share.
 	vmaps int
@@ -128,7 +132,7 @@ func (l *Layer) Export(p *sim.Proc, info ExportInfo) (*Buffer, error) {
 	l.ino++
 	b := &Buffer{l: l, info: info, ino: l.ino}
 	b.resv = &Resv{l: l, name: b.FileName()}
-	l.emit(p, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpExport, Buffer: b.FileName(), Exporter: info.ExpName, Size: info.Size})
+	l.emit(p, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpExport, Buffer: b.FileName(), Exporter: info.ExpName, Size: info.Size, Pages: Pages(b)})
 	return b, nil
 }
 
@@ -224,10 +228,10 @@ func (l *Layer) Get(t *sim.Proc, proc *kernel.Process, fd int) (*Buffer, error) 
 	if err != nil {
 		// Reported too: a descriptor used in a process that does not
 		// own it is a bug the checker names.
-		l.emit(t, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpGet, Process: proc.Name()}.fail(err))
+		l.emit(t, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpGet, Process: proc.Name(), FD: fd}.fail(err))
 		return nil, err
 	}
-	l.emit(t, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpGet, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Process: proc.Name()})
+	l.emit(t, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpGet, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Process: proc.Name(), FD: fd})
 	return b, nil
 }
 
@@ -282,6 +286,8 @@ type Attachment struct {
 	dir dma.Direction
 	// detached is set by Detach.
 	detached bool
+	// id numbers the attachment among its buffer's, for events.
+	id int
 	// Priv is the exporter's per-attachment state (attach->priv).
 	Priv any
 }
@@ -298,14 +304,15 @@ func (a *Attachment) Mapped() (*dma.SGTable, dma.Direction) { return a.sgt, a.di
 // Attach is dma_buf_attach: dev becomes an importer of b. The importer
 // must hold a reference (Get) for as long as it stays attached.
 func (b *Buffer) Attach(p *sim.Proc, dev *dma.Device, opt AttachOptions) (*Attachment, error) {
-	a := &Attachment{b: b, dev: dev, opt: opt}
+	b.natt++
+	a := &Attachment{b: b, dev: dev, opt: opt, id: b.natt}
 	var err error
 	if b.released {
 		err = fmt.Errorf("dma_buf_attach(%s, %s): released: %w", b.FileName(), dev.Name(), syscall.EBADF)
 	} else if err = b.info.Ops.Attach(p, a); err != nil {
 		err = fmt.Errorf("dma_buf_attach(%s, %s): %w", b.FileName(), dev.Name(), err)
 	}
-	b.l.emit(p, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpAttach, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Device: dev.Name()}.fail(err))
+	b.l.emit(p, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpAttach, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Device: dev.Name(), Attachment: a.id}.fail(err))
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +326,10 @@ func (b *Buffer) Attach(p *sim.Proc, dev *dma.Device, opt AttachOptions) (*Attac
 func (a *Attachment) Detach(p *sim.Proc) error {
 	b := a.b
 	if a.detached {
-		return fmt.Errorf("dma_buf_detach(%s, %s): not attached: %w", b.FileName(), a.dev.Name(), syscall.EINVAL)
+		// Reported too: a second detach is a use after detach.
+		err := fmt.Errorf("dma_buf_detach(%s, %s): not attached: %w", b.FileName(), a.dev.Name(), syscall.EINVAL)
+		b.l.emit(p, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpDetach, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Device: a.dev.Name(), Attachment: a.id}.fail(err))
+		return err
 	}
 	warn := ""
 	if a.sgt != nil {
@@ -335,7 +345,7 @@ func (a *Attachment) Detach(p *sim.Proc) error {
 			break
 		}
 	}
-	b.l.emit(p, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpDetach, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Device: a.dev.Name(), Warn: warn})
+	b.l.emit(p, Event{Header: sim.Header{Cause: sim.CauseLifecycle}, Op: OpDetach, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Device: a.dev.Name(), Attachment: a.id, Warn: warn})
 	return nil
 }
 
@@ -368,7 +378,7 @@ func (a *Attachment) Map(p *sim.Proc, dir dma.Direction) (*dma.SGTable, error) {
 	if err != nil {
 		err = fmt.Errorf("dma_buf_map_attachment(%s, %s, %v): %w", b.FileName(), a.dev.Name(), dir, err)
 	}
-	e := Event{Op: OpMap, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Device: a.dev.Name(), Dir: dir}.fail(err)
+	e := Event{Op: OpMap, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Device: a.dev.Name(), Dir: dir, Attachment: a.id}.fail(err)
 	if sgt != nil {
 		e.Nents = sgt.Nents
 		if sgt.Nents > 0 {
@@ -394,7 +404,7 @@ func (a *Attachment) Unmap(p *sim.Proc, sgt *dma.SGTable, dir dma.Direction) err
 		b.info.Ops.UnmapDMABuf(p, a, sgt, dir)
 		a.sgt = nil
 	}
-	b.l.emit(p, Event{Op: OpUnmap, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Device: a.dev.Name(), Dir: dir}.fail(err))
+	b.l.emit(p, Event{Op: OpUnmap, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Device: a.dev.Name(), Dir: dir, Attachment: a.id}.fail(err))
 	return err
 }
 

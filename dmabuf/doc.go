@@ -57,7 +57,11 @@
 // Allocation costs the zeroing of the buffer (a CPU write), nothing
 // else yet.
 //
-// Every call is an Event on Layer.Hooks (component "dmabuf").
+// Every call is an Event on Layer.Hooks (component "dmabuf"), with
+// what the checker's DMA-BUF pack (check/dmabufcheck) needs to judge
+// it: the fences by their ids (Fence.ID; a fence's making and the start
+// of a wait that may never end are events too), the attachment by its
+// number, a get's descriptor, the physical pages of an export (Pages).
 //
 // # Invariants
 //

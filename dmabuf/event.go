@@ -60,11 +60,20 @@ const (
 	OpImportSyncFile
 	// OpMerge is SYNC_IOC_MERGE.
 	OpMerge
+	// OpFenceInit is dma_fence_init: a fence now exists (Fence, Context,
+	// Seqno, FenceIDs its one id). Its time is the origin of the
+	// checker's findings about it.
+	OpFenceInit
+	// OpFenceWaitBegin is a process starting to block on fences
+	// (FenceIDs, those not yet signalled; Buffer for a reservation
+	// object's wait): a waiter that never wakes has no OpFenceWait.
+	OpFenceWaitBegin
 )
 
 var opNames = [...]string{"", "export", "get", "put", "attach", "detach", "map", "unmap",
 	"begin-cpu-access", "end-cpu-access", "mmap", "munmap", "vmap", "vunmap", "release",
-	"fence-signal", "fence-wait", "resv-add", "export-sync-file", "import-sync-file", "merge"}
+	"fence-signal", "fence-wait", "resv-add", "export-sync-file", "import-sync-file", "merge",
+	"fence-init", "fence-wait-begin"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) && o != 0 {
@@ -80,7 +89,7 @@ type Event struct {
 	sim.Header
 	Op Op
 	// Buffer names the buffer's file ("dmabuf:3"); Exporter its
-	// exporter (exp_name: "system", "nvidia").
+	// exporter (exp_name: "system", "nv_dmabuf").
 	Buffer   string
 	Exporter string
 	// Size is the buffer's size.
@@ -99,6 +108,21 @@ type Event struct {
 	// Usage is a reservation usage.
 	Fence string
 	Usage Usage
+	// FenceIDs identify the fences concerned (fence-init, signal, wait,
+	// resv-add and import-sync-file: a fence array's parts), each
+	// fence's id unique in its layer, as Fence.ID gives it; names can
+	// repeat, ids do not. Context and Seqno are a fence-init's.
+	FenceIDs       []uint64
+	Context, Seqno uint64
+	// FD is the descriptor of a get, valid or not.
+	FD int
+	// Attachment numbers the attachment of an attach, detach, map or
+	// unmap among its buffer's (1 for the first attach): which one a
+	// map or unmap used, detached or not.
+	Attachment int
+	// Pages are the physical runs of the buffer's memory at export,
+	// when its exporter says (Pages); nil otherwise.
+	Pages []mem.PhysRange
 	// Waited is how long a wait blocked.
 	Waited sim.Time
 	// Failed says the call failed; Err says why. Warn is what Linux

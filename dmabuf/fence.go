@@ -25,7 +25,9 @@ var ErrAlreadySignaled = fmt.Errorf("fence already signalled: %w", syscall.EINVA
 // the order they were added; processes wait for it in virtual time. An
 // error set before the signal says the work failed (dma_fence_set_error).
 type Fence struct {
-	l                *Layer
+	l *Layer
+	// id is unique in the layer (events name fences by it).
+	id               uint64
 	context, seqno   uint64
 	driver, timeline string
 	signaled         bool
@@ -56,14 +58,34 @@ func (l *Layer) ContextAlloc(num int) uint64 {
 // NewFence is dma_fence_init: an unsignalled fence of context with
 // seqno; driver and timeline name it in messages (get_driver_name,
 // get_timeline_name).
+//
+// The checker counts a device's or process's accesses to a buffer as
+// the work of a fence in its reservation object, not a race with it,
+// when the fence's timeline or driver is that device's or process's
+// name: name the timeline after what does the work ("cam0", "isp0").
 func (l *Layer) NewFence(driver, timeline string, context, seqno uint64) *Fence {
-	return &Fence{l: l, context: context, seqno: seqno, driver: driver, timeline: timeline}
+	l.fences++
+	f := &Fence{l: l, id: l.fences, context: context, seqno: seqno, driver: driver, timeline: timeline}
+	l.emit(nil, Event{Op: OpFenceInit, Fence: f.String(), FenceIDs: []uint64{f.id}, Context: context, Seqno: seqno})
+	return f
 }
 
 // Stub is dma_fence_get_stub: a fence that is always signalled.
 func (l *Layer) Stub() *Fence {
-	return &Fence{l: l, driver: "stub", timeline: "stub", signaled: true}
+	l.fences++
+	return &Fence{l: l, id: l.fences, driver: "stub", timeline: "stub", signaled: true}
 }
+
+// ID is the fence's number in its layer, unique where names
+// (context:seqno) may not be: what events name it by.
+func (f *Fence) ID() uint64 { return f.id }
+
+// Driver and Timeline are the names the fence was made with
+// (get_driver_name, get_timeline_name).
+func (f *Fence) Driver() string { return f.driver }
+
+// Timeline is the fence's timeline name.
+func (f *Fence) Timeline() string { return f.timeline }
 
 // NewArray is dma_fence_array_create (signal_on_any false): a fence of
 // a new context that signals when every one of fences has, with the
@@ -174,7 +196,7 @@ func (f *Fence) Err() error {
 func (f *Fence) Signal(p *sim.Proc) error {
 	if f.signaled {
 		err := fmt.Errorf("dma_fence_signal(%v): %w", f, ErrAlreadySignaled)
-		f.l.emit(p, Event{Op: OpFenceSignal, Fence: f.String()}.fail(err))
+		f.l.emit(p, Event{Op: OpFenceSignal, Fence: f.String(), FenceIDs: []uint64{f.id}}.fail(err))
 		return err
 	}
 	f.signal(p)
@@ -185,7 +207,7 @@ func (f *Fence) signal(p *sim.Proc) {
 	f.signaled, f.at = true, f.l.eng.Now()
 	cbs := f.cbs
 	f.cbs = nil
-	f.l.emit(p, Event{Op: OpFenceSignal, Fence: f.String()})
+	f.l.emit(p, Event{Op: OpFenceSignal, Fence: f.String(), FenceIDs: []uint64{f.id}})
 	for _, cb := range cbs {
 		if !cb.removed {
 			cb.fn(f)
@@ -227,11 +249,14 @@ func (f *Fence) Wait(p *sim.Proc) error {
 // only tests the fence.
 func (f *Fence) WaitTimeout(p *sim.Proc, timeout sim.Time) (sim.Time, error) {
 	start := p.Now()
+	if !f.signaled && timeout > 0 {
+		f.l.emit(p, Event{Header: sim.Header{Cause: sim.CauseQueue}, Op: OpFenceWaitBegin, Fence: f.String(), FenceIDs: []uint64{f.id}})
+	}
 	left, err := f.wait(p, timeout)
 	if err != nil {
 		err = fmt.Errorf("dma_fence_wait_timeout(%v, %v): %w", f, timeout, err)
 	}
-	f.l.emit(p, Event{Header: sim.Header{Cause: sim.CauseQueue}, Op: OpFenceWait, Fence: f.String(), Waited: p.Now() - start}.fail(err))
+	f.l.emit(p, Event{Header: sim.Header{Cause: sim.CauseQueue}, Op: OpFenceWait, Fence: f.String(), FenceIDs: []uint64{f.id}, Waited: p.Now() - start}.fail(err))
 	return left, err
 }
 

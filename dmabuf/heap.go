@@ -309,11 +309,24 @@ func (hb *heapBuffer) Vunmap(*sim.Proc, *Buffer, mem.VirtAddr) {}
 // cma_heap_dma_buf_release).
 func (hb *heapBuffer) Release(*sim.Proc, *Buffer) error { return hb.free() }
 
-// Pages are the physical runs of a heap buffer, in address order of the
-// buffer; nil for a buffer of another exporter.
+// Pages are the physical runs of a buffer's memory, in address order
+// of the buffer: a heap buffer's, or what an exporter that implements
+// Paged gives; nil for others (memory the model does not address
+// physically, as a GPU's VRAM).
 func Pages(b *Buffer) []mem.PhysRange {
 	if hb, ok := b.info.Priv.(*heapBuffer); ok {
 		return append([]mem.PhysRange(nil), hb.pages...)
 	}
+	if pg, ok := b.info.Ops.(Paged); ok {
+		return pg.Pages(b)
+	}
 	return nil
+}
+
+// Paged is an Exporter that says which physical memory its buffers
+// are (a V4L2 driver's MMAP buffers exported by VIDIOC_EXPBUF): the
+// export event then carries it, so that the checker can tell which
+// device and CPU accesses touch the buffer.
+type Paged interface {
+	Pages(b *Buffer) []mem.PhysRange
 }

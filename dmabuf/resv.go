@@ -67,7 +67,9 @@ func (r *Resv) AddFence(p *sim.Proc, f *Fence, u Usage) {
 	for _, part := range f.Parts() {
 		r.add(part, u)
 	}
-	r.l.emit(p, Event{Op: OpResvAdd, Buffer: r.name, Fence: f.String(), Usage: u})
+	if r.l.Hooks.Active() {
+		r.l.emit(p, Event{Op: OpResvAdd, Buffer: r.name, Fence: f.String(), FenceIDs: ids(f.Parts()), Usage: u})
+	}
 }
 
 func (r *Resv) add(f *Fence, u Usage) {
@@ -112,6 +114,17 @@ func (r *Resv) WaitTimeout(p *sim.Proc, u Usage, timeout sim.Time) (sim.Time, er
 	start, left := p.Now(), timeout
 	var err error
 	blocked := false
+	if timeout > 0 && r.l.Hooks.Active() {
+		var pending []*Fence
+		for _, f := range fences {
+			if !f.signaled {
+				pending = append(pending, f)
+			}
+		}
+		if len(pending) > 0 {
+			r.l.emit(p, Event{Header: sim.Header{Cause: sim.CauseQueue}, Op: OpFenceWaitBegin, Buffer: r.name, Usage: u, FenceIDs: ids(pending)})
+		}
+	}
 	for _, f := range fences {
 		blocked = blocked || !f.signaled
 		if left, err = f.wait(p, left); err != nil {
@@ -123,4 +136,13 @@ func (r *Resv) WaitTimeout(p *sim.Proc, u Usage, timeout sim.Time) (sim.Time, er
 		r.l.emit(p, Event{Header: sim.Header{Cause: sim.CauseQueue}, Op: OpFenceWait, Buffer: r.name, Usage: u, Waited: p.Now() - start}.fail(err))
 	}
 	return left, err
+}
+
+// ids are the fences' ids, for an event.
+func ids(fs []*Fence) []uint64 {
+	out := make([]uint64, len(fs))
+	for i, f := range fs {
+		out[i] = f.id
+	}
+	return out
 }

@@ -186,6 +186,6 @@ func (b *Buffer) ImportSyncFile(p *sim.Proc, proc *kernel.Process, flags uint64,
 	for _, f := range s.fence.Parts() {
 		b.resv.add(f, u)
 	}
-	b.l.emit(p, Event{Op: OpImportSyncFile, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Process: proc.Name(), Fence: s.describe(), Usage: u})
+	b.l.emit(p, Event{Op: OpImportSyncFile, Buffer: b.FileName(), Exporter: b.info.ExpName, Size: b.info.Size, Process: proc.Name(), Fence: s.describe(), FenceIDs: ids(s.fence.Parts()), Usage: u})
 	return nil
 }

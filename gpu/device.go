@@ -266,6 +266,10 @@ func (d *Device) chunkAt(va mem.GPUAddr) *chunk {
 // release frees b's part of its chunk, and the chunk when that was its
 // last allocation.
 func (d *Device) release(b *buffer) {
+	if b.external > 0 {
+		d.va.release(uint64(b.a.Addr), uint64(b.a.Addr)+b.external)
+		return
+	}
 	c := b.chunk
 	if c.small != nil {
 		r, _ := alignUp(b.a.Size, MinAlign)

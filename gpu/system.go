@@ -154,6 +154,9 @@ type buffer struct {
 	managed uint64
 	chunk   *chunk // device memory
 	off     uint64 // offset in chunk
+	// external is the address range of imported memory (MapExternal):
+	// its pages belong to another driver, and it has no chunk.
+	external uint64
 	// dmaMaps are host memory's mappings for the GPUs behind an IOMMU
 	// domain (iommu.go).
 	dmaMaps []dmaMapping

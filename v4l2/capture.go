@@ -127,6 +127,7 @@ func (c *Capture) frame(gen int, q *queue) {
 	b := q.ready[0]
 	q.ready = q.ready[1:]
 	c.begin(b)
+	c.publish(b)
 	f := q.format
 	var data []byte
 	if c.l.env.Mem.Payload() {

@@ -614,22 +614,27 @@ func (d *Device) newFence() *dmabuf.Fence {
 	return d.l.env.Bufs.NewFence(d.name, d.node, d.fenceCtx, d.fenceSeq)
 }
 
-// begin is the driver taking buffer b for the hardware: its fence (the
-// out-fence QBUF made, or a new one) joins its dma-buf's reservation
-// object as a write (a capture) or read (an ISP's input) fence, as
-// drivers publish their work for implicit sync.
+// begin is the driver taking buffer b for the hardware, with its fence
+// (the out-fence QBUF made, or a new one).
 func (d *Device) begin(b *vbuf) {
 	b.state = stateActive
 	if b.fence == nil {
 		b.fence = d.newFence()
 	}
-	if b.dbuf != nil {
-		u := dmabuf.UsageWrite
-		if b.q.dir == dma.ToDevice {
-			u = dmabuf.UsageRead
-		}
-		b.dbuf.Resv().AddFence(nil, b.fence, u)
+}
+
+// publish puts b's fence in its dma-buf's reservation object as a write
+// fence (the device writes b) or a read fence (it reads b), as drivers
+// publish their work for implicit sync, when the hardware starts on it.
+func (d *Device) publish(b *vbuf) {
+	if b.dbuf == nil {
+		return
 	}
+	u := dmabuf.UsageWrite
+	if b.q.dir == dma.ToDevice {
+		u = dmabuf.UsageRead
+	}
+	b.dbuf.Resv().AddFence(nil, b.fence, u)
 }
 
 // finish is the hardware done with b: it is done (DQBUF takes it), its

@@ -31,8 +31,9 @@ type ISPConfig struct {
 // the other: a real ISP streams lines through and overlaps them, so the
 // model's job time is an upper bound. The output's fence (an out-fence
 // QBUF handed out, or the driver's own) is in its dma-buf's reservation
-// object as a write fence from the job's start and signals when the
-// last byte has landed; the input's as a read fence.
+// object as a write fence from the job's start (once its waits are
+// over) and signals when the last byte has landed; the input's as a
+// read fence.
 type ISP struct {
 	*Device
 	cfg       ISPConfig
@@ -131,6 +132,8 @@ func (s *ISP) job(src, dst *vbuf) {
 	seq, gen := s.jobs, s.gen
 	times := src.times // the camera's timeline, when the input came from one
 	times.ISPStart = eng.Now()
+	s.publish(src)
+	s.publish(dst)
 	rd := &dma.Transfer{Name: fmt.Sprintf("%s.read%d", s.name, seq), Route: &s.toDev, Bytes: int64(in.SizeImage),
 		Read: src.spans(0, uint64(in.SizeImage)), Opts: []fabric.Option{fabric.Tag(s)}}
 	_, err := s.dev.StartTransfer(rd, func(ri *dma.TransferInfo) {

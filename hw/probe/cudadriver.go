@@ -704,15 +704,25 @@ func (d *cudaDevice) NullCall() error {
 	return err
 }
 
-func (d *cudaDevice) ExportDMABuf(b *Buffer) error {
+func (d *cudaDevice) ExportDMABuf(b *Buffer) (DMABufExport, error) {
 	if b.Kind != MemDevice {
-		return fmt.Errorf("dma-buf export of %v: %w", b, cuda.ErrorInvalidValue)
+		return DMABufExport{}, fmt.Errorf("dma-buf export of %v: %w", b, cuda.ErrorInvalidValue)
 	}
+	t0 := d.Now()
 	fd, err := d.t.DMABufFD(b.impl.(*realBuf).dev, b.Size)
+	el := d.Now() - t0
 	if err != nil {
-		return err
+		return DMABufExport{}, err
 	}
-	return syscall.Close(fd)
+	// Read while the descriptor is open: count is then this one.
+	info, rerr := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", fd))
+	if cerr := syscall.Close(fd); cerr != nil {
+		return DMABufExport{}, fmt.Errorf("closing dma-buf fd %d: %w", fd, cerr)
+	}
+	if rerr != nil {
+		return DMABufExport{}, fmt.Errorf("dma-buf fdinfo: %w", rerr)
+	}
+	return DMABufExport{Elapsed: el, FDInfo: string(info)}, nil
 }
 
 func (d *cudaDevice) BufferID(b *Buffer) (uint64, error) {

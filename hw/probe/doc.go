@@ -61,8 +61,10 @@
 // block's slow touches (managed-fault), CPU fault-back after GPU residency
 // (managed-cpu-fault), and GPU reads of host-resident pages under
 // AccessedBy and PreferredLocation(CPU) (managed-remote). capabilities:
-// dma-buf export of device memory and buffer-id behaviour across free and
-// re-allocation, next to the device attributes, BAR1 and PCIe link state
+// dma-buf export of device memory (what the kernel's /proc/self/fdinfo
+// says of the fd: size, exp_name, count, flags, ino; the export call's
+// time, median of max(samples, 3) exports) and buffer-id behaviour across
+// free and re-allocation, next to the device attributes, BAR1 and PCIe link state
 // that every GPU report carries.
 //
 // # Output

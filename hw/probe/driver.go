@@ -112,9 +112,10 @@ type Device interface {
 	// NullCall makes the cheapest driver call, to measure what a call
 	// through the binding costs.
 	NullCall() error
-	// ExportDMABuf exports a device buffer as a dma-buf fd and closes it
-	// (cuMemGetHandleForAddressRange).
-	ExportDMABuf(b *Buffer) error
+	// ExportDMABuf exports a device buffer as a dma-buf fd
+	// (cuMemGetHandleForAddressRange), timing the call alone, reads what
+	// the kernel says of the fd (/proc/self/fdinfo/<fd>) and closes it.
+	ExportDMABuf(b *Buffer) (DMABufExport, error)
 	// BufferID returns CU_POINTER_ATTRIBUTE_BUFFER_ID of a device buffer.
 	BufferID(b *Buffer) (uint64, error)
 }

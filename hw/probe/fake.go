@@ -64,6 +64,8 @@ type FakeConfig struct {
 	Corrupt func(op string) bool
 	// DMABufErr is what ExportDMABuf returns.
 	DMABufErr error
+	// FDInfo, when set, replaces the fdinfo text ExportDMABuf returns.
+	FDInfo string
 	// NoPeerAccess makes Peers empty, as on GPUs that cannot map each
 	// other's memory.
 	NoPeerAccess bool
@@ -83,6 +85,8 @@ type Fake struct {
 	cfg     FakeConfig
 	devices map[int]*fakeDevice // open devices, for leak checks
 	leaks   []string
+	// dmabufIno numbers the fake's dma-buf exports.
+	dmabufIno int
 }
 
 // NewFake returns a fake driver.
@@ -812,17 +816,29 @@ func (d *fakeDevice) Settle() (int, error) {
 
 func (d *fakeDevice) NullCall() error { return d.call("NullCall", d.f.cfg.CallCost) }
 
-func (d *fakeDevice) ExportDMABuf(b *Buffer) error {
+func (d *fakeDevice) ExportDMABuf(b *Buffer) (DMABufExport, error) {
+	t0 := d.Now()
 	if err := d.call("ExportDMABuf", d.f.cfg.CallCost); err != nil {
-		return err
+		return DMABufExport{}, err
 	}
 	if _, err := d.own(b); err != nil {
-		return err
+		return DMABufExport{}, err
 	}
 	if b.Kind != MemDevice {
-		return fmt.Errorf("fake ExportDMABuf(%v): %w", b, cuda.ErrorInvalidValue)
+		return DMABufExport{}, fmt.Errorf("fake ExportDMABuf(%v): %w", b, cuda.ErrorInvalidValue)
 	}
-	return d.f.cfg.DMABufErr
+	if err := d.f.cfg.DMABufErr; err != nil {
+		return DMABufExport{}, err
+	}
+	d.f.dmabufIno++
+	// What the lent H100's kernel printed for nvidia.ko's export
+	// (driver 580.159.04, 2026-11-25): fs/proc/fd.c's lines (O_RDWR |
+	// O_CLOEXEC in octal), then dma_buf_show_fdinfo's.
+	info := fmt.Sprintf("pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t%d\nsize:\t%d\ncount:\t1\nexp_name:\tnv_dmabuf\n", 2000+d.f.dmabufIno, b.Size)
+	if d.f.cfg.FDInfo != "" {
+		info = d.f.cfg.FDInfo
+	}
+	return DMABufExport{Elapsed: d.Now() - t0, FDInfo: info}, nil
 }
 
 func (d *fakeDevice) BufferID(b *Buffer) (uint64, error) {

@@ -55,11 +55,7 @@ func (m *meter) capabilities(g *GPUReport) error {
 	for range 2 {
 		m.withBuffers(&c, "capabilities", func(b []*Buffer) {
 			if len(ids) == 0 {
-				if err := m.d.ExportDMABuf(b[0]); err != nil {
-					caps.DMABufError = err.Error()
-				} else {
-					caps.DMABufExport = true
-				}
+				m.exportDMABuf(caps, b[0])
 			}
 			id, err := m.d.BufferID(b[0])
 			c.fail(err)
@@ -75,6 +71,36 @@ func (m *meter) capabilities(g *GPUReport) error {
 	caps.BufferIDFirst, caps.BufferIDReallocate, caps.BufferIDChanges = ids[0], ids[1], ids[0] != ids[1]
 	g.Capabilities = caps
 	return nil
+}
+
+// exportDMABuf exports b as a dma-buf max(Samples, 3) times, each fd
+// closed before the next export, and records whether it worked, the
+// kernel's fdinfo of the first fd, and the export call's times.
+func (m *meter) exportDMABuf(caps *Capabilities, b *Buffer) {
+	n := max(m.o.Samples, 3)
+	var us []float64
+	for i := range n {
+		x, err := m.d.ExportDMABuf(b)
+		if err != nil {
+			if i == 0 {
+				caps.DMABufError = err.Error()
+				return
+			}
+			// A later failure leaves the samples taken so far.
+			break
+		}
+		if i == 0 {
+			caps.DMABufExport = true
+			if info, err := ParseDMABufFDInfo(x.FDInfo); err != nil {
+				caps.DMABufFDInfoError = err.Error()
+			} else {
+				caps.DMABufFDInfo = info
+			}
+		}
+		us = append(us, float64(x.Elapsed)/float64(time.Microsecond))
+	}
+	st := summarize(us)
+	caps.DMABufExportMicros, caps.DMABufExportValues = &st, us
 }
 
 // callOverhead measures one trivial driver call through the binding.

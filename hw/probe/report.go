@@ -144,6 +144,15 @@ type Capabilities struct {
 	// for device memory. DMABufError says why not.
 	DMABufExport bool   `json:"dma_buf_export"`
 	DMABufError  string `json:"dma_buf_error,omitempty"`
+	// DMABufFDInfo is what the kernel said of the first export's fd
+	// (/proc/self/fdinfo); DMABufFDInfoError why it could not be read
+	// or parsed.
+	DMABufFDInfo      *DMABufFDInfo `json:"dma_buf_fdinfo,omitempty"`
+	DMABufFDInfoError string        `json:"dma_buf_fdinfo_error,omitempty"`
+	// DMABufExportMicros is the export call's time in microseconds over
+	// DMABufExportValues, one per export (the fd closed between them).
+	DMABufExportMicros *Stat     `json:"dma_buf_export_us,omitempty"`
+	DMABufExportValues []float64 `json:"dma_buf_export_us_values,omitempty"`
 	// BufferIDs: CU_POINTER_ATTRIBUTE_BUFFER_ID of an allocation, and of
 	// the next allocation of the same size after it was freed.
 	BufferIDFirst      uint64 `json:"buffer_id_first"`

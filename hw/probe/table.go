@@ -80,6 +80,14 @@ func writeGPU(b *strings.Builder, g *GPUReport) {
 		}
 		fmt.Fprintf(b, "  dma-buf export: %s; buffer id %d, after free and re-allocation %d (changes: %v)\n",
 			export, c.BufferIDFirst, c.BufferIDReallocate, c.BufferIDChanges)
+		if i := c.DMABufFDInfo; i != nil {
+			fmt.Fprintf(b, "  dma-buf fdinfo: exp_name %s, size %d, count %d, flags %s, ino %d\n", i.ExpName, i.Size, i.Count, i.Flags, i.Ino)
+		} else if c.DMABufFDInfoError != "" {
+			fmt.Fprintf(b, "  dma-buf fdinfo: %s\n", c.DMABufFDInfoError)
+		}
+		if st := c.DMABufExportMicros; st != nil {
+			fmt.Fprintf(b, "  dma-buf export: %.1f us median (min %.1f, max %.1f, %d samples)\n", st.Median, st.Min, st.Max, len(c.DMABufExportValues))
+		}
 	}
 	for _, fam := range Families {
 		ms := g.Find(fam, "", "")
