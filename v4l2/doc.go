@@ -44,7 +44,8 @@
 //     never merged upstream, and implicit sync as drivers do it: the
 //     fence of a buffer the hardware writes joins its dma-buf's
 //     reservation object as a write fence (one it reads, as a read
-//     fence) when the hardware starts on it (an ISP: once its waits are over), and signals when it is done.
+//     fence) when the hardware starts on it (an ISP: once its waits
+//     are over), and signals when it is done.
 //
 // Every byte a device moves goes through its dma.Device
 // (StartTransfer), so its IOMMU domain translates it and the checker
