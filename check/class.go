@@ -121,6 +121,11 @@ func Lookup(code string) (ClassInfo, bool) {
 	return ClassInfo{}, false
 }
 
+// Find returns the registered class with code, nil if there is none:
+// what a program that forwards another checker's diagnostics records
+// them under.
+func Find(code string) *Class { return lookup(code) }
+
 func lookup(code string) *Class {
 	registry.mu.RLock()
 	defer registry.mu.RUnlock()

@@ -27,7 +27,7 @@ func TestExitStatus(t *testing.T) {
 		{"memory too small for the sizes", []string{"run", "dma-vs-memcpy", "--platform", "zynq-7000", "--set", "sizes=1GiB"}, exitUsage, "out of memory"},
 		{"host memory too small for the working set", []string{"run", "um-oversubscribe", "--set", "vram=platform", "--set", "ratios=2", "--set", "modes=zero-copy"}, exitUsage, "out of memory"},
 		{"managed buffer beyond the machine's memory", []string{"run", "um-prefetch", "--set", "size=1TiB"}, exitUsage, "cannot be backed"},
-		{"starved of bandwidth", []string{"run", "--set", "platform.nodes.0.dram_bandwidth=1B/s"}, exitUsage, "--set size="},
+		{"starved of bandwidth", []string{"run", "host-memory", "--set", "platform.nodes.0.dram_bandwidth=1B/s"}, exitUsage, "--set size="},
 		{"starved managed memory", []string{"run", "um-prefetch", "--set", "platform.nodes.0.dram_bandwidth=1B/s"}, exitUsage, "virtual time"},
 		{"starved check", []string{"check", "um-oversubscribe", "--set", "platform.nodes.0.dram_bandwidth=1B/s"}, exitUsage, "virtual time"},
 	} {

@@ -24,6 +24,7 @@ type runDoc struct {
 	Scenario string            `json:"scenario"`
 	Platform string            `json:"platform"`
 	Params   map[string]string `json:"params"`
+	Summary  []string          `json:"summary"`
 	Results  []struct {
 		Name      string  `json:"name"`
 		Path      string  `json:"path"`
@@ -41,6 +42,17 @@ type runDoc struct {
 		Faults        int64   `json:"faults"`
 		MigratedBytes int64   `json:"migrated_bytes"`
 		Evictions     int64   `json:"evictions"`
+		Note          string  `json:"note"`
+		// camera-pipeline's.
+		Platform  string  `json:"platform"`
+		FPS       float64 `json:"fps"`
+		Dropped   int64   `json:"dropped"`
+		DRAMBytes int64   `json:"dram_bytes"`
+		PCIeBytes int64   `json:"pcie_bytes"`
+		Stages    []struct {
+			Name    string  `json:"name"`
+			Seconds float64 `json:"seconds"`
+		} `json:"stages"`
 	} `json:"results"`
 	Factors map[string]struct {
 		Value  float64 `json:"value"`
@@ -97,14 +109,19 @@ func TestDefaultRun(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("dmalab: exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"host-memory on h200-pcie", "pageable", "writecombined", "managed-prefetch", "roundtrip", "factors:"} {
+	for _, want := range []string{"camera-pipeline on jetson-orin\n  jetson-orin: zero-copy against copy saves", "h200-pcie: no zero-copy path", "Try: ", "glass-to-glass", "per frame, by stage", "factors:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("default output lacks %q:\n%s", want, out)
 		}
 	}
 	d := runJSON(t)
-	if d.Scenario != "host-memory" || d.Platform != "h200-pcie" || len(d.Results) != 7 {
-		t.Fatalf("default run is %s on %s with %d rows", d.Scenario, d.Platform, len(d.Results))
+	if d.Scenario != "camera-pipeline" || d.Platform != "jetson-orin" || len(d.Results) != 8 || len(d.Summary) != 3 {
+		t.Fatalf("default run is %s on %s with %d rows, %d summary lines", d.Scenario, d.Platform, len(d.Results), len(d.Summary))
+	}
+	// host-memory, the previous default, on its default platform.
+	hm := runJSON(t, "host-memory")
+	if hm.Platform != "h200-pcie" || len(hm.Results) != 7 {
+		t.Fatalf("host-memory ran on %s with %d rows", hm.Platform, len(hm.Results))
 	}
 	// transfers, the previous default, on its default platform.
 	tr := runJSON(t, "transfers", "--set", "sizes=4KiB,256MiB")

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/dmalab/dmalab/dma"
@@ -252,7 +253,17 @@ func (c *Context) importDMABuf(p *sim.Proc, em *ExternalMemory, kp *kern.Process
 	if err != nil {
 		return err
 	}
-	att, err := b.Attach(p, c.dev.DMA(), dmabuf.AttachOptions{})
+	// The GPU driver maps the buffer as one scatter-gather table; like
+	// the DRM drivers that import dma-bufs (drm/msm, accel/ivpu: "Set dma
+	// max_segment_size", after DMA-API debug's "mapping sg segment
+	// longer than device claims to support"), it lifts the 64 KiB
+	// default segment limit of its device at probe. Assumed for nvgpu
+	// and nvidia.ko, whose probe code is not cited here.
+	dev := c.dev.DMA()
+	if dev.MaxSegmentSize() < math.MaxUint32 {
+		dev.SetMaxSegmentSize(math.MaxUint32)
+	}
+	att, err := b.Attach(p, dev, dmabuf.AttachOptions{})
 	if err != nil {
 		return errors.Join(err, b.Put(p))
 	}

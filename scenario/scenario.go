@@ -24,7 +24,7 @@ type (
 var ErrUsage = dmalab.ErrUsage
 
 // Default is the scenario "dmalab run" runs without a name.
-const Default = "host-memory"
+const Default = "camera-pipeline"
 
 // All lists the registered scenarios by name (dmalab.Scenarios).
 func All() []*Scenario { return dmalab.Scenarios() }

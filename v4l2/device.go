@@ -3,6 +3,7 @@ package v4l2
 import (
 	"errors"
 	"fmt"
+	"math"
 	"syscall"
 
 	"github.com/dmalab/dmalab/dma"
@@ -158,6 +159,11 @@ func (l *Layer) newDevice(name, kind string, lim Limits) (*Device, error) {
 	d := &Device{l: l, name: name, node: fmt.Sprintf("/dev/video%d", l.minor), dev: dev, hw: hw,
 		queues: map[BufType]*queue{}, allowed: map[BufType][]PixFmt{}, lim: lim, fenceCtx: l.env.Bufs.ContextAlloc(1)}
 	l.minor++
+	// The driver's probe lifts the 64 KiB default segment limit, as
+	// vb2-dma-contig drivers do (vb2_dma_contig_set_max_seg_size, now
+	// dma_set_max_seg_size(dev, UINT_MAX) in the driver): a frame in
+	// contiguous memory is one segment.
+	dev.SetMaxSegmentSize(math.MaxUint32)
 	if d.toDev, err = l.env.Machine.DMARoute(host, hw.Side(), hw.DMA()); err != nil {
 		return nil, fmt.Errorf("v4l2 %s: %w", name, err)
 	}
