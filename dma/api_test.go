@@ -279,7 +279,7 @@ func TestScatterGather(t *testing.T) {
 			t.Errorf("event %+v", e)
 		}
 		for i, sg := range sgt.SGL {
-			if sg.DMAAddress != mem.DMAAddr(sg.Phys()) || sg.DMALength != 3000 || e.SG[i] != (Segment{sg.Phys(), sg.DMAAddress, 3000}) {
+			if sg.DMAAddress != mem.DMAAddr(sg.Phys()) || sg.DMALength != 3000 || e.SG[i] != (Segment{sg.Phys(), sg.DMAAddress, 3000, 3000}) {
 				t.Errorf("entry %d: %+v / %+v", i, sg, e.SG[i])
 			}
 		}

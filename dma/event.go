@@ -64,6 +64,10 @@ type Segment struct {
 	Phys mem.PhysAddr
 	Addr mem.DMAAddr
 	Len  uint64
+	// CPULen is the entry's length in memory (sg->length); Len is
+	// sg_dma_len for a mapping, which an IOMMU that merged entries makes
+	// longer for the first and zero for the rest.
+	CPULen uint64
 }
 
 // Event is one DMA API call or device access, as the checker (the

@@ -220,15 +220,18 @@ func (d *Device) sgPhys(sg *Scatterlist) mem.PhysAddr {
 }
 
 // segments lists entries for an event: as mapped (device side) or as
-// passed to a sync (CPU length).
+// passed to a sync or unmap, where dma-debug takes each entry's
+// sg_dma_len as the mapping did, and the CPU length of an entry that
+// has none (debug_dma_sync_sg_for_cpu): the two differ only where an
+// IOMMU merged entries.
 func segments(sgl []Scatterlist, mapped bool) []Segment {
 	out := make([]Segment, len(sgl))
 	for i := range sgl {
 		l := sgl[i].Length
-		if mapped {
+		if mapped || sgl[i].DMALength != 0 {
 			l = sgl[i].DMALength
 		}
-		out[i] = Segment{Phys: sgl[i].Phys(), Addr: sgl[i].DMAAddress, Len: l}
+		out[i] = Segment{Phys: sgl[i].Phys(), Addr: sgl[i].DMAAddress, Len: l, CPULen: sgl[i].Length}
 	}
 	return out
 }

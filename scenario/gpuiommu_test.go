@@ -64,6 +64,12 @@ func TestScenariosBehindIOMMU(t *testing.T) {
 						continue
 					}
 					for _, d := range out.Check.Diagnostics {
+						if s.Name == "camera-pipeline" && d.Class == "cacheline-overlap" {
+							// DMA-API debug's own warning for a dma-buf that a
+							// writing importer and the display both map
+							// (TestCameraPipelineCheck), IOMMU or not.
+							continue
+						}
 						iommuClass := strings.HasPrefix(d.Class, "iommu-") || d.Class == "iova-leak"
 						if !misuse[s.Name] || (iommuClass && s.Name != "iommu-attack") {
 							t.Errorf("%s: %s: %s", mode, d.Class, d.Message)

@@ -92,6 +92,10 @@ type entry struct {
 	next         *entry // free list
 	dn           inode  // in the device's bus-address index
 	pn           inode  // in the physical index
+	// more are the further physical ranges of a segment an IOMMU merged
+	// from several (dma_map_sg through dma-iommu): the pages behind one
+	// IOVA range, each in the physical index with its offset.
+	more []inode
 }
 
 func (e *entry) origin() string { return check.Origin(e.call, e.time, e.proc) }
@@ -351,8 +355,10 @@ func (x *Pack) onMap(ev *dma.Event) {
 		segs := segments(ev, true)
 		lim := x.segLimits(d.name)
 		x.chk.BeginBatch()
+		orig := 0 // the next original entry behind the mapped segments
 		for i, s := range segs {
 			e := x.newEntry(ev, dev, kind, s.Addr, s.Len, s.Phys)
+			orig = x.physRanges(e, ev, orig)
 			e.streaming = true
 			e.nents, e.mapped = ev.NEnts, len(segs)
 			x.checkSegment(ev, d, lim, i, s)
@@ -471,6 +477,31 @@ func (x *Pack) newEntry(ev *dma.Event, dev int32, kind dma.Kind, addr mem.DMAAdd
 	return e
 }
 
+// physRanges gives e, a mapped segment of ev starting at original
+// entry orig, the physical ranges of the original entries it covers
+// when there are several (an IOMMU merged them behind one IOVA range):
+// its own index node then spans the first, and e.more the rest. It
+// returns the first original entry after e's.
+func (x *Pack) physRanges(e *entry, ev *dma.Event, orig int) int {
+	if ev.Mapped <= 0 || ev.Mapped >= len(ev.SG) || orig >= len(ev.SG) {
+		return orig + 1
+	}
+	first := ev.SG[orig]
+	if first.CPULen == 0 || first.CPULen >= e.size {
+		return orig + 1
+	}
+	e.pn.end = end(uint64(first.Phys), first.CPULen)
+	covered := first.CPULen
+	i := orig + 1
+	for ; i < len(ev.SG) && covered < e.size; i++ {
+		s := ev.SG[i]
+		n := min(s.CPULen, e.size-covered)
+		e.more = append(e.more, inode{start: uint64(s.Phys), end: end(uint64(s.Phys), n), off: covered, seq: e.seq, e: e})
+		covered += n
+	}
+	return i
+}
+
 // end is addr+size, saturating.
 func end(addr, size uint64) uint64 {
 	if addr+size < addr {
@@ -485,6 +516,9 @@ func (x *Pack) add(e *entry, d *device, ev *dma.Event) {
 	// active_cacheline_insert: a device that only reads memory cannot
 	// make the CPU consume stale data, so DMA_TO_DEVICE mappings may
 	// share lines. debug.c tracks a mapping by the line it starts in.
+	for i := range e.more {
+		x.phys.insert(&e.more[i])
+	}
 	if e.dir == dma.ToDevice {
 		x.phys.insert(&e.pn)
 		return
@@ -494,7 +528,8 @@ func (x *Pack) add(e *entry, d *device, ev *dma.Event) {
 	var n int
 	var first *entry
 	x.phys.starts(line, line+x.line, func(p *inode) {
-		if p.e.lineHeld {
+		// debug.c tracks a mapping by its first line only.
+		if p.off == 0 && p.e.lineHeld {
 			n++
 			if first == nil || p.e.seq < first.seq {
 				first = p.e
@@ -527,6 +562,9 @@ func (x *Pack) add(e *entry, d *device, ev *dma.Event) {
 func (x *Pack) remove(e *entry, ev *dma.Event) {
 	x.devs[e.dev].bus.remove(&e.dn)
 	x.phys.remove(&e.pn)
+	for i := range e.more {
+		x.phys.remove(&e.more[i])
+	}
 	x.recent[x.nRecent%recentSize] = gone{
 		dev: e.dev, kind: e.kind, dir: e.dir, addr: e.addr, size: e.size, phys: e.phys,
 		call: e.call, proc: e.proc, time: e.time, endTime: ev.Time, endProc: ev.Proc,
@@ -958,7 +996,8 @@ func (x *Pack) checkOwnership(a *mem.Access) {
 			return
 		}
 		olo, ohi := max(lo, n.start), min(hi, n.end)
-		if e.cpuLo < e.cpuHi && olo >= n.start+e.cpuLo && ohi <= n.start+e.cpuHi {
+		base := n.start - n.off // where the mapping's offset 0 would be
+		if e.cpuLo < e.cpuHi && olo >= base+e.cpuLo && ohi <= base+e.cpuHi {
 			return
 		}
 		first = n

@@ -20,13 +20,17 @@ package dmadebug
 // inode is one interval [start, end) in an itree.
 type inode struct {
 	start, end uint64
-	seq        uint64
-	prio       uint64
-	maxEnd     uint64 // the largest end in this subtree
-	left       *inode
-	right      *inode
-	parent     *inode
-	e          *entry
+	// off is where start falls in the mapping: 0 for an entry's first
+	// physical range; an IOMMU-merged scatter-gather segment, contiguous
+	// in bus addresses but not in memory, has more ranges (entry.more).
+	off    uint64
+	seq    uint64
+	prio   uint64
+	maxEnd uint64 // the largest end in this subtree
+	left   *inode
+	right  *inode
+	parent *inode
+	e      *entry
 	// b, prev and next place a short interval in a bindex bucket.
 	b          *bucket
 	prev, next *inode
