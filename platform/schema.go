@@ -52,7 +52,7 @@ var yamlNames = map[string]string{
 	"BandwidthFactor": "bandwidth_factor", "LatencyFactor": "latency_factor",
 	"CrossTraffic": "cross_traffic",
 
-	"IOMMU": "iommu", "Profile": "profile", "Mode": "mode", "ACS": "acs",
+	"IOMMU": "iommu", "P2PEfficiency": "p2p_efficiency", "Profile": "profile", "Mode": "mode", "ACS": "acs",
 }
 
 // field is one YAML field of a struct type.

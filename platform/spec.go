@@ -175,7 +175,23 @@ type RootComplex struct {
 	// NonCoherentDMA says DMA through this root complex does not snoop
 	// the CPU caches (many Arm SoCs); x86 PCIe snoops, so false.
 	NonCoherentDMA bool
+	// P2PEfficiency is the share of the slower link's rate that
+	// peer-to-peer traffic forwarded between two of its root ports gets
+	// (DefaultP2PEfficiency when unset). Root complexes are built for
+	// traffic to memory; NVIDIA's GPUDirect RDMA guide says P2P through
+	// one "may be degraded" and gives no number.
+	P2PEfficiency Param[float64]
 }
+
+// P2P is the root complex's peer-to-peer efficiency.
+func (rc RootComplex) P2P() float64 { return orDefault(rc.P2PEfficiency.V, DefaultP2PEfficiency) }
+
+// DefaultP2PEfficiency is assumed: half the link rate for peer-to-peer
+// traffic a root complex forwards, an order that published P2P
+// measurements through Intel and AMD root complexes show (the GPUDirect
+// RDMA guide, "Supported Systems", only says it is worse than through a
+// switch); set p2p_efficiency per root complex from a measurement.
+const DefaultP2PEfficiency = 0.5
 
 // PCIeLink is the link from a switch or endpoint up to its parent.
 type PCIeLink struct {

@@ -108,6 +108,9 @@ func validate(s *Spec, errs *errorList, lines map[string]int) {
 		v.node(p+".node", rc.Node)
 		nonNegative(v, p+".bandwidth", rc.Bandwidth)
 		nonNegative(v, p+".latency", rc.Latency)
+		if rc.P2PEfficiency != (Param[float64]{}) {
+			v.share(p+".p2p_efficiency", rc.P2PEfficiency)
+		}
 	}
 	for i, sw := range s.Switches {
 		p := fmt.Sprintf("switches[%d]", i)
