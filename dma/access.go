@@ -1,6 +1,7 @@
 package dma
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/dmalab/dmalab/mem"
@@ -135,11 +136,22 @@ func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, writ
 			err = fmt.Errorf("%s: DMA %s of %v+%d: %s: %w", d.name, rw(write), addr, size, d.tr.Name(), err)
 		}
 	}
-	if err == nil {
+	if err == nil && len(d.dma.peers) == 0 {
 		for _, r := range out[n:] {
 			if !d.dma.isRAM(r.Start, r.Size) {
 				err = fmt.Errorf("%s: DMA %s of %v+%d: %v is not RAM: %w", d.name, rw(write), addr, size, r.Start, mem.ErrBadAddr)
 				break
+			}
+		}
+	} else if err == nil {
+		// Peer windows: what is not RAM may be another agent's memory.
+		var bad mem.PhysAddr
+		var perr error
+		if out, bad, perr = d.dma.resolvePeers(out, n); perr != nil {
+			if errors.Is(perr, errNotPeer) {
+				err = fmt.Errorf("%s: DMA %s of %v+%d: %v is not RAM: %w", d.name, rw(write), addr, size, bad, mem.ErrBadAddr)
+			} else {
+				err = fmt.Errorf("%s: DMA %s of %v+%d: peer memory at %v: %w", d.name, rw(write), addr, size, bad, perr)
 			}
 		}
 	}

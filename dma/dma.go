@@ -39,6 +39,10 @@ type DMA struct {
 	// call is scratch for Event.Call; ev for the event being emitted.
 	call callFmt
 	ev   Event
+	// peers are the peer memory windows (peer.go); crossSocket the
+	// efficiency of cross-socket peer traffic, 0 to refuse it.
+	peers       []PeerMemory
+	crossSocket float64
 }
 
 // New builds the DMA layer of machine m over its memory. As swiotlb_init

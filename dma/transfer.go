@@ -129,6 +129,9 @@ type TransferInfo struct {
 	// where it is blocked: a device never learns of WriteErr (its
 	// driver learns from the IOMMU's fault report or the data missing).
 	ReadErr, WriteErr error
+	// Peer is the peer-to-peer rule the transfer took, when it read or
+	// wrote another agent's memory window (a GPU's BAR1); nil otherwise.
+	Peer *PeerRule
 	// overlap is the translation that runs while the bytes move
 	// (Pipeline translators).
 	overlap sim.Time
@@ -138,7 +141,8 @@ type TransferInfo struct {
 // byte has landed. It runs the steps in p itself, so that a copy costs
 // no more than its flow.
 func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
-	if err := d.checkTransfer(t); err != nil {
+	var err error
+	if err = d.checkTransfer(t); err != nil {
 		return TransferInfo{}, err
 	}
 	info := TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: p.Now()}
@@ -155,13 +159,18 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 			t.Engine.Release()
 		}
 	}
-	route, err := d.route(t)
+	t, info.Peer, err = d.peer(t)
+	var route fabric.Route
+	if err == nil {
+		route, err = d.route(t)
+	}
 	if err != nil {
 		release()
 		info.Err = err
 		info.Start, info.End = p.Now(), p.Now()
 		return info, err
 	}
+	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
 	reads, writes, err := d.translateAll(t, &info)
 	p.Sleep(info.Translate)
@@ -243,13 +252,19 @@ func (d *Device) checkTransfer(t *Transfer) error {
 func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
 	eng := d.dma.eng
 	info := &TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: eng.Now()}
-	route, err := d.route(t)
+	var err error
+	t, info.Peer, err = d.peer(t)
+	var route fabric.Route
+	if err == nil {
+		route, err = d.route(t)
+	}
 	if err != nil {
 		info.Err = err
 		info.Start, info.End = eng.Now(), eng.Now()
 		done(info)
 		return 0
 	}
+	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
 	reads, writes, _ := d.translateAll(t, info)
 	move := func() {
