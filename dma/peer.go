@@ -99,6 +99,9 @@ type PeerRule struct {
 // at CrossSocketEfficiency of the narrowest link instead of refusing it.
 func (x *DMA) AllowCrossSocket(eff float64) { x.crossSocket = eff }
 
+// CrossSocketPeers is the efficiency AllowCrossSocket set; 0 refuses.
+func (x *DMA) CrossSocketPeers() float64 { return x.crossSocket }
+
 // peer prepares t when one of its spans names a peer window: the
 // window's memory becomes the end it reads or writes (the route is the
 // peer path, whatever Src or Dst said), and the platform's rule caps or

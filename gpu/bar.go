@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 )
 
@@ -251,3 +252,41 @@ func (a *Aperture) Translate(pa mem.PhysAddr) (mem.PhysAddr, bool) {
 	}
 	return pg.vram + mem.PhysAddr(off%BARPageSize), true
 }
+
+// The aperture as a window of the DMA layer (dma.PeerMemory): a
+// third-party device's access to a BAR1 address lands in the VRAM page
+// mapped there (GPUDirect RDMA). Package nvp2p registers the apertures
+// with dma.DMA.AddPeerMemory.
+
+// Name is "gpuN BAR1".
+func (a *Aperture) Name() string { return a.dev.Name + " BAR1" }
+
+// Contains says whether pa lies in the aperture.
+func (a *Aperture) Contains(pa mem.PhysAddr) bool {
+	return !a.none && pa >= a.base && uint64(pa-a.base) < a.size
+}
+
+// Resolve appends the VRAM behind [pa, pa+size), page by page (adjacent
+// VRAM merged); an unmapped page, or the driver's reserve, is
+// ErrInvalidValue: on the hardware the GPU answers the request with
+// Unsupported Request.
+func (a *Aperture) Resolve(out []mem.PhysRange, pa mem.PhysAddr, size uint64) ([]mem.PhysRange, error) {
+	for size > 0 {
+		v, ok := a.Translate(pa)
+		if !ok {
+			return out, fmt.Errorf("BAR1 page at %v is not mapped: %w", pa, ErrInvalidValue)
+		}
+		n := min(size, BARPageSize-uint64(pa-a.base)%BARPageSize)
+		if k := len(out); k > 0 && out[k-1].Start+mem.PhysAddr(out[k-1].Size) == v {
+			out[k-1].Size += n
+		} else {
+			out = append(out, mem.PhysRange{Start: v, Size: n})
+		}
+		pa += mem.PhysAddr(n)
+		size -= n
+	}
+	return out, nil
+}
+
+// Endpoint is the GPU's VRAM, the end of a peer's route.
+func (a *Aperture) Endpoint() machine.Endpoint { return a.dev.GPU.Memory() }
