@@ -57,7 +57,7 @@ func (s PageSize) Bytes() uint64 {
 
 // Flags of the persistent calls (NVIDIA_P2P_FLAGS_*).
 const (
-	FlagsDefault         = 0
+	FlagsDefault          = 0
 	FlagsForceBAR1Mapping = 1 // NVIDIA_P2P_FLAGS_FORCE_BAR1_MAPPING
 )
 
