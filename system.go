@@ -21,6 +21,7 @@ import (
 	"github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/nvp2p"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/sim"
@@ -97,6 +98,8 @@ type System struct {
 	vfioErr error
 	// displays are the display controllers made by Display.
 	displays []*drm.Device
+	// p2p is nvidia_p2p, loaded by the first NVP2P.
+	p2p *nvp2p.Driver
 }
 
 // Boot builds a system from a platform preset name or a YAML file.
@@ -393,6 +396,25 @@ func (s *System) Options() Options { return s.opt }
 // checker attached when the system checks; an error wrapping ErrUsage
 // when the platform's GPUs cannot be driven.
 func (s *System) CUDA() (*cuda.Driver, error) { return s.cuda, s.cudaErr }
+
+// NVP2P is nvidia.ko's GPUDirect RDMA interface (nvidia_p2p), loaded
+// at the first call: from then on every discrete GPU's BAR1 is a peer
+// window of the DMA layer, so a device's DMA to a pinned BAR1 page
+// lands in VRAM. An error when the system has no CUDA driver.
+func (s *System) NVP2P() (*nvp2p.Driver, error) {
+	if s.p2p != nil {
+		return s.p2p, nil
+	}
+	if s.cuda == nil {
+		return nil, fmt.Errorf("nvidia_p2p: %w", s.cudaErr)
+	}
+	d, err := nvp2p.New(s.cuda, s.DMA)
+	if err != nil {
+		return nil, err
+	}
+	s.p2p = d
+	return d, nil
+}
 
 // LineSize is the CPU cache-line size of node 0, in bytes: what a driver
 // aligns DMA buffers to (ARCH_DMA_MINALIGN).

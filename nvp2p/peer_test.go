@@ -51,8 +51,8 @@ func TestPeerDMARoutes(t *testing.T) {
 			dev    string
 			kind   machine.PeerKind
 			at     string
-			silent string  // a link that must carry nothing
-			busy   string  // a link that must carry the bytes
+			silent string // a link that must carry nothing
+			busy   string // a link that must carry the bytes
 			capped bool
 		}{
 			{"nic0", machine.PeerSwitch, "sw0", "sw0.pcie", "nic0.pcie", false},
