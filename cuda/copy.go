@@ -205,6 +205,9 @@ func (c *Context) copySync(p *sim.Proc, call string, d, s *copyEnd, size uint64)
 		Bytes: int64(size), Overhead: dev.GPU.Spec.CopyOverhead.V,
 		Read: dev.Spans(s.phys, s.dev != nil), Write: dev.Spans(d.phys, d.dev != nil),
 	}
+	if a := d.pl.a; a != nil && a.kind == MemDevice && !a.syncMemops && c.d.memopsWindow != nil {
+		t.Visible = c.d.memopsWindow(a.a)
+	}
 	if _, err := dev.DMA().Transfer(p, t); err != nil {
 		return fail(call, ErrorUnknown, err)
 	}

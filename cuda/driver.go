@@ -36,6 +36,8 @@ const FreedRemembered = 256
 type Driver struct {
 	m   *machine.Machine
 	sys *gpu.System
+	// memopsWindow is the GPUDirect RDMA driver's (SetMemopsWindow).
+	memopsWindow func(gpu.Allocation) sim.Time
 	// um drives managed memory; nil when the GPUs' architecture has no
 	// unified-memory model (umErr says why).
 	um    *uvm.Driver

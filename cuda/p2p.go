@@ -6,6 +6,7 @@ import (
 	"github.com/dmalab/dmalab/gpu"
 	kern "github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/sim"
 )
 
 // P2PRange is what the resource manager knows of device memory that
@@ -55,3 +56,12 @@ func (d *Driver) HostRange(addr mem.GPUAddr, size uint64) (P2PRange, []mem.PhysR
 	}
 	return P2PRange{Alloc: pl.a.a, Owner: pl.a.ctx.proc.kp}, phys, nil
 }
+
+// SetMemopsWindow installs the GPUDirect RDMA driver's view of
+// synchronous copies: fn gives, for device memory without
+// CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, how long after a synchronous
+// cuMemcpy into it returns its data may still be invisible to a
+// third-party reader (0: visible at once). Package nvp2p gives its
+// window for memory it has pinned, 0 for the rest, so that copies into
+// memory no peer reads keep their behaviour.
+func (d *Driver) SetMemopsWindow(fn func(a gpu.Allocation) sim.Time) { d.memopsWindow = fn }

@@ -91,6 +91,13 @@ type Transfer struct {
 	Data []byte
 	// Opts are the flow's options (a tag, a rate cap).
 	Opts []fabric.Option
+	// Visible, when positive, is how long after the transfer ends (and
+	// Transfer returns) its writes become visible in memory: a GPU copy
+	// whose completion is reported before its posted writes are visible
+	// to third-party readers (a synchronous cuMemcpy into memory without
+	// CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, NVIDIA's GPUDirect RDMA guide).
+	// Until then readers get the old content. Transfer only.
+	Visible sim.Time
 	// Dependent marks a master that writes what it reads (a copy
 	// engine): when a read fails, its completion (Unsupported Request
 	// or Completer Abort) reaches the master before any data, so it
@@ -187,7 +194,11 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 	if len(t.Read) == 0 {
 		data = t.Data
 	}
-	d.writeRanges(writes, data)
+	if t.Visible > 0 {
+		d.dma.eng.After(t.Visible, func() { d.writeRanges(writes, data) })
+	} else {
+		d.writeRanges(writes, data)
+	}
 	release()
 	d.report(&info)
 	return info, err

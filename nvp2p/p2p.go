@@ -191,7 +191,27 @@ func New(cu *cuda.Driver, x *dma.DMA) (*Driver, error) {
 		x.AddPeerMemory(g.BAR1())
 	}
 	sys.OnFree(d.freed)
+	cu.SetMemopsWindow(d.memopsWindow)
 	return d, nil
+}
+
+// MemopsWindow is how long after a synchronous cuMemcpy into pinned
+// device memory without CU_POINTER_ATTRIBUTE_SYNC_MEMOPS returns its
+// data may still be invisible to a third-party reader: assumed (NVIDIA
+// gives no number; the guide says only that such a copy "may return
+// before" the data is visible), of the order of a PCIe round trip and
+// the copy engine's write drain.
+var MemopsWindow = 2 * sim.Microsecond
+
+// memopsWindow is MemopsWindow for memory some live pin holds, 0 for
+// the rest.
+func (d *Driver) memopsWindow(a gpu.Allocation) sim.Time {
+	for _, pt := range d.tables {
+		if pt.Live() && pt.bufferID == a.BufferID {
+			return MemopsWindow
+		}
+	}
+	return 0
 }
 
 // Tegra says the machine's GPU is integrated: only the Tegra calls
