@@ -743,6 +743,7 @@ func hostMachine() Machine {
 	nodes, _ := filepath.Glob("/sys/devices/system/node/node[0-9]*")
 	m.NUMANodes = max(len(nodes), 1)
 	m.IOMMU = readMachineIOMMU("/")
+	m.PeerMemory = readPeerMemoryModules("/")
 	return m
 }
 

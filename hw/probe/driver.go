@@ -227,6 +227,10 @@ type Machine struct {
 	// the GPU's copy engines crosses; nil in reports written before it
 	// was recorded.
 	IOMMU *MachineIOMMU `json:"iommu,omitempty"`
+	// PeerMemory are the GPUDirect peer-memory modules loaded
+	// (nvidia_peermem, nv_peer_mem, gdrdrv); nil in reports written
+	// before it was recorded.
+	PeerMemory *PeerMemoryModules `json:"peer_memory_modules,omitempty"`
 }
 
 // MachineIOMMU is the machine's IOMMU as package hw/topo reads it from

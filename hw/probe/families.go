@@ -68,6 +68,7 @@ func (m *meter) capabilities(g *GPUReport) error {
 		return err
 	}
 	caps.PeerAccess = peers
+	caps.GPUDirect = GPUDirectOf(g.Device.Attributes)
 	caps.BufferIDFirst, caps.BufferIDReallocate, caps.BufferIDChanges = ids[0], ids[1], ids[0] != ids[1]
 	g.Capabilities = caps
 	return nil

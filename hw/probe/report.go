@@ -160,6 +160,9 @@ type Capabilities struct {
 	BufferIDChanges    bool   `json:"buffer_id_changes"`
 	// PeerAccess lists the GPUs this one and that one can each map.
 	PeerAccess []int `json:"peer_access,omitempty"`
+	// GPUDirect summarises the GPUDirect RDMA attributes; nil in
+	// reports written before it was recorded.
+	GPUDirect *GPUDirect `json:"gpudirect,omitempty"`
 }
 
 // Measurement is one measured quantity with its method and statistics.

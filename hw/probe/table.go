@@ -42,6 +42,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	if pm := m.PeerMemory; pm != nil {
+		loaded := "none"
+		if len(pm.Loaded) > 0 {
+			loaded = strings.Join(pm.Loaded, ", ")
+		}
+		fmt.Fprintf(&b, "peer-memory modules: %s\n", loaded)
+	}
 	for _, g := range r.GPUs {
 		writeGPU(&b, &g)
 	}
@@ -87,6 +94,10 @@ func writeGPU(b *strings.Builder, g *GPUReport) {
 		}
 		if st := c.DMABufExportMicros; st != nil {
 			fmt.Fprintf(b, "  dma-buf export: %.1f us median (min %.1f, max %.1f, %d samples)\n", st.Median, st.Min, st.Max, len(c.DMABufExportValues))
+		}
+		if gd := c.GPUDirect; gd != nil {
+			fmt.Fprintf(b, "  gpudirect rdma: supported %v, with cuda vmm %v, flush options [%s], writes ordering %s\n",
+				gd.RDMASupported, gd.RDMAWithVMM, strings.Join(gd.FlushWritesOptions, " "), gd.WritesOrdering)
 		}
 	}
 	for _, fam := range Families {
