@@ -114,9 +114,11 @@ func (c *Context) PointerGetAttribute(attr PointerAttribute, addr mem.GPUAddr) (
 // synchronous memory operations on the region complete before they
 // return, which GPUDirect RDMA needs (NVIDIA's "Developing a Linux
 // Kernel Module using GPUDirect RDMA",
-// docs.nvidia.com/cuda/gpudirect-rdma); the model's synchronous copies
-// always do, so the attribute is kept and reported. Anything else is
-// CUDA_ERROR_INVALID_VALUE.
+// docs.nvidia.com/cuda/gpudirect-rdma). Without it, a synchronous copy
+// into memory the GPUDirect RDMA driver has pinned (package nvp2p,
+// SetMemopsWindow) returns before its writes are visible to a peer,
+// for the driver's window; memory no peer pins is visible at once
+// either way. Anything else is CUDA_ERROR_INVALID_VALUE.
 func (c *Context) PointerSetAttribute(attr PointerAttribute, value uint64, addr mem.GPUAddr) error {
 	const call = "cuPointerSetAttribute"
 	if err := c.check(call); err != nil {
