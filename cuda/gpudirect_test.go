@@ -9,7 +9,7 @@ import (
 
 func TestGPUDirectAttributesAndFlush(t *testing.T) {
 	tests := []struct {
-		preset                  string
+		preset                 string
 		supported, opts, order int
 	}{
 		{"h200-pcie", 1, FlushGPUDirectRDMAWritesOptionHost, GPUDirectRDMAWritesOrderingOwner},
