@@ -37,6 +37,9 @@ func (s *System) hookers() []sim.Hooker {
 	for _, d := range s.displays {
 		hs = append(hs, &d.Hooks)
 	}
+	if s.p2p != nil {
+		hs = append(hs, &s.p2p.Hooks)
+	}
 	if s.cuda != nil {
 		hs = append(hs, &s.cuda.System().Hooks, &s.cuda.Hooks)
 		if u := s.cuda.UVM(); u != nil {

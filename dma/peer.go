@@ -112,12 +112,19 @@ func (d *Device) peer(t *Transfer) (*Transfer, *PeerRule, error) {
 	if len(x.peers) == 0 || t.Route != nil {
 		return t, nil, nil
 	}
+	// Only an untranslated master names a peer window by its bus
+	// address: behind a translating IOMMU the BAR1 address is an IOVA no
+	// one mapped, and the access faults there (GPUDirect RDMA does not
+	// work with the IOMMU translating).
+	if _, direct := d.tr.(Direct); !direct {
+		return t, nil, nil
+	}
 	at := func(spans []Span) PeerMemory {
 		for _, s := range spans {
 			if s.Local {
 				continue
 			}
-			if pa := d.toPhys(s.Bus); !x.isRAM(pa, 1) {
+			if pa := mem.PhysAddr(s.Bus); !x.isRAM(pa, 1) {
 				if pm := x.PeerAt(pa); pm != nil {
 					return pm
 				}

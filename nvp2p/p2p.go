@@ -596,3 +596,16 @@ func procName(p *kern.Process) string {
 	}
 	return p.Name()
 }
+
+// Acquire is a peer-memory client's acquire (nvidia_peermem's
+// nv_mem_acquire, ib_peer_memory's peer_memory_client.acquire): whether
+// [addr, addr+size) is device memory of a discrete GPU that this
+// interface can pin, so that the RDMA core routes its registration
+// here rather than to get_user_pages. It pins nothing.
+func (d *Driver) Acquire(addr mem.GPUAddr, size uint64) bool {
+	if d.tegra {
+		return false
+	}
+	_, err := d.cu.P2PRange(addr, size)
+	return err == nil
+}
