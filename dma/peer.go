@@ -83,12 +83,14 @@ func (x *DMA) resolvePeers(out []mem.PhysRange, n int) ([]mem.PhysRange, mem.Phy
 }
 
 // PeerRule is how the platform carries peer-to-peer traffic of a given
-// path (NVIDIA's GPUDirect RDMA guide, "Supported Systems"): below one
-// switch at the links' rate; through one root complex capped at its
-// P2P efficiency of the narrowest link on the way; across sockets
-// refused (the guide: "not supported", or working at a fraction of the
-// rate on some platforms, which a caller may choose with
-// AllowCrossSocket).
+// path. NVIDIA's GPUDirect RDMA guide ("Supported Systems"): with only
+// PCIe switches on the path it performs best; through a single CPU/IOH
+// it works but worse (peer reads especially); across QPI/HT it "may be
+// extremely performance-limited or even not work reliably". The model:
+// below one switch at the links' rate; through one root complex capped
+// at its p2p_efficiency of the narrowest link on the way; across
+// sockets refused (ErrPeerRefused), or, where a caller says the
+// platform carries it (AllowCrossSocket), capped at that fraction.
 type PeerRule struct {
 	Path machine.PeerPath
 	// Cap is the rate cap in bytes/s (0: none).

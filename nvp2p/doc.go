@@ -43,7 +43,9 @@
 //   - dma_map_pages hands a peer the BAR1 addresses. A peer behind an
 //     IOMMU that translates, or below another socket's root complex, is
 //     refused with -ENOTSUPP (the guide: GPUDirect RDMA wants the IOMMU
-//     off or in passthrough, and is not supported across CPU sockets).
+//     off or in passthrough, and across CPU sockets "may be extremely
+//     performance-limited or even not work reliably": the model refuses
+//     unless dma.DMA.AllowCrossSocket says the platform carries it).
 //
 // New registers every discrete GPU's BAR1 with the DMA layer as a peer
 // window (dma.PeerMemory): a device's dma.Transfer to a BAR1 address
