@@ -48,6 +48,13 @@
 //   - PointerGetAttribute / PointerSetAttribute (CONTEXT, MEMORY_TYPE,
 //     DEVICE_POINTER, HOST_POINTER, SYNC_MEMOPS, BUFFER_ID, IS_MANAGED,
 //     DEVICE_ORDINAL, RANGE_START_ADDR, RANGE_SIZE, MAPPED).
+//   - GPUDirect RDMA: DeviceGetAttribute of GPU_DIRECT_RDMA_SUPPORTED,
+//     _FLUSH_WRITES_OPTIONS and _WRITES_ORDERING (as the H200 measured
+//     here answers them), FlushGPUDirectRDMAWrites, and the seam package
+//     nvp2p uses: P2PRange and HostRange (what rm_p2p_get_pages knows of
+//     a range: its allocation, owner and SYNC_MEMOPS) and
+//     SetMemopsWindow (a synchronous copy into pinned memory without
+//     SYNC_MEMOPS returns before a peer can see its data).
 //   - MemGetHandleForAddressRange with CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD:
 //     a dma-buf (DMABuf: size, the VRAM it covers) whose dmabuf.Buffer,
 //     with nvidia.ko's dma_buf_ops as exporter (nv-dmabuf.c: map through
