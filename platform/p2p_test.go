@@ -32,6 +32,13 @@ func TestRootComplexP2PEfficiency(t *testing.T) {
 	if got := back.RootComplexes[0].P2P(); got != 0.25 {
 		t.Errorf("round trip: %v", got)
 	}
+	set, err := Set(s, "root_complexes.rc1.p2p_efficiency", "0.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := set.RootComplexes[1].P2P(); got != 0.3 {
+		t.Errorf("--set: %v", got)
+	}
 	s.RootComplexes[0].P2PEfficiency = P(1.5, "wrong")
 	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "root_complexes[0].p2p_efficiency") {
 		t.Errorf("p2p_efficiency 1.5: %v", err)
