@@ -60,6 +60,8 @@ type DMABuf struct {
 	d   *Driver
 	a   *alloc
 	buf *dmabuf.Buffer
+	// bars are the BAR1 mappings of the importers' mapped tables.
+	bars map[*dma.SGTable]*gpu.BARMapping
 }
 
 // FileName names the dma-buf's file: "dmabuf:N", N its inode number in
@@ -102,14 +104,25 @@ func (e nvExporter) Attach(*sim.Proc, *dmabuf.Attachment) error { return nil }
 // Detach has nothing to undo.
 func (e nvExporter) Detach(*sim.Proc, *dmabuf.Attachment) {}
 
-// MapDMABuf is nv_dma_buf_map: each VRAM range mapped for the importer
-// as a peer's memory (dma_map_resource: no cache maintenance, an IOVA
-// through the importer's IOMMU domain). A range that does not map
-// undoes the others and fails with EIO.
+// MapDMABuf is nv_dma_buf_map with the PCIe mapping type: the export's
+// range is mapped through its GPU's BAR1 (64 KiB pages, shared with
+// other mappings of the same VRAM; no room is ENOMEM), and each run of
+// BAR1 addresses is mapped for the importer as a peer's memory
+// (dma_map_resource: no cache maintenance, an IOVA through the
+// importer's IOMMU domain). The importer's DMA to those addresses lands
+// in the VRAM behind them (gpu.Aperture is a peer window of the DMA
+// layer). A range that does not map undoes the others and fails with
+// EIO.
 func (e nvExporter) MapDMABuf(p *sim.Proc, a *dmabuf.Attachment, dir dma.Direction) (*dma.SGTable, error) {
 	dev := a.Device()
-	sgt := dma.SGAllocTable(len(e.b.Pages))
-	for i, r := range e.b.Pages {
+	g := e.b.d.sys.Devices[e.b.a.a.Device]
+	bm, err := g.BAR1().Map(e.b.Addr, e.b.Size)
+	if err != nil {
+		return nil, fmt.Errorf("nvidia: BAR1 for %s: %v: %w", dev.Name(), err, syscall.ENOMEM)
+	}
+	runs := barRuns(bm, e.b.Addr, e.b.Size)
+	sgt := dma.SGAllocTable(len(runs))
+	for i, r := range runs {
 		sg := &sgt.SGL[i]
 		sg.SetPage(r.Start, r.Size, 0)
 		addr := dev.MapResource(p, r.Start, r.Size, dir)
@@ -117,18 +130,48 @@ func (e nvExporter) MapDMABuf(p *sim.Proc, a *dmabuf.Attachment, dir dma.Directi
 			for j := range sgt.SGL[:i] {
 				dev.UnmapResource(p, sgt.SGL[j].DMAAddress, sgt.SGL[j].DMALength, dir)
 			}
+			_ = g.BAR1().Unmap(bm) // the mapping just made: cannot fail
 			return nil, fmt.Errorf("nvidia: mapping %v for %s: %w", r, dev.Name(), syscall.EIO)
 		}
 		sg.DMAAddress, sg.DMALength = addr, r.Size
 	}
-	sgt.Nents = len(e.b.Pages)
+	sgt.Nents = len(runs)
+	if e.b.bars == nil {
+		e.b.bars = map[*dma.SGTable]*gpu.BARMapping{}
+	}
+	e.b.bars[sgt] = bm
 	return sgt, nil
 }
 
-// UnmapDMABuf is nv_dma_buf_unmap: dma_unmap_resource of each range.
+// barRuns are the BAR1 addresses of [addr, addr+size) in m, in address
+// order, adjacent pages merged.
+func barRuns(m *gpu.BARMapping, addr mem.GPUAddr, size uint64) []mem.PhysRange {
+	var runs []mem.PhysRange
+	end := addr + mem.GPUAddr(size)
+	for _, pg := range m.Pages {
+		lo, hi := max(pg.GPU, addr), min(pg.GPU+gpu.BARPageSize, end)
+		if lo >= hi {
+			continue
+		}
+		start, n := pg.BAR+mem.PhysAddr(lo-pg.GPU), uint64(hi-lo)
+		if k := len(runs); k > 0 && runs[k-1].Start+mem.PhysAddr(runs[k-1].Size) == start {
+			runs[k-1].Size += n
+		} else {
+			runs = append(runs, mem.PhysRange{Start: start, Size: n})
+		}
+	}
+	return runs
+}
+
+// UnmapDMABuf is nv_dma_buf_unmap: dma_unmap_resource of each range,
+// then the BAR1 mapping goes.
 func (e nvExporter) UnmapDMABuf(p *sim.Proc, a *dmabuf.Attachment, sgt *dma.SGTable, dir dma.Direction) {
 	for _, sg := range sgt.SGL[:sgt.Nents] {
 		a.Device().UnmapResource(p, sg.DMAAddress, sg.DMALength, dir)
+	}
+	if bm := e.b.bars[sgt]; bm != nil {
+		delete(e.b.bars, sgt)
+		_ = e.b.d.sys.Devices[e.b.a.a.Device].BAR1().Unmap(bm) // ours, live
 	}
 }
 

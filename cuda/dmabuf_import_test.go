@@ -66,13 +66,33 @@ func TestDMABufImport(t *testing.T) {
 		must(t, err)
 		sgt, err := a.Map(p, dma.FromDevice)
 		must(t, err)
-		if sgt.Nents != len(exp.Pages) {
-			t.Errorf("%d segments, want %d (one per VRAM range)", sgt.Nents, len(exp.Pages))
-		}
-		for i, r := range exp.Pages {
-			if mem.PhysAddr(sgt.SGL[i].DMAAddress) != r.Start || sgt.SGL[i].DMALength != r.Size {
-				t.Errorf("segment %d: %v+%d, want %v", i, sgt.SGL[i].DMAAddress, sgt.SGL[i].DMALength, r)
+		// The importer gets BAR1 addresses (nv_dma_buf_map, PCIe
+		// mapping type): 4 MiB of 64 KiB pages mapped back to back,
+		// each the VRAM page at the same offset of the export.
+		bar := sys.Devices[0].BAR1()
+		var total uint64
+		for i, sg := range sgt.SGL[:sgt.Nents] {
+			if !bar.Contains(mem.PhysAddr(sg.DMAAddress)) {
+				t.Errorf("segment %d at %v: not in BAR1", i, sg.DMAAddress)
 			}
+			for off := uint64(0); off < sg.DMALength; off += 64 << 10 {
+				v, ok := bar.Translate(mem.PhysAddr(sg.DMAAddress) + mem.PhysAddr(off))
+				if want := exp.Pages[0].Start + mem.PhysAddr(total+off); !ok || v != want {
+					t.Errorf("segment %d +%#x: BAR1 → %v, %v; want VRAM %v", i, off, v, ok, want)
+				}
+			}
+			total += sg.DMALength
+		}
+		if total != 4<<20 || bar.Info().Used != bar.Reserved()+4<<20 {
+			t.Errorf("%d bytes mapped, BAR1 used %d", total, bar.Info().Used)
+		}
+		// The NIC's DMA through its mapping lands in the GPU's memory.
+		v0 := m.Mem.Latest(exp.Pages[0].Start + 8192)
+		if _, err := nic.Write(sgt.SGL[0].DMAAddress+8192, 4096); err != nil {
+			t.Errorf("the importer's write: %v", err)
+		}
+		if v1 := m.Mem.Latest(exp.Pages[0].Start + 8192); v1 <= v0 {
+			t.Errorf("VRAM version %d after the importer's write, was %d", v1, v0)
 		}
 		if _, err := b.Mmap(p, netd); !errors.Is(err, syscall.Errno(524)) {
 			t.Errorf("mmap: %v, want ENOTSUPP", err)
@@ -81,6 +101,9 @@ func TestDMABufImport(t *testing.T) {
 			t.Errorf("vmap: %v, want EINVAL", err)
 		}
 		must(t, a.Unmap(p, sgt, dma.FromDevice))
+		if bar.Info().Used != bar.Reserved() {
+			t.Errorf("BAR1 used %d after the unmap", bar.Info().Used)
+		}
 		must(t, a.Detach(p))
 		must(t, ctx.MemFree(p, dv))
 		must(t, pr.KernelProcess().Close(p, fd))

@@ -216,6 +216,11 @@ func New(x *dma.DMA) (*System, error) {
 		s.Devices = append(s.Devices, d)
 		va = d.vaEnd
 		barBase = d.bar.end
+		if !d.integrated {
+			// A third-party device's access to a mapped BAR1 page lands
+			// in the VRAM behind it (GPUDirect RDMA, dma-buf importers).
+			x.AddPeerMemory(d.bar)
+		}
 	}
 	s.mva = newExtents(va, va+ManagedVASize)
 	return s, nil

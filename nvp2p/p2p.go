@@ -173,8 +173,9 @@ type Driver struct {
 }
 
 // New loads the interface over the CUDA driver cu and the DMA layer x:
-// each discrete GPU's BAR1 becomes a peer window of x (a device's
-// access to a BAR1 address lands in the VRAM mapped there), and the
+// each discrete GPU's BAR1 is a peer window of x (gpu.New registers
+// it: a device's access to a BAR1 address lands in the VRAM mapped
+// there; New registers any that is not), and the
 // driver watches frees (cuMemFree, cuMemFreeHost, a process's exit)
 // to revoke pins.
 func New(cu *cuda.Driver, x *dma.DMA) (*Driver, error) {
@@ -188,7 +189,9 @@ func New(cu *cuda.Driver, x *dma.DMA) (*Driver, error) {
 			d.tegra = true
 			continue
 		}
-		x.AddPeerMemory(g.BAR1())
+		if x.PeerAt(g.BAR1().Base()) == nil {
+			x.AddPeerMemory(g.BAR1())
+		}
 	}
 	sys.OnFree(d.freed)
 	cu.SetMemopsWindow(d.memopsWindow)
