@@ -58,7 +58,7 @@
 //   - MemGetHandleForAddressRange with CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD:
 //     a dma-buf (DMABuf: size, the VRAM it covers) whose dmabuf.Buffer,
 //     with nvidia.ko's dma_buf_ops as exporter (nv-dmabuf.c: map through
-//     dma_map_resource, mmap refused with ENOTSUPP), is a kernel.File
+//     BAR1 and dma_map_resource, so that importers' DMA lands in VRAM, mmap refused with ENOTSUPP), is a kernel.File
 //     installed in the kernel process's descriptor table; the kernel's
 //     Dup, SendFD (SCM_RIGHTS), Close and Exit act on it, importers
 //     attach and map it through package dmabuf, and the exporter's
