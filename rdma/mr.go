@@ -95,7 +95,7 @@ func (mr *MR) regHost(t *sim.Proc) error {
 	d, proc := mr.pd.d, mr.pd.proc
 	first := mr.Addr &^ (mem.PageSize - 1)
 	end := (mr.Addr + mr.Length + mem.PageSize - 1) &^ (mem.PageSize - 1)
-	for va := first; va < end; {
+	for va := mr.Addr; va < mr.Addr+mr.Length; {
 		vma, ok := proc.MM.Find(mem.VirtAddr(va))
 		if !ok {
 			return fmt.Errorf("%#x is not mapped in %s: %w", va, proc.Name(), syscall.EFAULT)
