@@ -39,7 +39,7 @@ func (s QPState) String() string {
 type AttrMask uint32
 
 const (
-	AttrState          AttrMask = 1 << 0  // IBV_QP_STATE
+	AttrState           AttrMask = 1 << 0  // IBV_QP_STATE
 	AttrAccessFlags     AttrMask = 1 << 3  // IBV_QP_ACCESS_FLAGS
 	AttrPKeyIndex       AttrMask = 1 << 4  // IBV_QP_PKEY_INDEX
 	AttrPort            AttrMask = 1 << 5  // IBV_QP_PORT

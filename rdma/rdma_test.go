@@ -264,7 +264,10 @@ func TestVerbsErrnos(t *testing.T) {
 			{"reg_mr of unmapped memory", func() error { _, err := h.pd.RegMR(th, 0x1000, 4096, 0); return err }(), syscall.EFAULT},
 			{"create_cq of 0", func() error { _, err := h.dev.CreateCQ(th, 0); return err }(), syscall.EINVAL},
 			{"create_cq too large", func() error { _, err := h.dev.CreateCQ(th, MaxCQE+1); return err }(), syscall.EINVAL},
-			{"create_qp without CQ", func() error { _, err := h.pd.CreateQP(th, QPInitAttr{Type: QPTypeRC, Cap: QPCap{MaxSendWR: 1}}); return err }(), syscall.EINVAL},
+			{"create_qp without CQ", func() error {
+				_, err := h.pd.CreateQP(th, QPInitAttr{Type: QPTypeRC, Cap: QPCap{MaxSendWR: 1}})
+				return err
+			}(), syscall.EINVAL},
 			{"create_qp beyond max_qp_wr", func() error {
 				_, err := h.pd.CreateQP(th, QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: QPTypeRC, Cap: QPCap{MaxSendWR: MaxQPWR + 1}})
 				return err
