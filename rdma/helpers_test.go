@@ -29,11 +29,16 @@ type pair struct {
 	wire *Wire
 }
 
-func newHost(t *testing.T, eng *sim.Engine, preset string, payload bool) *host {
+func newHost(t *testing.T, eng *sim.Engine, preset string, payload bool, set ...string) *host {
 	t.Helper()
 	spec, err := platform.Resolve(preset)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(set); i += 2 {
+		if spec, err = platform.Set(spec, set[i], set[i+1]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m, err := machine.NewWithOptions(spec, 1, machine.Options{Payload: payload, Engine: eng})
 	if err != nil {
