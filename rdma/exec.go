@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
@@ -51,15 +52,25 @@ func spansOf(parts []part, off, n uint64) ([]dma.Span, machine.Endpoint) {
 	return out, where
 }
 
-// pieces splits total bytes into at most max pieces of whole MTUs.
-func pieces(total, mtu uint64, max int) (size uint64, n int) {
+// pieces splits total bytes into pieces of whole MTUs: a first of
+// least bytes, each next twice the one before until they reach the
+// size that makes at most most pieces (and at least least), so that the
+// pipeline fills after a small piece and a large message costs few
+// transfers. It returns the pieces' offsets, with total last.
+func pieces(total, mtu, least uint64, most int) []uint64 {
 	if total == 0 {
-		return 0, 1
+		return []uint64{0, 0}
 	}
-	pk := (total + mtu - 1) / mtu
-	per := (pk + uint64(max) - 1) / uint64(max)
-	size = per * mtu
-	return size, int((total + size - 1) / size)
+	up := func(n uint64) uint64 { return max((n+mtu-1)/mtu, 1) * mtu }
+	first := up(least)
+	size := max(up((total+uint64(most)-1)/uint64(most)), first)
+	offs := []uint64{0}
+	for off, next := uint64(0), first; off < total; {
+		off = min(off+next, total)
+		offs = append(offs, off)
+		next = min(2*next, size)
+	}
+	return offs
 }
 
 // wireBytes is what n payload bytes cost on the wire in packets of
@@ -69,44 +80,86 @@ func wireBytes(n, mtu, header uint64) int64 {
 	return int64(n + pk*header)
 }
 
-// pipe runs pieces through stages, each stage one piece at a time and
-// in order, a piece entering a stage once the previous stage is done
-// with it.
+// Window is how many pieces a stage has under way at once: one moving
+// its bytes, the next in its latency.
+const Window = 2
+
+// stage moves piece i and calls done when it has landed; it returns
+// how long the piece spends before its bytes start moving (translation
+// and the route's latency): the next piece may be issued then, so that
+// latencies overlap the bytes as a NIC's outstanding requests do.
+type stage func(i int, done func()) (lead sim.Time)
+
+// pipe runs pieces through stages in order: a piece enters a stage once
+// the previous stage is done with it and every earlier piece, and once
+// the stage's previous piece has its bytes moving.
 type pipe struct {
+	eng    *sim.Engine
 	n      int
-	stages []func(i int, done func())
-	ready  []int
-	next   []int
-	busy   []bool
-	end    func()
+	stages []stage
+	// done[k] is how many pieces stage k finished in order; fin[k][i]
+	// whether it finished piece i.
+	done  []int
+	fin   [][]bool
+	next  []int
+	until []sim.Time // the stage may issue its next piece from then on
+	armed []bool     // a pump is scheduled at until
+	end   func()
+	ended bool
 }
 
-func runPipe(n int, end func(), stages ...func(i int, done func())) {
-	p := &pipe{n: n, stages: stages, ready: make([]int, len(stages)), next: make([]int, len(stages)),
-		busy: make([]bool, len(stages)), end: end}
-	p.ready[0] = n
+func runPipe(eng *sim.Engine, n int, end func(), stages ...stage) {
+	p := &pipe{eng: eng, n: n, stages: stages, done: make([]int, len(stages)), fin: make([][]bool, len(stages)),
+		next: make([]int, len(stages)), until: make([]sim.Time, len(stages)), armed: make([]bool, len(stages)), end: end}
+	for k := range stages {
+		p.fin[k] = make([]bool, n)
+	}
 	p.pump()
 }
 
 func (p *pipe) pump() {
 	for k := range p.stages {
-		if p.busy[k] || p.next[k] >= p.ready[k] {
-			continue
-		}
-		i := p.next[k]
-		p.next[k]++
-		p.busy[k] = true
-		p.stages[k](i, func() {
-			p.busy[k] = false
-			if k+1 < len(p.stages) {
-				p.ready[k+1]++
-			} else if i == p.n-1 {
-				p.end()
-				return
+		for {
+			ready := p.n
+			if k > 0 {
+				ready = p.done[k-1]
 			}
-			p.pump()
-		})
+			if p.next[k] >= ready {
+				break
+			}
+			// At most Window pieces in the stage at once: more would
+			// share its links and delay the first.
+			if p.next[k]-p.done[k] >= Window {
+				break
+			}
+			now := p.eng.Now()
+			if now < p.until[k] {
+				if !p.armed[k] {
+					p.armed[k] = true
+					p.eng.At(p.until[k], func() { p.armed[k] = false; p.pump() })
+				}
+				break
+			}
+			i := p.next[k]
+			p.next[k]++
+			p.until[k] = now + p.stages[k](i, func() { p.finish(k, i) })
+		}
 	}
+}
+
+func (p *pipe) finish(k, i int) {
+	p.fin[k][i] = true
+	for p.done[k] < p.n && p.fin[k][p.done[k]] {
+		p.done[k]++
+	}
+	if k == len(p.stages)-1 && p.done[k] == p.n {
+		if !p.ended {
+			p.ended = true
+			p.end()
+		}
+		return
+	}
+	p.pump()
 }
 
 // verdict is the responder's answer to a message's first piece.
@@ -142,11 +195,22 @@ func (qp *QP) kick() {
 	}, func(*dma.TransferInfo) { qp.execute(w) })
 }
 
-// start is StartTransfer of a well-formed transfer.
-func (d *Device) start(t *dma.Transfer, done func(*dma.TransferInfo)) {
-	if _, err := d.dev.StartTransfer(t, done); err != nil {
+// start is StartTransfer of a well-formed transfer; it returns the
+// time before its bytes move: the translation and the route's latency.
+func (d *Device) start(t *dma.Transfer, done func(*dma.TransferInfo)) sim.Time {
+	lead, err := d.dev.StartTransfer(t, done)
+	if err != nil {
 		panic(fmt.Sprintf("rdma: %s: %s: %v", d.name, t.Name, err)) // a model bug
 	}
+	m := d.env.Machine
+	if r, err := m.DMARoute(t.Src, t.Dst, t.Master); err == nil {
+		lat := r.Latency()
+		if f := m.Fabric.Factors().Latency; f != 1 {
+			lat = sim.Time(math.Round(float64(lat) * f))
+		}
+		lead += lat
+	}
+	return lead
 }
 
 // complete ends w with status st: its CQE (when signalled, or for any
@@ -246,14 +310,15 @@ func (qp *QP) push(w *sendWQE, local []part, total uint64) {
 	peer := d.port.peer
 	r, _ := qp.remote()
 	mtu := qp.mtu(r)
-	size, n := pieces(total, mtu, d.prm.MaxChunks)
+	offs := pieces(total, mtu, d.prm.MinPiece, d.prm.MaxChunks)
+	n := len(offs) - 1
 	data := make([][]byte, n)
 	var v *verdict
 	var dst []part
 	var recv RecvWR
 	var resp *QP // the responder QP, once judged
 	var readErr error
-	piece := func(i int) (uint64, uint64) { return uint64(i) * size, min(size, total-uint64(i)*size) }
+	piece := func(i int) (uint64, uint64) { return offs[i], offs[i+1] - offs[i] }
 	judge := func() {
 		r, why := qp.remote()
 		if r == nil {
@@ -296,17 +361,17 @@ func (qp *QP) push(w *sendWQE, local []part, total uint64) {
 			v = &verdict{status: WCRemInvReqErr, why: fmt.Sprintf("message of %d bytes, receive of %d", total, room)}
 		}
 	}
-	read := func(i int, done func()) {
+	read := func(i int, done func()) sim.Time {
 		if v.failed() {
 			done()
-			return
+			return 0
 		}
 		off, k := piece(i)
 		spans, src := spansOf(local, off, k)
 		if len(spans) == 0 {
 			src, _ = d.env.Machine.HostMemory(d.dev.Node())
 		}
-		d.start(&dma.Transfer{Name: fmt.Sprintf("%s qp%#x %v read", d.name, qp.Num, wr.Opcode), Master: d.hw.DMA(),
+		return d.start(&dma.Transfer{Name: fmt.Sprintf("%s qp%#x %v read", d.name, qp.Num, wr.Opcode), Master: d.hw.DMA(),
 			Src: src, Dst: d.hw.Side(), Bytes: int64(k), Read: spans}, func(info *dma.TransferInfo) {
 			data[i] = info.Data
 			if info.ReadErr != nil && readErr == nil {
@@ -315,29 +380,29 @@ func (qp *QP) push(w *sendWQE, local []part, total uint64) {
 			done()
 		})
 	}
-	wire := func(i int, done func()) {
+	wire := func(i int, done func()) sim.Time {
 		if v.failed() && i > 0 {
 			done()
-			return
+			return 0
 		}
 		_, k := piece(i)
-		d.port.send(fmt.Sprintf("%s qp%#x %v", d.name, qp.Num, wr.Opcode), wireBytes(k, mtu, d.prm.Header), done)
+		return d.port.send(fmt.Sprintf("%s qp%#x %v", d.name, qp.Num, wr.Opcode), wireBytes(k, mtu, d.prm.Header), done)
 	}
-	write := func(i int, done func()) {
+	write := func(i int, done func()) sim.Time {
 		if i == 0 {
 			judge()
 		}
 		if v.failed() || readErr != nil {
 			data[i] = nil
 			done()
-			return
+			return 0
 		}
 		off, k := piece(i)
 		spans, to := spansOf(dst, off, k)
 		if len(spans) == 0 {
 			to, _ = peer.env.Machine.HostMemory(peer.dev.Node())
 		}
-		peer.start(&dma.Transfer{Name: fmt.Sprintf("%s %v write", peer.name, wr.Opcode), Master: peer.hw.DMA(),
+		return peer.start(&dma.Transfer{Name: fmt.Sprintf("%s %v write", peer.name, wr.Opcode), Master: peer.hw.DMA(),
 			Src: peer.hw.Side(), Dst: to, Bytes: int64(k), Write: spans, Data: data[i]}, func(*dma.TransferInfo) {
 			data[i] = nil
 			done()
@@ -368,7 +433,7 @@ func (qp *QP) push(w *sendWQE, local []part, total uint64) {
 			qp.reply(d.name+" nak", func() { qp.complete(w, v.status, v.why, 0) })
 		}
 	}
-	runPipe(n, end, read, wire, write)
+	runPipe(d.env.Machine.Engine, n, end, read, wire, write)
 }
 
 // pull moves an RDMA READ: the request crosses the wire, the responder
@@ -396,17 +461,18 @@ func (qp *QP) pull(w *sendWQE, local []part, total uint64) {
 		}
 		src := []part{{mr, wr.RemoteAddr, total}}
 		mtu := qp.mtu(r)
-		size, n := pieces(total, mtu, d.prm.MaxChunks)
+		offs := pieces(total, mtu, d.prm.MinPiece, d.prm.MaxChunks)
+	n := len(offs) - 1
 		data := make([][]byte, n)
 		var rerr error
-		piece := func(i int) (uint64, uint64) { return uint64(i) * size, min(size, total-uint64(i)*size) }
-		read := func(i int, done func()) {
+		piece := func(i int) (uint64, uint64) { return offs[i], offs[i+1] - offs[i] }
+		read := func(i int, done func()) sim.Time {
 			off, k := piece(i)
 			spans, from := spansOf(src, off, k)
 			if len(spans) == 0 {
 				from, _ = peer.env.Machine.HostMemory(peer.dev.Node())
 			}
-			peer.start(&dma.Transfer{Name: peer.name + " RDMA_READ response read", Master: peer.hw.DMA(),
+			return peer.start(&dma.Transfer{Name: peer.name + " RDMA_READ response read", Master: peer.hw.DMA(),
 				Src: from, Dst: peer.hw.Side(), Bytes: int64(k), Read: spans}, func(info *dma.TransferInfo) {
 				data[i] = info.Data
 				if info.ReadErr != nil && rerr == nil {
@@ -415,27 +481,27 @@ func (qp *QP) pull(w *sendWQE, local []part, total uint64) {
 				done()
 			})
 		}
-		wire := func(i int, done func()) {
+		wire := func(i int, done func()) sim.Time {
 			_, k := piece(i)
-			peer.port.send(peer.name+" RDMA_READ response", wireBytes(k, mtu, d.prm.Header), done)
+			return peer.port.send(peer.name+" RDMA_READ response", wireBytes(k, mtu, d.prm.Header), done)
 		}
-		write := func(i int, done func()) {
+		write := func(i int, done func()) sim.Time {
 			if rerr != nil {
 				done()
-				return
+				return 0
 			}
 			off, k := piece(i)
 			spans, to := spansOf(local, off, k)
 			if len(spans) == 0 {
 				to, _ = d.env.Machine.HostMemory(d.dev.Node())
 			}
-			d.start(&dma.Transfer{Name: fmt.Sprintf("%s qp%#x RDMA_READ write", d.name, qp.Num), Master: d.hw.DMA(),
+			return d.start(&dma.Transfer{Name: fmt.Sprintf("%s qp%#x RDMA_READ write", d.name, qp.Num), Master: d.hw.DMA(),
 				Src: d.hw.Side(), Dst: to, Bytes: int64(k), Write: spans, Data: data[i]}, func(*dma.TransferInfo) {
 				data[i] = nil
 				done()
 			})
 		}
-		runPipe(n, func() {
+		runPipe(d.env.Machine.Engine, n, func() {
 			if rerr != nil {
 				qp.complete(w, WCRemOpErr, "responder: "+rerr.Error(), 0)
 				return

@@ -73,8 +73,8 @@ func (f *fakeGPU) DMAUnmap(t *sim.Proc, ctx any, dev *dma.Device) error {
 }
 
 func (f *fakeGPU) PutPages(t *sim.Proc, ctx any) { f.calls = append(f.calls, "put_pages") }
-func (f *fakeGPU) PageSize(ctx any) uint64     { return 64 << 10 }
-func (f *fakeGPU) Release(ctx any)              { f.calls = append(f.calls, "release") }
+func (f *fakeGPU) PageSize(ctx any) uint64       { return 64 << 10 }
+func (f *fakeGPU) Release(ctx any)               { f.calls = append(f.calls, "release") }
 
 // TestPeerMemoryRegistration: host A registers "GPU" memory through a
 // peer-memory client, host B's HCA RDMA-writes into it; A's HCA writes

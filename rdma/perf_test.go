@@ -43,7 +43,9 @@ func writeRun(t *testing.T, p *pair, size uint64) (sim.Time, WC) {
 // wire (the line rate less a header per 4 KiB packet) and the two
 // hosts' PCIe links (their payload rate at Max_Payload_Size: the
 // transaction layer's rate the machine calibrates), less at most the
-// pipeline's fill (two pieces of 64: 64/66).
+// pipeline's fill and drain: three pieces of the 64 (the first through
+// the faster stages, and the last two, which the last stage holds at
+// once): 64/67.
 func TestWriteThroughput(t *testing.T) {
 	const size = 64 << 20
 	cases := []struct {
@@ -75,9 +77,9 @@ func TestWriteThroughput(t *testing.T) {
 			}
 			rate := float64(size) / took.Seconds()
 			t.Logf("%.4g GB/s in %v (wire %.4g, PCIe A %.4g, B %.4g GB/s)", rate/1e9, took, wire/1e9, pa/1e9, pb/1e9)
-			if rate > bound*1.0001 || rate < bound*64/66 {
+			if rate > bound*1.0001 || rate < bound*64/67 {
 				t.Errorf("%.4g GB/s, want within [%.4g, %.4g] (wire %.4g, PCIe A %.4g, B %.4g)",
-					rate/1e9, bound*64/66/1e9, bound/1e9, wire/1e9, pa/1e9, pb/1e9)
+					rate/1e9, bound*64/67/1e9, bound/1e9, wire/1e9, pa/1e9, pb/1e9)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package rdma
 import (
 	"bytes"
 	"errors"
+	"math"
 	"syscall"
 	"testing"
 
@@ -46,7 +47,7 @@ func TestWriteBytesEndToEnd(t *testing.T) {
 	// Every byte crossed the wire once from B to A, with a header per
 	// 4 KiB packet.
 	pk := (n + 4095) / 4096
-	if got, want := p.wire.Link.Stats().Bytes[1], float64(n+pk*DefaultHeader); got != want {
+	if got, want := p.wire.Link.Stats().Bytes[1], float64(n+pk*DefaultHeader); math.Abs(got-want) > 1 {
 		t.Errorf("wire B→A carried %v bytes, want %v", got, want)
 	}
 }

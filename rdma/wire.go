@@ -74,9 +74,10 @@ func Connect(a, b *Device, c Cable) (*Wire, error) {
 func (w *Wire) Cable() Cable { return w.cable }
 
 // send starts bytes of packets over the wire from this side and calls
-// done when the last has arrived.
-func (p *port) send(name string, bytes int64, done func()) {
+// done when the last has arrived; it returns the cable's latency.
+func (p *port) send(name string, bytes int64, done func()) sim.Time {
 	r := fabric.Route{Hops: []fabric.Hop{{Link: p.w.Link, Dir: p.out, Weight: 1}}}
 	fl := p.w.Fabric.Start(name, r, bytes)
 	fl.Done().OnComplete(done)
+	return p.w.Link.Latency()
 }
