@@ -462,7 +462,7 @@ func (qp *QP) pull(w *sendWQE, local []part, total uint64) {
 		src := []part{{mr, wr.RemoteAddr, total}}
 		mtu := qp.mtu(r)
 		offs := pieces(total, mtu, d.prm.MinPiece, d.prm.MaxChunks)
-	n := len(offs) - 1
+		n := len(offs) - 1
 		data := make([][]byte, n)
 		var rerr error
 		piece := func(i int) (uint64, uint64) { return offs[i], offs[i+1] - offs[i] }
