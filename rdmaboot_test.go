@@ -5,7 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/kernel"
+	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/rdma"
 )
 
@@ -14,11 +16,27 @@ import (
 // joined by a wire and host B's NIC RDMA-writes host A's registered
 // memory; systems on their own engines cannot be joined.
 func TestTwoHostsOneEngine(t *testing.T) {
-	a, err := Boot("2s-4gpu-pcie", Options{Payload: true})
+	for _, mode := range []string{platform.IOMMUOff, platform.IOMMUStrict} {
+		t.Run("iommu "+mode, func(t *testing.T) { twoHosts(t, mode) })
+	}
+}
+
+// twoHosts runs the RDMA WRITE with both hosts' IOMMUs in mode: through
+// a translating IOMMU the MR is mapped in the NIC's domain and every
+// access of the NIC is translated there.
+func twoHosts(t *testing.T, mode string) {
+	spec, err := platform.Preset("2s-4gpu-pcie")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Boot("2s-4gpu-pcie", Options{Payload: true, Engine: a.Engine})
+	if spec, err = platform.Set(spec, "iommu.mode", mode); err != nil {
+		t.Fatal(err)
+	}
+	a, err := BootSpec(spec, Options{Payload: true, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := BootSpec(spec, Options{Payload: true, Check: true, Engine: a.Engine})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,5 +118,16 @@ func TestTwoHostsOneEngine(t *testing.T) {
 	}
 	if wc.Status != rdma.WCSuccess || !bytes.Equal(got, msg) {
 		t.Fatalf("completion %v (%s); bytes equal: %v", wc.Status, wc.Detail, bytes.Equal(got, msg))
+	}
+	// A correct program: no diagnostic on either host, the MR's
+	// mapping being the RDMA core's own.
+	for _, s := range []*System{a, b} {
+		for _, d := range s.Checker.Diagnostics() {
+			t.Errorf("%s: %s: %s", s.Spec.Name, d.Class, d.Message)
+		}
+	}
+	nic, _ := a.DMA.Device("nic0")
+	if _, isMapper := nic.Translator().(dma.Mapper); isMapper != (mode == platform.IOMMUStrict) {
+		t.Errorf("nic0 behind a domain: %v in mode %s", isMapper, mode)
 	}
 }

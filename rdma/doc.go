@@ -30,11 +30,14 @@
 //
 //  1. Host A's process registers a buffer (RegMR): every page must be
 //     mapped in the process (EFAULT), counts against RLIMIT_MEMLOCK
-//     (ENOMEM past it), costs PinCost, and is mapped
-//     DMA_BIDIRECTIONAL for A's NIC (dma_map_page): the bus addresses
-//     the NIC will drive, translated by its IOMMU domain if it has one.
-//     Memory a peer-memory client acquires (GPU memory) is pinned and
-//     mapped by the client instead, and is not counted.
+//     (ENOMEM past it), costs PinCost, and is mapped for A's NIC in its
+//     IOMMU domain if it has one (else at its physical addresses): the
+//     bus addresses the NIC will drive. That mapping is the RDMA core's
+//     own for the MR's life (ib_umem: user space never syncs), so the
+//     DMA layer reports the NIC's accesses as Pinned, as it does a
+//     GPU's pinned memory. Memory a peer-memory client acquires (GPU
+//     memory) is pinned and mapped by the client instead, and is not
+//     counted.
 //  2. B posts a WQE (PostSend: the CPU writes 64 bytes into the send
 //     queue, then the doorbell); B's NIC fetches it by DMA, checks the
 //     local keys (IBV_WC_LOC_PROT_ERR), and moves the message in at most

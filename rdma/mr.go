@@ -28,8 +28,8 @@ type MR struct {
 	memory machine.Endpoint
 	// pinned is the pages counted against RLIMIT_MEMLOCK (host memory).
 	pinned uint64
-	// mapped are the streaming mappings of host memory (unmapped at
-	// dereg).
+	// mapped are the page-granular mappings of host memory (unmapped
+	// at dereg).
 	mapped []seg
 	// peer memory
 	peer    *peerClient
@@ -113,20 +113,34 @@ func (mr *MR) regHost(t *sim.Proc) error {
 	t.Sleep(sim.Time(npages) * d.prm.PinCost)
 	mr.pinned = npages
 	node := -1
+	mp, _ := d.dev.Translator().(dma.Mapper)
 	for _, r := range ranges {
-		bus := d.dev.MapPage(t, r.Start&^(mem.PageSize-1), uint64(r.Start)%mem.PageSize, r.Size, dma.Bidirectional)
-		if d.dev.MappingError(bus) {
+		// The core's own mapping, page-granular, as ib_umem maps its
+		// scatterlist of whole pages.
+		pa := r.Start &^ (mem.PageSize - 1)
+		size := (uint64(r.Start)+r.Size+mem.PageSize-1)&^(mem.PageSize-1) - uint64(pa)
+		var bus mem.DMAAddr
+		var err error
+		if mp != nil {
+			bus, err = mp.Map(t, pa, size, dma.Bidirectional)
+		} else {
+			bus, err = d.dev.Translator().ToBus(pa, size)
+			if err == nil && uint64(bus)+size-1 > d.dev.Mask() {
+				err = fmt.Errorf("bus address %v+%#x beyond the mask %#x", bus, size, d.dev.Mask())
+			}
+		}
+		if err != nil {
 			mr.unmapHost(t)
 			_ = proc.AccountLockedVM("ibv_reg_mr", npages, false)
 			mr.pinned = 0
-			return fmt.Errorf("dma_map of %v+%#x for %s failed: %w", r.Start, r.Size, d.name, syscall.ENOMEM)
+			return fmt.Errorf("mapping %v+%#x for %s: %v: %w", pa, size, d.name, err, syscall.ENOMEM)
 		}
-		mr.mapped = append(mr.mapped, seg{bus: bus, len: r.Size})
+		mr.mapped = append(mr.mapped, seg{bus: bus, len: size})
+		mr.segs = append(mr.segs, seg{bus: bus + mem.DMAAddr(r.Start-pa), len: r.Size})
 		if n, ok := d.env.Mem.NodeOf(r.Start); ok && node < 0 {
 			node = n
 		}
 	}
-	mr.segs = mr.mapped
 	if node < 0 {
 		node = d.dev.Node()
 	}
@@ -135,10 +149,12 @@ func (mr *MR) regHost(t *sim.Proc) error {
 }
 
 func (mr *MR) unmapHost(t *sim.Proc) {
-	for _, s := range mr.mapped {
-		mr.pd.d.dev.UnmapPage(t, s.bus, s.len, dma.Bidirectional)
+	if mp, ok := mr.pd.d.dev.Translator().(dma.Mapper); ok {
+		for _, s := range mr.mapped {
+			mp.Unmap(t, s.bus, s.len, dma.Bidirectional)
+		}
 	}
-	mr.mapped = nil
+	mr.mapped, mr.segs = nil, nil
 }
 
 // Dereg is ibv_dereg_mr: the key stops resolving, host pages are
@@ -188,12 +204,9 @@ func (mr *MR) spans(addr, n uint64) []dma.Span {
 			continue
 		}
 		k := min(s.len-off, n)
-		sp := dma.BusSpan(s.bus+mem.DMAAddr(off), k)
-		// Peer memory was mapped by its client, not through the DMA
-		// API: the driver's own pinned mapping, as the DMA layer
-		// calls it. Host memory has its dma_map_page mapping.
-		sp.Pinned = mr.peer != nil
-		out = append(out, sp)
+		// The core's (or the peer client's) own mapping of pinned
+		// memory, not a streaming mapping of the DMA API.
+		out = append(out, dma.PinnedSpan(s.bus+mem.DMAAddr(off), k))
 		n -= k
 		off = 0
 	}
