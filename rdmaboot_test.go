@@ -43,7 +43,9 @@ func twoHosts(t *testing.T, mode string) {
 	if b.Engine != a.Engine || b.Machine == a.Machine || b.Mem == a.Mem {
 		t.Fatal("B must share A's engine and nothing else")
 	}
-	env := func(s *System) rdma.Env { return rdma.Env{Machine: s.Machine, Mem: s.Mem, DMA: s.DMA, Kernel: s.Kernel} }
+	env := func(s *System) rdma.Env {
+		return rdma.Env{Machine: s.Machine, Mem: s.Mem, DMA: s.DMA, Kernel: s.Kernel}
+	}
 	ha, _ := rdma.Open(env(a), "nic0", rdma.Params{})
 	hb, _ := rdma.Open(env(b), "nic0", rdma.Params{})
 	if _, err := rdma.Connect(ha, hb, rdma.DefaultCable); err != nil {
