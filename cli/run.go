@@ -102,6 +102,11 @@ func scenarioHelp(e *env, s *scenario.Scenario) {
 	fmt.Fprintf(e.stdout, "\nScenario %s: %s\n\n%s\n\nDefault platform: %s\n\nParameters (--set name=value):\n", s.Name, s.Summary, s.Doc, s.Platform)
 	fmt.Fprintf(e.stdout, "  %-12s %s (default %s)\n", "seed", "seed of the engine's random source", "1")
 	for _, p := range s.Params {
+		if p.Default == "" {
+			// The help says what an empty value means.
+			fmt.Fprintf(e.stdout, "  %-12s %s\n", p.Name, p.Help)
+			continue
+		}
 		fmt.Fprintf(e.stdout, "  %-12s %s (default %s)\n", p.Name, p.Help, p.Default)
 	}
 }

@@ -82,6 +82,10 @@ kernel that reads the frame and computes for "infer" on the whole GPU
 // maxCameraFrames bounds a run (a few hundred events per frame).
 const maxCameraFrames = 100_000
 
+// cameraEventsPerFrame bounds a pipeline's events per frame: ten times
+// what a 4K frame takes on jetson-orin.
+const cameraEventsPerFrame = 50_000
+
 // cameraDiscrete is the platform run beside jetson-orin by default.
 const cameraDiscrete = "h200-pcie"
 
@@ -359,7 +363,15 @@ func runCameraMode(c *Context, cfg cameraCfg) (report.Row, error) {
 	} else {
 		row.Direction = "to-inference"
 	}
-	sys, err := dmalab.BootSpec(spec, cfg.opt)
+	opt := cfg.opt
+	if opt.EventBudget == 0 {
+		// A frame costs a few thousand events (16-line chunks, scanouts,
+		// queue calls); a pipeline that needs far more is starved, not
+		// busy, and is stopped in well under a second, not after the
+		// default budget of every run.
+		opt.EventBudget = uint64(cfg.frames)*cameraEventsPerFrame + 1<<20
+	}
+	sys, err := dmalab.BootSpec(spec, opt)
 	if err != nil {
 		return row, err
 	}
