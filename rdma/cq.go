@@ -134,6 +134,9 @@ func (cq *CQ) post(wc WC, done func()) {
 		Bytes: CQESize, Write: []dma.Span{dma.PinnedSpan(cq.bus+mem.DMAAddr(slot*CQESize), CQESize)},
 	}, func(*dma.TransferInfo) {
 		wc.Time = d.env.Machine.Engine.Now()
+		d.emit(nil, sim.CauseTransfer, func(e *Event) {
+			e.Op, e.QPN, e.WRID, e.WC, e.Status, e.Len, e.Detail = OpComplete, wc.QPNum, wc.WRID, wc.Opcode, wc.Status, wc.ByteLen, wc.Detail
+		})
 		if len(cq.wcs) >= cq.entries {
 			cq.Overruns++
 		} else {

@@ -87,6 +87,9 @@ func (pd *PD) RegMR(t *sim.Proc, addr, length uint64, access Access) (*MR, error
 	mr.LKey, mr.RKey = key, key
 	d.mrs[key] = mr
 	pd.users++
+	d.emit(t, sim.CauseCall, func(e *Event) {
+		e.Op, e.PID, e.Addr, e.Len, e.Key, e.Access, e.Peer = OpRegMR, pd.proc.PID(), addr, length, key, access, mr.peer != nil
+	})
 	return mr, nil
 }
 
@@ -169,6 +172,9 @@ func (mr *MR) Dereg(t *sim.Proc) error {
 	mr.dead = true
 	delete(d.mrs, mr.LKey)
 	mr.pd.users--
+	d.emit(t, sim.CauseCall, func(e *Event) {
+		e.Op, e.PID, e.Addr, e.Len, e.Key, e.Access, e.Peer = OpDeregMR, mr.pd.proc.PID(), mr.Addr, mr.Length, mr.LKey, mr.access, mr.peer != nil
+	})
 	if mr.peer != nil {
 		if !mr.invalid {
 			_ = mr.peer.c.DMAUnmap(t, mr.peerCtx, d.dev)
@@ -187,6 +193,9 @@ func (mr *MR) Dereg(t *sim.Proc) error {
 // invalidate is the core's side of a peer's invalidation.
 func (mr *MR) invalidate(t *sim.Proc) {
 	mr.invalid = true
+	mr.pd.d.emit(t, sim.CauseLifecycle, func(e *Event) {
+		e.Op, e.PID, e.Addr, e.Len, e.Key, e.Peer = OpInvalidate, mr.pd.proc.PID(), mr.Addr, mr.Length, mr.LKey, true
+	})
 	_ = mr.peer.c.DMAUnmap(t, mr.peerCtx, mr.pd.d.dev)
 	mr.peer.c.PutPages(t, mr.peerCtx)
 }

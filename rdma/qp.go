@@ -347,6 +347,9 @@ func (qp *QP) PostSend(t *sim.Proc, wr SendWR) error {
 	qp.d.env.Mem.Write(t, qp.pd.proc.Node(), qp.sqBuf+mem.VirtAddr(slot*WQESize), WQESize)
 	t.Sleep(qp.d.prm.PostCost)
 	qp.sq = append(qp.sq, &sendWQE{wr: wr, slot: slot, posted: t.Now()})
+	qp.d.emit(t, sim.CauseCall, func(e *Event) {
+		e.Op, e.PID, e.QPN, e.WRID, e.Opcode = OpPostSend, qp.pd.proc.PID(), qp.Num, wr.WRID, wr.Opcode
+	})
 	qp.kick()
 	return nil
 }
@@ -368,6 +371,7 @@ func (qp *QP) PostRecv(t *sim.Proc, wr RecvWR) error {
 	qp.rposts++
 	qp.d.env.Mem.Write(t, qp.pd.proc.Node(), qp.rqBuf+mem.VirtAddr(slot*16*uint64(max(qp.init.Cap.MaxRecvSGE, 1))), 16*uint64(max(len(wr.SGList), 1)))
 	t.Sleep(qp.d.prm.PostCost)
+	qp.d.emit(t, sim.CauseCall, func(e *Event) { e.Op, e.PID, e.QPN, e.WRID = OpPostRecv, qp.pd.proc.PID(), qp.Num, wr.WRID })
 	if qp.attr.State == QPSErr {
 		qp.init.RecvCQ.post(WC{WRID: wr.WRID, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.Num}, nil)
 		return nil

@@ -156,6 +156,9 @@ type Device struct {
 	nextMkey uint32
 	nextQPN  uint32
 	peers    []*peerClient
+
+	// Hooks receives every Event of the device, in order.
+	Hooks sim.Hooks[Event]
 }
 
 // ErrNoDevice is wrapped by Open for a name that is no NIC.
