@@ -35,6 +35,9 @@ type MR struct {
 	peer    *peerClient
 	peerCtx any
 	core    CoreContext
+	// pageSize is the pages' size: 4 KiB for host memory, the peer
+	// client's get_page_size for peer memory.
+	pageSize uint64
 	// invalid: the peer invalidated the memory; dead: deregistered.
 	invalid, dead bool
 }
@@ -43,6 +46,11 @@ type seg struct {
 	bus mem.DMAAddr
 	len uint64
 }
+
+// PageSize is the size of the MR's pages: 4 KiB for host memory, what
+// the peer client's get_page_size says for peer memory (64 KiB for
+// NVIDIA GPU memory).
+func (mr *MR) PageSize() uint64 { return mr.pageSize }
 
 // Access is the MR's access flags.
 func (mr *MR) Access() Access { return mr.access }
@@ -72,7 +80,7 @@ func (pd *PD) RegMR(t *sim.Proc, addr, length uint64, access Access) (*MR, error
 	case access&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic) != 0:
 		return nil, fmt.Errorf("%s: unknown access flags: %w", call, syscall.EINVAL)
 	}
-	mr := &MR{pd: pd, Addr: addr, Length: length, access: access}
+	mr := &MR{pd: pd, Addr: addr, Length: length, access: access, pageSize: mem.PageSize}
 	peer, err := mr.regPeer(t)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", call, err)

@@ -113,6 +113,7 @@ func (mr *MR) regPeer(t *sim.Proc) (ok bool, err error) {
 			return true, fmt.Errorf("ibv_reg_mr: %s dma_map: %w", pc.c.Name(), err)
 		}
 		mr.memory = m.Memory
+		mr.pageSize = pc.c.PageSize(ctx)
 		off := m.Offset
 		left := mr.Length
 		for _, s := range m.Segments {

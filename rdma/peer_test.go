@@ -113,6 +113,9 @@ func TestPeerMemoryRegistration(t *testing.T) {
 		if peer, _ := mrg.Peer(); !peer {
 			t.Fatal("the GPU range was not registered through the peer client")
 		}
+		if mrg.PageSize() != 64<<10 {
+			t.Errorf("peer MR page size %d, want the client's 64 KiB", mrg.PageSize())
+		}
 		if p.a.proc.LockedVM() != 0 {
 			t.Errorf("peer memory counted against RLIMIT_MEMLOCK: %d", p.a.proc.LockedVM())
 		}

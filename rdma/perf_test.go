@@ -98,3 +98,38 @@ func TestDeterministic(t *testing.T) {
 		t.Errorf("runs differ:\n%s\n%s", got[0], got[1])
 	}
 }
+
+// TestWireShared: two QPs writing 16 MiB each at once share the wire:
+// both finish together, the two messages in the time the wire takes
+// for both (within the same bounds as one message of twice the size).
+func TestWireShared(t *testing.T) {
+	const size = 16 << 20
+	p := newPair(t, false)
+	var t0 sim.Time
+	var wcs []WC
+	p.run(t, func(th *sim.Proc) {
+		for _, h := range []*host{p.a, p.b} {
+			_ = h.proc.SetMemlockLimit(4 * size)
+		}
+		dst, src := p.a.buf(t, 2*size), p.b.buf(t, 2*size)
+		mra, _ := p.a.pd.RegMR(th, dst, 2*size, full)
+		mrb, _ := p.b.pd.RegMR(th, src, 2*size, 0)
+		_, q1 := p.connect(t, th, full, 7, 12)
+		_, q2 := p.connect(t, th, full, 7, 12)
+		t0 = th.Now()
+		for i, q := range []*QP{q1, q2} {
+			off := uint64(i) * size
+			_ = q.PostSend(th, SendWR{WRID: uint64(i), Opcode: WRRDMAWrite, Signaled: true,
+				SGList: []SGE{{Addr: src + off, Length: size, LKey: mrb.LKey}}, RemoteAddr: dst + off, RKey: mra.RKey})
+		}
+		wcs = p.b.cq.Wait(th, 0, 2)
+	})
+	bound := p.wire.Link.Capacity() * 4096 / (4096 + DefaultHeader)
+	rate := float64(2*size) / (wcs[1].Time - t0).Seconds()
+	if rate > bound*1.0001 || rate < bound*64/67 {
+		t.Errorf("two messages at %.4g GB/s together, want within [%.4g, %.4g]", rate/1e9, bound*64/67/1e9, bound/1e9)
+	}
+	if d := wcs[1].Time - wcs[0].Time; d < 0 || float64(d) > 0.05*float64(wcs[1].Time-t0) {
+		t.Errorf("completions %v apart: the wire was not shared", d)
+	}
+}
