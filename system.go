@@ -54,6 +54,10 @@ type Options struct {
 	// Attribution fills Result.Time: where the run's transfer time went,
 	// by cause (call, queueing, translation, transfer, fault service).
 	Attribution bool
+	// Engine, when set, is an engine another system runs on: the new
+	// system shares its virtual time (two hosts joined by a wire,
+	// package rdma). Seed then seeds nothing; the engine keeps its own.
+	Engine *sim.Engine
 }
 
 // System is one booted machine with everything on it. The parts are
@@ -128,7 +132,7 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	if opt.Name == "" {
 		opt.Name = "program"
 	}
-	m, err := machine.NewWithOptions(spec, opt.Seed, machine.Options{Payload: opt.Payload})
+	m, err := machine.NewWithOptions(spec, opt.Seed, machine.Options{Payload: opt.Payload, Engine: opt.Engine})
 	if err != nil {
 		return nil, fmt.Errorf("%w: platform %s: %v", ErrUsage, spec.Name, err)
 	}

@@ -99,6 +99,11 @@ const unlimited = 1e15
 type Options struct {
 	// Payload keeps the real bytes of every write (mem.Options.Payload).
 	Payload bool
+	// Engine, when set, is the engine the machine runs on instead of a
+	// new one seeded with the seed: two machines on one engine share
+	// virtual time, so that hosts joined by a wire (package rdma) run
+	// as one simulation. Each keeps its own fabric, memory and names.
+	Engine *sim.Engine
 }
 
 // New builds a running machine from a validated spec. The engine is
@@ -112,7 +117,10 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	eng := sim.New(seed)
+	eng := opt.Engine
+	if eng == nil {
+		eng = sim.New(seed)
+	}
 	// The memory's CPU copies take the machine's one copy model
 	// (CPUCopy), so that a bounce or a driver's memcpy shares DRAM with
 	// the rest of the machine.
