@@ -612,3 +612,18 @@ func (d *Driver) Acquire(addr mem.GPUAddr, size uint64) bool {
 	_, err := d.cu.P2PRange(addr, size)
 	return err == nil
 }
+
+// Owner is the process whose context allocated device memory at addr
+// (nil for anything else): the address space a token-0 pin must come
+// from.
+func (d *Driver) Owner(addr mem.GPUAddr) *kern.Process {
+	r, err := d.cu.P2PRange(addr, 1)
+	if err != nil {
+		return nil
+	}
+	return r.Owner
+}
+
+// GPU is the GPU whose memory a page table pins (nil for the Tegra
+// flavour's host memory).
+func (pt *PageTable) GPU() *gpu.Device { return pt.dev }
