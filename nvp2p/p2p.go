@@ -64,7 +64,11 @@ const (
 // Costs the driver charges the calling thread. NVIDIA publishes none and
 // docs/measurements records none for nvidia_p2p: both are assumed, of
 // the order of cuMemHostRegister's per-page cost scaled to 64 KiB pages
-// plus an RM call.
+// plus an RM call. The one public order of magnitude, gdrcopy's README
+// (github.com/NVIDIA/gdrcopy: pinning is "potentially expensive, 10us-1ms
+// depending on the buffer size"), covers gdr_pin_buffer's whole path;
+// the model's 64 KiB pin (6 µs) sits below its low end and a 64 MiB pin
+// (1 ms) at its high end.
 var (
 	// CallCost is one RM call (get_pages, put_pages, dma_map_pages).
 	CallCost = 5 * sim.Microsecond
