@@ -121,6 +121,17 @@ type Row struct {
 	// (capture, isp, copy, inference, display, ...); text output prints
 	// them under the table.
 	Stages []Stage `json:"stages,omitempty"`
+	// Links are the bytes each fabric link that matters carried during
+	// the row (both directions), in the fabric's order (gpudirect: the
+	// GPU's PCIe link, its switch's uplink, the root complex, the socket
+	// link); text output prints them under the table.
+	Links []LinkBytes `json:"links,omitempty"`
+}
+
+// LinkBytes is the bytes one fabric link carried.
+type LinkBytes struct {
+	Link  string `json:"link"`
+	Bytes int64  `json:"bytes"`
 }
 
 // Stage is one stage of a pipeline and the mean time a frame spends in
@@ -157,7 +168,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
 	// Columns beyond the five of a copy appear when some row has them.
-	var mode, ops, cpu, lat, step, um, attack, lineRate, note, plat, frames, stages bool
+	var mode, ops, cpu, lat, step, um, attack, lineRate, note, plat, frames, stages, links bool
 	for _, row := range r.Results {
 		attack = attack || row.Direction == "attack" || row.Escapes != 0 || row.StaleEscapes != 0 || row.SecretRead || row.Changed != 0
 	}
@@ -172,6 +183,7 @@ func WriteTable(w io.Writer, r *Result) error {
 		plat = plat || row.Platform != ""
 		frames = frames || row.FPS != 0 || row.Dropped != 0 || row.DRAMBytes != 0 || row.PCIeBytes != 0
 		stages = stages || len(row.Stages) > 0
+		links = links || len(row.Links) > 0
 		// An attack's faults are its own column; the unified-memory
 		// columns appear for a migration only.
 		um = um || !attack && row.Faults != 0 || row.MigratedBytes != 0 || row.Evictions != 0
@@ -268,6 +280,20 @@ func WriteTable(w io.Writer, r *Result) error {
 			var parts []string
 			for _, st := range row.Stages {
 				parts = append(parts, st.Name+" "+FormatSeconds(st.Seconds))
+			}
+			fmt.Fprintf(w, "  %s: %s\n", what, strings.Join(parts, ", "))
+		}
+	}
+	if links {
+		fmt.Fprintln(w, "\nbytes per link:")
+		for _, row := range r.Results {
+			if len(row.Links) == 0 {
+				continue
+			}
+			what := strings.TrimSpace(strings.Join([]string{row.Platform, row.Path, row.Direction, row.Mode, FormatBytes(row.Bytes)}, " "))
+			var parts []string
+			for _, l := range row.Links {
+				parts = append(parts, l.Link+" "+FormatSize(l.Bytes))
 			}
 			fmt.Fprintf(w, "  %s: %s\n", what, strings.Join(parts, ", "))
 		}
