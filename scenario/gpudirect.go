@@ -455,6 +455,11 @@ func gdSummary(rows []report.Row, missing []string) []string {
 			continue
 		}
 		small, large := 0, len(g)-1
+		if small == large {
+			out = append(out, fmt.Sprintf("%s %s (%s): GPUDirect %.2f× faster at %s (%s vs %s)",
+				k.plat, k.place, g[0].Mode, bn[0].Seconds/g[0].Seconds, report.FormatBytes(g[0].Bytes), report.FormatSeconds(g[0].Seconds), report.FormatSeconds(bn[0].Seconds)))
+			continue
+		}
 		out = append(out, fmt.Sprintf("%s %s (%s): GPUDirect %.2f× faster at %s (%s vs %s), %.2f× at %s (%s vs %s GB/s)",
 			k.plat, k.place, g[0].Mode,
 			bn[small].Seconds/g[small].Seconds, report.FormatBytes(g[small].Bytes), report.FormatSeconds(g[small].Seconds), report.FormatSeconds(bn[small].Seconds),
