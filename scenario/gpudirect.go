@@ -377,7 +377,10 @@ func gdPlatform(c *Context, spec *platform.Spec, opt dmalab.Options, sizes []int
 				return err
 			}
 		}
-		return errors.Join(mrH.Dereg(t), mrB.Dereg(t))
+		if err := errors.Join(mrH.Dereg(t), mrB.Dereg(t)); err != nil {
+			return err
+		}
+		return ctx0.MemFreeHost(t, hbuf)
 	})
 	forward(c, a, spec.Name+" host A")
 	forward(c, b, spec.Name+" host B")
