@@ -11,6 +11,7 @@ import (
 // translatedSmall are small runs of every scenario, as
 // TestEveryScenarioOnEveryPreset has them.
 var translatedSmall = map[string][]string{
+	"gpudirect":        {"sizes=4KiB,1MiB"},
 	"transfers":        {"sizes=64KiB,4MiB"},
 	"host-memory":      {"size=4MiB"},
 	"dma-streaming":    {"packets=100"},

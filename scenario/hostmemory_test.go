@@ -87,6 +87,7 @@ func TestEveryScenarioOnEveryPreset(t *testing.T) {
 		t.Skip("runs every scenario on every platform")
 	}
 	small := map[string][]string{
+		"gpudirect":        {"sizes=4KiB,1MiB"},
 		"transfers":        {"sizes=64KiB,4MiB"},
 		"host-memory":      {"size=4MiB"},
 		"dma-streaming":    {"packets=100"},
