@@ -35,3 +35,33 @@ func TestFormatSize(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTableLinks: rows with link bytes get a "bytes per link"
+// section under the table, each row named as the table names it, zero
+// links included; rows without them add nothing.
+func TestWriteTableLinks(t *testing.T) {
+	for _, tc := range []struct {
+		row  Row
+		want []string
+		not  string
+	}{
+		{Row{Platform: "dgx-h100", Path: "gpudirect", Direction: "same-switch", Mode: "nic0→gpu0", Bytes: 4096, Seconds: 1e-6,
+			Links: []LinkBytes{{"rc0", 0}, {"gpu0.pcie", 4213}}},
+			[]string{"\nbytes per link:\n", "  dgx-h100 gpudirect same-switch nic0→gpu0 4 KiB: rc0 0 B, gpu0.pcie 4.11 KiB\n"}, ""},
+		{Row{Path: "h2d", Direction: "h2d", Bytes: 4096, Seconds: 1e-6}, nil, "bytes per link"},
+	} {
+		var b strings.Builder
+		if err := WriteTable(&b, &Result{Scenario: "s", Platform: "p", Results: []Row{tc.row}}); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("no %q in:\n%s", w, out)
+			}
+		}
+		if tc.not != "" && strings.Contains(out, tc.not) {
+			t.Errorf("%q in:\n%s", tc.not, out)
+		}
+	}
+}
