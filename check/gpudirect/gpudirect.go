@@ -180,7 +180,7 @@ func (x *Pack) P2P(e *nvp2p.Event) {
 				orig = p.made
 			}
 			x.record(cIOMMU, e.Time, e.Proc, e.Peer, rangeOf(e.Addr, e.Size),
-				fmt.Sprintf("%s for %s behind a translating IOMMU: refused (%v); GPUDirect RDMA needs the IOMMU off or in passthrough", e.Call, e.Peer, e.Err), orig)
+				fmt.Sprintf("%s for %s, whose IOMMU domain translates: refused (-ENOTSUPP); GPUDirect RDMA needs the IOMMU off or in passthrough", e.Call, e.Peer), orig)
 		}
 	}
 }

@@ -150,9 +150,15 @@ func TestClasses(t *testing.T) {
 				buf := r.alloc(p, 2<<20)
 				pt, m := r.pin(p, buf, page)
 				syncCopy(r, p, buf, page)
-				r.peer(p, m.DMAAddresses[0], page, false)
+				// The read the pack reports got the old bytes; the one
+				// after the window, which it does not, the new ones.
+				if got := r.peer(p, m.DMAAddresses[0], page, false).Data; got[0] == 'N' {
+					r.t.Errorf("read in the window got the new bytes")
+				}
 				p.Sleep(2 * nvp2p.MemopsWindow)
-				r.peer(p, m.DMAAddresses[0], page, false)
+				if got := r.peer(p, m.DMAAddresses[0], page, false).Data; got[0] != 'N' {
+					r.t.Errorf("read after the window got %q", got[:1])
+				}
 				r.unpin(p, pt, m)
 			}},
 		{name: "read-with-sync-memops", body: func(r *rig, p *sim.Proc) {
