@@ -41,7 +41,6 @@ type pin struct {
 // window is a synchronous copy into pinned device memory whose writes
 // are not yet visible to peers.
 type window struct {
-	device   int
 	addr     mem.GPUAddr
 	size     uint64
 	from, to sim.Time
@@ -52,6 +51,7 @@ type window struct {
 // reports the kernel ran.
 type launch struct {
 	device int
+	proc   string
 	t      sim.Time
 	origin string
 	bufs   []span
@@ -65,13 +65,12 @@ type span struct {
 // write is a peer write into pinned GPU memory, kept until the kernels
 // that could have run meanwhile are known.
 type write struct {
-	t      sim.Time
-	dev    string
-	device int
-	va     []span
-	bar    mem.DMAAddr
-	size   uint64
-	pin    *pin
+	t   sim.Time
+	dev string
+	// va is the GPU memory written: unified addresses name it on
+	// every GPU, so a kernel on another GPU that uses it is found too.
+	va  []span
+	bar mem.DMAAddr
 }
 
 // Pack checks GPUDirect RDMA: the nvidia_p2p calls of third-party
@@ -287,12 +286,15 @@ func (x *Pack) Access(e *dma.Event) {
 		return
 	}
 	if e.Write {
-		x.writes = append(x.writes, write{t: e.Time, dev: e.Device, device: p.device, va: va, bar: e.Addr, size: e.Size, pin: p})
+		// Only a kernel launched already can run beside the write.
+		if len(x.launches) > 0 {
+			x.writes = append(x.writes, write{t: e.Time, dev: e.Device, va: va, bar: e.Addr})
+		}
 		return
 	}
 	x.expire(e.Time)
 	for _, w := range x.windows {
-		if w.device != p.device || e.Time < w.from || e.Time >= w.to {
+		if e.Time < w.from || e.Time >= w.to {
 			continue
 		}
 		for _, s := range va {
@@ -326,20 +328,25 @@ func (x *Pack) expire(now sim.Time) {
 func (x *Pack) CUDA(o *cuda.Observation) {
 	switch {
 	case o.Op == cuda.OpCopyUnflushed:
-		x.windows = append(x.windows, window{device: o.Device, addr: o.Addr, size: o.Size, from: o.Time, to: o.Time + o.Visible,
+		x.windows = append(x.windows, window{addr: o.Addr, size: o.Size, from: o.Time, to: o.Time + o.Visible,
 			origin: check.Origin(fmt.Sprintf("%s(%v, %d)", o.Call, o.Addr, o.Size), o.Time, o.Proc)})
-	case o.Op == cuda.OpKernel && o.Err == nil && o.Target.Kind == cuda.MemDevice:
+	case o.Op == cuda.OpKernel && o.Err == nil:
+		// One launch reports each of its accesses at one instant; every
+		// launch is kept, whatever memory it uses, so that each kernel
+		// the GPU reports finds its own.
 		var l *launch
 		if n := len(x.launches); n > 0 {
-			if last := x.launches[n-1]; last.t == o.Time && last.device == o.Target.Device {
+			if last := x.launches[n-1]; last.t == o.Time && last.device == o.Device && last.proc == o.Proc {
 				l = last
 			}
 		}
 		if l == nil {
-			l = &launch{device: o.Target.Device, t: o.Time, origin: check.Origin(o.Call, o.Time, o.Proc)}
+			l = &launch{device: o.Device, proc: o.Proc, t: o.Time, origin: check.Origin(o.Call, o.Time, o.Proc)}
 			x.launches = append(x.launches, l)
 		}
-		l.bufs = append(l.bufs, span{o.Addr, o.Size})
+		if o.Target.Kind == cuda.MemDevice {
+			l.bufs = append(l.bufs, span{o.Addr, o.Size})
+		}
 	}
 }
 
@@ -350,7 +357,7 @@ func (x *Pack) GPU(a *gpu.Activity) {
 		return
 	}
 	// The launch is the latest one on the device issued by the time the
-	// kernel was queued.
+	// kernel was queued (gpu queues it after its enqueue cost).
 	li := -1
 	for i, l := range x.launches {
 		if l.device == a.Device && l.t <= a.Queued && (li < 0 || l.t >= x.launches[li].t) {
@@ -363,7 +370,7 @@ func (x *Pack) GPU(a *gpu.Activity) {
 	l := x.launches[li]
 	x.launches = append(x.launches[:li], x.launches[li+1:]...)
 	for _, w := range x.writes {
-		if w.device != a.Device || w.t < a.Start || w.t >= a.End {
+		if w.t < a.Start || w.t >= a.End {
 			continue
 		}
 		if s, ok := w.hits(l.bufs); ok {

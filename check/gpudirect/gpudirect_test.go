@@ -198,6 +198,20 @@ func TestClasses(t *testing.T) {
 			r.peer(p, m.DMAAddresses[1], page, true)
 			r.unpin(p, pt, m)
 		}},
+		{name: "write-beside-kernel-elsewhere", body: func(r *rig, p *sim.Proc) {
+			// The kernel uses another buffer: the write races nothing.
+			buf, other := r.alloc(p, 2<<20), r.alloc(p, 2<<20)
+			pt, m := r.pin(p, buf, 2*page)
+			k := gpu.Kernel{Name: "scale", Compute: sim.Millisecond, Accesses: []gpu.Access{{Addr: other, Size: 2 * page, Write: true}}}
+			if err := r.ctx.LaunchKernel(p, k, nil); err != nil {
+				r.t.Fatal(err)
+			}
+			r.peer(p, m.DMAAddresses[1], page, true)
+			if err := r.ctx.Synchronize(p); err != nil {
+				r.t.Fatal(err)
+			}
+			r.unpin(p, pt, m)
+		}},
 		{name: "iommu-translating", want: map[string]int{gpudirect.IOMMUTranslating: 1}, msg: "passthrough",
 			body: func(r *rig, p *sim.Proc) {
 				buf := r.alloc(p, 2<<20)
