@@ -422,11 +422,13 @@ func (s *System) NVP2P() (*nvp2p.Driver, error) {
 	s.p2p = d
 	if s.Checker != nil {
 		// The GPUDirect pack: nvidia_p2p's calls, peers' accesses to
-		// BAR1 (DMA layer), copies and kernels (CUDA), versions (memory).
+		// BAR1 (DMA layer), copies and kernels (CUDA), versions (memory),
+		// process exits (kernel).
 		x := gpudirect.Attach(s.Checker, d)
 		x.WatchDMA(s.DMA)
 		x.WatchCUDA(s.cuda)
 		x.WatchMemory(s.Mem)
+		x.WatchKernel(s.Kernel)
 	}
 	return d, nil
 }

@@ -31,14 +31,15 @@
 //	                                 in passthrough ("Supported Systems")
 //	gpudirect-pin-leak               a pin never released: persistent pins'
 //	                                 memory freed (or its process exited),
-//	                                 pins held at the end of the run
+//	                                 a pin its process still holds when it
+//	                                 exits, pins held at the end of the run
 //
 // The pack reads events only: nvp2p's (calls, callbacks, the BAR1
 // pages of each pin), the DMA layer's device accesses (a peer's access
 // to a pinned BAR1 page is named by the GPU memory behind it), cuda's
 // observations (a copy that returned before it is visible, kernel
-// launches with their buffers) and the GPUs' activities (when each
-// kernel ran). A peer write is judged when the GPU reports the kernel
+// launches with their buffers), the GPUs' activities (when each
+// kernel ran) and the kernel's process exits. A peer write is judged when the GPU reports the kernel
 // it may have raced, so its diagnostic comes at the kernel's end with
 // the write's time. The root package attaches the pack when a checking
 // system loads nvidia_p2p (System.NVP2P).

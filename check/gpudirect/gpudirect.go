@@ -9,6 +9,7 @@ import (
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/gpu"
+	"github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/nvp2p"
 	"github.com/dmalab/dmalab/sim"
@@ -24,8 +25,10 @@ var CallbackBlockLimit = 50 * sim.Microsecond
 
 // pin is a page table the pack saw made and not yet released.
 type pin struct {
-	made       string // get_pages call, as an origin
-	proc       string
+	made string // get_pages call, as an origin
+	proc string
+	// process is the process whose context the driver pinned in.
+	process    string
 	device     int
 	addr       mem.GPUAddr
 	size       uint64
@@ -113,6 +116,29 @@ func (x *Pack) WatchDMA(d *dma.DMA) { d.Hooks.Hook(x.Access) }
 func (x *Pack) WatchCUDA(cu *cuda.Driver) {
 	cu.Hooks.Hook(x.CUDA)
 	cu.System().Hooks.Hook(x.GPU)
+}
+
+// WatchKernel hooks the pack to k's process exits: a pin its process
+// made and left is reported when the process exits.
+func (x *Pack) WatchKernel(k *kernel.Kernel) { k.Hooks.Hook(x.Kernel) }
+
+// Kernel reports, at a process's exit, the pins it made and never
+// released that its exit did not take back (the driver takes back the
+// pins of the memory the process owned, through their free callbacks:
+// what is left was pinned in it from another process's memory).
+func (x *Pack) Kernel(e *kernel.Event) {
+	if e.Op != kernel.OpExit {
+		return
+	}
+	for _, p := range x.pins {
+		if p.process != e.Process || p.reported || p.cb != nil {
+			continue
+		}
+		p.reported = true
+		buf := rangeOf(p.addr, p.size)
+		x.record(cLeak, e.Time, e.Proc, gpuName(p.device), buf,
+			fmt.Sprintf("process %s exited holding its pin of %s: never released with nvidia_p2p_put_pages", e.Process, buf), p.made)
+	}
 }
 
 // WatchMemory lets the pack read versions: the proof that a peer read
@@ -204,7 +230,7 @@ func (x *Pack) getPages(e *nvp2p.Event) {
 	}
 	x.pins = append(x.pins, &pin{
 		made: check.Origin(fmt.Sprintf("%s(%s, %d)", e.Call, e.Addr, e.Size), e.Time, e.Proc),
-		proc: e.Proc, device: e.Device, addr: e.Addr, size: e.Size, bufferID: e.BufferID,
+		proc: e.Proc, process: e.Process, device: e.Device, addr: e.Addr, size: e.Size, bufferID: e.BufferID,
 		bar: append([]mem.PhysAddr(nil), e.BAR...), persistent: e.Persistent,
 	})
 }

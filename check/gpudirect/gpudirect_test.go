@@ -145,6 +145,26 @@ func TestClasses(t *testing.T) {
 			}
 			_ = r.p2p.PutPages(p, tok, va, buf, pt)
 		}},
+		{name: "pin-left-at-exit", want: map[string]int{gpudirect.PinLeak: 1}, msg: "process other exited holding",
+			body: func(r *rig, p *sim.Proc) {
+				// other's driver pins app's memory with its tokens and
+				// other exits: app's memory lives on, and so does the pin.
+				buf := r.alloc(p, 2<<20)
+				tok, va, _ := r.p2p.Tokens(buf)
+				if _, err := r.p2p.GetPages(p, r.other.KernelProcess(), tok, va, buf, page, func(*sim.Proc, any) {}, nil); err != nil {
+					r.t.Fatal(err)
+				}
+				if err := r.other.KernelProcess().Exit(p); err != nil {
+					r.t.Fatal(err)
+				}
+			}},
+		{name: "pin-revoked-at-owner-exit", body: func(r *rig, p *sim.Proc) {
+			// The driver takes the pin back through its callback.
+			r.pin(p, r.alloc(p, 2<<20), page)
+			if err := r.app.KernelProcess().Exit(p); err != nil {
+				r.t.Fatal(err)
+			}
+		}},
 		{name: "read-before-visible", want: map[string]int{gpudirect.ReadBeforeVisible: 1}, msg: "SYNC_MEMOPS",
 			body: func(r *rig, p *sim.Proc) {
 				buf := r.alloc(p, 2<<20)

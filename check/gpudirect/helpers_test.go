@@ -65,6 +65,7 @@ func newRig(t *testing.T, preset string, edit func(*platform.Spec)) *rig {
 	pack.WatchDMA(x)
 	pack.WatchCUDA(cu)
 	pack.WatchMemory(m.Mem)
+	pack.WatchKernel(cu.Kernel())
 	if r.app, err = cu.NewProcess("app", 0); err != nil {
 		t.Fatal(err)
 	}
