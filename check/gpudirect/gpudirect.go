@@ -3,6 +3,7 @@ package gpudirect
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 
 	"github.com/dmalab/dmalab/check"
@@ -40,6 +41,15 @@ type pin struct {
 	cbProc   string
 	reported bool
 }
+
+// pinPage is page i of pin p.
+type pinPage struct {
+	p *pin
+	i int
+}
+
+// page is the GPU page that BAR1 maps.
+const page = nvp2p.GPUPageSize
 
 // window is a synchronous copy into pinned device memory whose writes
 // are not yet visible to peers.
@@ -84,8 +94,11 @@ type Pack struct {
 	chk *check.Checker
 	mem *mem.Memory
 
-	// pins are the live page tables, in pin order.
+	// pins are the live page tables, in pin order; bar indexes their
+	// BAR1 pages by bus address (64 KiB-aligned: a BAR is aligned to its
+	// size, and BAR1's pages to 64 KiB from its base).
 	pins     []*pin
+	bar      map[mem.PhysAddr]pinPage
 	windows  []window
 	launches []*launch
 	writes   []write
@@ -94,7 +107,7 @@ type Pack struct {
 // New returns a Pack that records on c, hooked to nothing; its P2P,
 // Access, CUDA and GPU methods take the events.
 func New(c *check.Checker) *Pack {
-	x := &Pack{chk: c}
+	x := &Pack{chk: c, bar: map[mem.PhysAddr]pinPage{}}
 	c.AtEnd(x.Finish)
 	return x
 }
@@ -228,7 +241,7 @@ func (x *Pack) getPages(e *nvp2p.Event) {
 		}
 		return
 	}
-	x.pins = append(x.pins, &pin{
+	x.add(&pin{
 		made: check.Origin(fmt.Sprintf("%s(%s, %d)", e.Call, e.Addr, e.Size), e.Time, e.Proc),
 		proc: e.Proc, process: e.Process, device: e.Device, addr: e.Addr, size: e.Size, bufferID: e.BufferID,
 		bar: append([]mem.PhysAddr(nil), e.BAR...), persistent: e.Persistent,
@@ -249,49 +262,59 @@ func (x *Pack) drop(p *pin) {
 	for i, q := range x.pins {
 		if q == p {
 			x.pins = append(x.pins[:i], x.pins[i+1:]...)
-			return
+			break
+		}
+	}
+	for _, b := range p.bar {
+		if x.bar[b].p != p {
+			continue
+		}
+		// An overlapping pin that shares the page names it now.
+		delete(x.bar, b)
+		for _, q := range x.pins {
+			if j := slices.Index(q.bar, b); j >= 0 {
+				x.bar[b] = pinPage{q, j}
+				break
+			}
+		}
+	}
+}
+
+// add makes p live and indexes its BAR1 pages; a page an older pin
+// holds stays that pin's.
+func (x *Pack) add(p *pin) {
+	x.pins = append(x.pins, p)
+	for i, b := range p.bar {
+		if _, ok := x.bar[b]; !ok {
+			x.bar[b] = pinPage{p, i}
 		}
 	}
 }
 
 // resolve is the GPU memory a peer's access to bus addresses [a, a+n)
-// reaches through pinned BAR1 pages: the pin and the GPU VA ranges.
+// reaches through pinned BAR1 pages: the first pin hit and the GPU VA
+// ranges, walked a 64 KiB page at a time through the index.
 func (x *Pack) resolve(a mem.DMAAddr, n uint64) (*pin, []span) {
 	var hit *pin
 	var out []span
 	for off := uint64(0); off < n; {
 		at := mem.PhysAddr(uint64(a) + off)
-		step := n - off
-		found := false
-		for _, p := range x.pins {
-			for i, b := range p.bar {
-				if at < b || at >= b+mem.PhysAddr(nvp2p.GPUPageSize) {
-					continue
-				}
-				in := uint64(at - b)
-				if rest := nvp2p.GPUPageSize - in; step > rest {
-					step = rest
-				}
-				va := p.addr + mem.GPUAddr(uint64(i)*nvp2p.GPUPageSize+in)
-				if k := len(out) - 1; k >= 0 && out[k].addr+mem.GPUAddr(out[k].size) == va {
-					out[k].size += step
-				} else {
-					out = append(out, span{va, step})
-				}
-				if hit == nil {
-					hit = p
-				}
-				found = true
-				break
-			}
-			if found {
-				break
-			}
-		}
-		if !found && step > nvp2p.GPUPageSize {
-			step = nvp2p.GPUPageSize - (uint64(at) % nvp2p.GPUPageSize)
-		}
+		in := uint64(at) % page
+		step := min(n-off, page-in)
 		off += step
+		pp, ok := x.bar[at-mem.PhysAddr(in)]
+		if !ok {
+			continue
+		}
+		va := pp.p.addr + mem.GPUAddr(uint64(pp.i)*page+in)
+		if k := len(out) - 1; k >= 0 && out[k].addr+mem.GPUAddr(out[k].size) == va {
+			out[k].size += step
+		} else {
+			out = append(out, span{va, step})
+		}
+		if hit == nil {
+			hit = pp.p
+		}
 	}
 	return hit, out
 }

@@ -205,6 +205,24 @@ func TestClasses(t *testing.T) {
 				}
 				r.unpin(p, pt, m)
 			}},
+		{name: "write-during-kernel-shared-page", want: map[string]int{gpudirect.WriteDuringKernel: 1}, msg: "while kernel scale runs",
+			body: func(r *rig, p *sim.Proc) {
+				// Two pins share the BAR1 pages; the first is put, the
+				// write goes through the second's.
+				buf := r.alloc(p, 2<<20)
+				pt1, m1 := r.pin(p, buf, 2*page)
+				pt2, m2 := r.pin(p, buf, 2*page)
+				r.unpin(p, pt1, m1)
+				k := gpu.Kernel{Name: "scale", Compute: sim.Millisecond, Accesses: []gpu.Access{{Addr: buf + page, Size: page}}}
+				if err := r.ctx.LaunchKernel(p, k, nil); err != nil {
+					r.t.Fatal(err)
+				}
+				r.peer(p, m2.DMAAddresses[1], page, true)
+				if err := r.ctx.Synchronize(p); err != nil {
+					r.t.Fatal(err)
+				}
+				r.unpin(p, pt2, m2)
+			}},
 		{name: "write-after-synchronize", body: func(r *rig, p *sim.Proc) {
 			buf := r.alloc(p, 2<<20)
 			pt, m := r.pin(p, buf, 2*page)
