@@ -26,16 +26,15 @@ var CallbackBlockLimit = 50 * sim.Microsecond
 
 // pin is a page table the pack saw made and not yet released.
 type pin struct {
-	made string // get_pages call, as an origin
-	proc string
-	// process is the process whose context the driver pinned in.
-	process    string
-	device     int
-	addr       mem.GPUAddr
-	size       uint64
-	bufferID   uint64
-	bar        []mem.PhysAddr
-	persistent bool
+	// made is the get_pages call, as an origin; proc its thread and
+	// process the process whose context the driver pinned in.
+	made, proc, process string
+	device              int
+	addr                mem.GPUAddr
+	size                uint64
+	bufferID            uint64
+	bar                 []mem.PhysAddr
+	persistent          bool
 	// cb is the free callback's start while it runs.
 	cb       *sim.Time
 	cbProc   string
@@ -105,7 +104,7 @@ type Pack struct {
 }
 
 // New returns a Pack that records on c, hooked to nothing; its P2P,
-// Access, CUDA and GPU methods take the events.
+// Access, CUDA, GPU and Kernel methods take the events.
 func New(c *check.Checker) *Pack {
 	x := &Pack{chk: c, bar: map[mem.PhysAddr]pinPage{}}
 	c.AtEnd(x.Finish)
