@@ -10,6 +10,7 @@ import (
 	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/check/dmabufcheck"
 	"github.com/dmalab/dmalab/check/dmadebug"
+	"github.com/dmalab/dmalab/check/gpudirect"
 	"github.com/dmalab/dmalab/check/gpumem"
 	"github.com/dmalab/dmalab/check/iommucheck"
 	"github.com/dmalab/dmalab/cuda"
@@ -404,7 +405,9 @@ func (s *System) CUDA() (*cuda.Driver, error) { return s.cuda, s.cudaErr }
 // NVP2P is nvidia.ko's GPUDirect RDMA interface (nvidia_p2p), loaded
 // at the first call: from then on every discrete GPU's BAR1 is a peer
 // window of the DMA layer, so a device's DMA to a pinned BAR1 page
-// lands in VRAM. An error when the system has no CUDA driver.
+// lands in VRAM. When the system checks, the GPUDirect rule pack
+// (check/gpudirect) watches it from then on. An error when the system
+// has no CUDA driver.
 func (s *System) NVP2P() (*nvp2p.Driver, error) {
 	if s.p2p != nil {
 		return s.p2p, nil
@@ -417,6 +420,16 @@ func (s *System) NVP2P() (*nvp2p.Driver, error) {
 		return nil, err
 	}
 	s.p2p = d
+	if s.Checker != nil {
+		// The GPUDirect pack: nvidia_p2p's calls, peers' accesses to
+		// BAR1 (DMA layer), copies and kernels (CUDA), versions (memory),
+		// process exits (kernel).
+		x := gpudirect.Attach(s.Checker, d)
+		x.WatchDMA(s.DMA)
+		x.WatchCUDA(s.cuda)
+		x.WatchMemory(s.Mem)
+		x.WatchKernel(s.Kernel)
+	}
 	return d, nil
 }
 

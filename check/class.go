@@ -63,7 +63,7 @@ var registry struct {
 // order given. Classes lists packs by rank, lowest first, and each
 // pack's classes in the order given: the kernel's DMA API debugging
 // (with dmalab's coherency classes) ranks 100, GPU memory 200, the
-// IOMMU 300 and DMA-BUF 400, and a new pack takes a rank of its own. Register panics on an empty or
+// IOMMU 300, DMA-BUF 400 and GPUDirect RDMA 500, and a new pack takes a rank of its own. Register panics on an empty or
 // reused pack name, an empty code, a code another class has, or a
 // severity other than Error and Warning: codes are a stable interface,
 // and a clash is a bug the first run finds.
@@ -97,8 +97,9 @@ func Register(pack string, rank int, classes ...ClassInfo) []*Class {
 // Classes lists every registered class: by pack rank, then in the order
 // each pack gave. In dmalab's binary that is the 19 classes of
 // kernel/dma/debug.c, dmalab's three coherency classes, the five of
-// GPU memory, the five of the IOMMU and VFIO and the eight of DMA-BUF
-// and its fences, as `dmalab check --classes` prints them.
+// GPU memory, the five of the IOMMU and VFIO, the eight of DMA-BUF
+// and its fences and the nine of GPUDirect RDMA, as `dmalab check
+// --classes` prints them.
 func Classes() []ClassInfo {
 	registry.mu.RLock()
 	ks := slices.Clone(registry.classes)

@@ -211,6 +211,9 @@ func (c *Context) copySync(p *sim.Proc, call string, d, s *copyEnd, size uint64)
 	if _, err := dev.DMA().Transfer(p, t); err != nil {
 		return fail(call, ErrorUnknown, err)
 	}
+	if t.Visible > 0 {
+		c.observeUnflushed(p, call, d.addr, size, d.pl, t.Visible)
+	}
 	return nil
 }
 

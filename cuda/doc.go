@@ -54,7 +54,8 @@
 //     nvp2p uses: P2PRange and HostRange (what rm_p2p_get_pages knows of
 //     a range: its allocation, owner and SYNC_MEMOPS) and
 //     SetMemopsWindow (a synchronous copy into pinned memory without
-//     SYNC_MEMOPS returns before a peer can see its data).
+//     SYNC_MEMOPS returns before a peer can see its data; observers get
+//     OpCopyUnflushed with the window, for the GPUDirect checker).
 //   - MemGetHandleForAddressRange with CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD:
 //     a dma-buf (DMABuf: size, the VRAM it covers) whose dmabuf.Buffer,
 //     with nvidia.ko's dma_buf_ops as exporter (nv-dmabuf.c: map through

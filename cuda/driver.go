@@ -671,6 +671,20 @@ func (c *Context) observe(p *sim.Proc, op Op, call string, addr mem.GPUAddr, siz
 	c.d.Hooks.Emit(&c.d.ev)
 }
 
+// observeUnflushed reports a copy into device memory that returned
+// before its writes are visible to a third-party reader (for visible).
+func (c *Context) observeUnflushed(p *sim.Proc, call string, addr mem.GPUAddr, size uint64, pl place, visible sim.Time) {
+	if !c.d.Hooks.Active() {
+		return
+	}
+	c.d.ev = Observation{
+		Header: sim.Header{Time: p.Now(), Proc: p.Name(), Component: "cuda", Cause: sim.CauseCall},
+		Op:     OpCopyUnflushed, Call: call, Process: c.proc.name, Context: c.id,
+		Device: c.dev.Index, DeviceName: c.dev.Name, Addr: addr, Size: size, Write: true, Target: pl.t, Visible: visible,
+	}
+	c.d.Hooks.Emit(&c.d.ev)
+}
+
 // foreign reports whether memory of pl may not be used by c's process
 // at all: it belongs to another process (whose pointers mean nothing
 // here; the model's one address space is what recognises them).

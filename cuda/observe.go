@@ -26,9 +26,14 @@ const (
 	OpFree
 	// OpExport: cuMemGetHandleForAddressRange of the range.
 	OpExport
+	// OpCopyUnflushed: a synchronous copy into device memory without
+	// CU_POINTER_ATTRIBUTE_SYNC_MEMOPS returned before its writes are
+	// visible to third-party readers; Visible says for how long after
+	// Time they are not (SetMemopsWindow).
+	OpCopyUnflushed
 )
 
-var opNames = [...]string{"", "cpu-access", "copy-read", "copy-write", "kernel", "prefetch", "advise", "free", "export"}
+var opNames = [...]string{"", "cpu-access", "copy-read", "copy-write", "kernel", "prefetch", "advise", "free", "export", "copy-unflushed"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) && o > 0 {
@@ -126,6 +131,8 @@ type Observation struct {
 	Write      bool
 	Target     Target
 	Err        error
+	// Visible is OpCopyUnflushed's window.
+	Visible sim.Time
 }
 
 func (o Observation) String() string {

@@ -78,6 +78,10 @@ type Event struct {
 	IOMMU bool
 	// Path is the peer path (OpDMAMapPages).
 	Path machine.PeerPath
+	// BAR is, for a pin that succeeded, the BAR1 address of each of its
+	// pages, in order: what a checker needs to name the GPU memory a
+	// peer's access to a BAR1 address reaches.
+	BAR []mem.PhysAddr
 	// Err is the error returned, nil on success.
 	Err error
 }

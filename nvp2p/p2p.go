@@ -312,7 +312,7 @@ func (d *Driver) getPages(t *sim.Proc, ev Event, caller *kern.Process, token uin
 	if err != nil {
 		return nil, d.errno(t, ev, call, syscall.EINVAL, "%v", err)
 	}
-	ev.BufferID, ev.Device = r.Alloc.BufferID, r.Alloc.Device
+	ev.BufferID, ev.Device, ev.Owner = r.Alloc.BufferID, r.Alloc.Device, procName(r.Owner)
 	switch {
 	case token == 0 && vaSpace == 0:
 		if caller != r.Owner {
@@ -340,6 +340,7 @@ func (d *Driver) getPages(t *sim.Proc, ev Event, caller *kern.Process, token uin
 	}
 	for _, p := range m.Pages {
 		pt.Pages = append(pt.Pages, Page{PhysicalAddress: p.BAR})
+		ev.BAR = append(ev.BAR, p.BAR)
 	}
 	t.Sleep(sim.Time(len(pt.Pages)) * PinCostPerPage)
 	d.tables = append(d.tables, pt)
