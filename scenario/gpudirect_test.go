@@ -222,3 +222,45 @@ func TestGPUDirectUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUDirectBehindIOMMU: with the IOMMU translating, nvidia_p2p
+// refuses every placement (ENOTSUPP), the bounce rows still run, and
+// the gpudirect pack says why; passthrough works as off does.
+func TestGPUDirectBehindIOMMU(t *testing.T) {
+	s, _ := Lookup("gpudirect")
+	base := []string{"sizes=64KiB", "platforms=2s-4gpu-pcie"}
+	out, err := Run(s, Options{Check: true, Sets: append(base, "platform.iommu.mode=strict")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := gdRows(t, out)
+	for _, pl := range []string{"same-switch", "cross-socket"} {
+		g, b := rows["2s-4gpu-pcie gpudirect "+pl+" 64 KiB"], rows["2s-4gpu-pcie bounce "+pl+" 64 KiB"]
+		if g.Seconds != 0 || !strings.Contains(g.Note, "ENOTSUPP") || b.Seconds <= 0 {
+			t.Errorf("strict, %s: gpudirect %+v, bounce %v s", pl, g, b.Seconds)
+		}
+	}
+	var translating int
+	for _, d := range out.Check.Diagnostics {
+		if d.Class == "gpudirect-iommu-translating" {
+			translating++
+		} else {
+			t.Errorf("%s: %s", d.Class, d.Message)
+		}
+	}
+	if translating == 0 {
+		t.Error("no gpudirect-iommu-translating diagnostic under a translating IOMMU")
+	}
+	pt, err := Run(s, Options{Sets: append(base, "platform.iommu.mode=passthrough")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := Run(s, Options{Sets: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := gdRows(t, pt)["2s-4gpu-pcie gpudirect same-switch 64 KiB"], gdRows(t, off)["2s-4gpu-pcie gpudirect same-switch 64 KiB"]
+	if a.Seconds <= 0 || a.Seconds != b.Seconds {
+		t.Errorf("passthrough %v s, off %v s: want the same delivered write", a.Seconds, b.Seconds)
+	}
+}
