@@ -163,7 +163,18 @@ func (d *Device) peer(t *Transfer) (*Transfer, *PeerRule, error) {
 	switch path.Kind {
 	case machine.PeerRootComplex:
 		for _, rc := range x.mach.Spec.RootComplexes {
-			if rc.Name == path.At {
+			if rc.Name != path.At {
+				continue
+			}
+			// The root complex forwards peer-to-peer requests at a share
+			// of its rate, one resource that every peer flow through it
+			// shares (a flow's own cap would let two flows take twice
+			// the share): a link of that capacity in the route.
+			if l := x.p2pLink(rc.Name, narrow*rc.P2P()); l != nil {
+				route.Hops = append(slices.Clone(route.Hops), fabric.Hop{Link: l, Dir: fabric.AtoB})
+				c.Route = &route
+				rule.Cap = min(narrow, l.Effective())
+			} else {
 				rule.Cap = narrow * rc.P2P()
 			}
 		}
@@ -173,8 +184,25 @@ func (d *Device) peer(t *Transfer) (*Transfer, *PeerRule, error) {
 		}
 		rule.Cap = narrow * x.crossSocket
 	}
-	if rule.Cap > 0 {
+	if rule.Cap > 0 && c.Route == nil {
 		c.Opts = append(slices.Clone(t.Opts), fabric.MaxRate(rule.Cap))
 	}
 	return &c, rule, nil
+}
+
+// p2pLink is root complex rc's peer-to-peer forwarding, made on first
+// use with capacity rate (p2p_efficiency times the narrowest link of
+// the first peer route through it: a root port's, the same for every
+// port of the presets), off every other route (two nodes of its own);
+// peer routes through rc add it as a hop. Nil for a rate of zero.
+func (x *DMA) p2pLink(rc string, rate float64) *fabric.Link {
+	f := x.mach.Fabric
+	name := rc + ".p2p"
+	if l := f.Link(name); l != nil {
+		return l
+	}
+	if !(rate > 0) {
+		return nil
+	}
+	return f.Connect(name, f.Node(name+".in"), f.Node(name+".out"), rate, 0, fabric.FullDuplex)
 }
