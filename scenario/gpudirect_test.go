@@ -123,6 +123,13 @@ func TestGPUDirectTopology(t *testing.T) {
 		t.Errorf("the first line does not say where GPUDirect wins: %q", out.Result.Summary[0])
 	}
 
+	// The root complex's share is one resource: the NIC's two pieces in
+	// flight share it, so 64 MiB runs at p2p_efficiency (0.5) of the
+	// 55.5 GB/s port, less TLP overhead, not twice that.
+	if r, ok := rows["dgx-h100 gpudirect through-root-complex 64 MiB"]; !ok || r.GBps > 0.5*55.5 || r.GBps < 0.45*55.5 {
+		t.Errorf("dgx-h100 through-root-complex 64 MiB: %+v, want about half of 55.5 GB/s", r)
+	}
+
 	// A lower p2p_efficiency slows the root-complex path, and only it.
 	lower, err := Run(s, Options{Platform: "dgx-h100", Sets: []string{"sizes=64MiB", "platform.root_complexes.rc0.p2p_efficiency=0.2"}})
 	if err != nil {
