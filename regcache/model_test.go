@@ -225,15 +225,15 @@ func TestModelStaleBufferIDNeverServed(t *testing.T) {
 	}
 }
 
-// Free and re-allocation, many times: nothing stale, BAR1 back to where
-// it was. (The fake pinner's test runs the 40,000 cycles; this one runs
-// the model's whole path.)
+// 40,000 cycles of cuMemAlloc, a registration, cuMemFree: every one
+// served the live buffer, every free callback invalidated, BAR1 back
+// to where it was, nothing queued.
 func TestModelChurn(t *testing.T) {
 	r := newRig(t)
 	c, _ := r.gpuCache(Config{MaxUnused: 4, MaxQueue: 8})
 	r.run(func(p *sim.Proc) {
 		free0 := r.barFree()
-		for i := 0; i < 500; i++ {
+		for i := 0; i < 40000; i++ {
 			buf, err := r.ctx.MemAlloc(p, 2<<20)
 			must(t, err)
 			reg, err := c.Get(p, uint64(buf)+uint64(i%4)<<16, 64<<10)
@@ -247,7 +247,7 @@ func TestModelChurn(t *testing.T) {
 		}
 		must(t, c.Flush(p))
 		s := c.Stats()
-		if s.Pinned != 0 || s.Queued != 0 || r.barFree() != free0 || s.Invalidations != 500 {
+		if s.Pinned != 0 || s.Queued != 0 || r.barFree() != free0 || s.Invalidations != 40000 {
 			t.Fatalf("stats %+v, BAR1 free %d of %d", s, r.barFree(), free0)
 		}
 	})
@@ -290,4 +290,57 @@ func TestModelHostRegister(t *testing.T) {
 			t.Fatal("still registered after Flush")
 		}
 	})
+}
+
+// Several simulated threads of one process share the cache; pins sleep
+// in virtual time, so they interleave inside Get. One thread frees and
+// re-allocates its buffer meanwhile.
+func TestModelThreadsShareCache(t *testing.T) {
+	r := newRig(t)
+	c, _ := r.gpuCache(Config{MaxUnused: 3})
+	var shared mem.GPUAddr
+	r.run(func(p *sim.Proc) {
+		var err error
+		shared, err = r.ctx.MemAlloc(p, 4<<20)
+		must(t, err)
+		free0 := r.barFree()
+		var procs []*sim.Proc
+		for w := 0; w < 4; w++ {
+			w := w
+			procs = append(procs, p.Spawn("worker", func(q *sim.Proc) {
+				for i := 0; i < 50; i++ {
+					off := uint64((i*7+w*3)%48) << 16
+					reg, err := c.Get(q, uint64(shared)+off, uint64(1+i%3)<<16)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					q.Sleep(sim.Microsecond)
+					if err := c.Put(q, reg); err != nil {
+						t.Error(err)
+					}
+				}
+			}))
+		}
+		procs = append(procs, p.Spawn("churn", func(q *sim.Proc) {
+			for i := 0; i < 50; i++ {
+				b, err := r.ctx.MemAlloc(q, 2<<20)
+				must(t, err)
+				reg, err := c.Get(q, uint64(b), 64<<10)
+				must(t, err)
+				must(t, c.Put(q, reg))
+				must(t, r.ctx.MemFree(q, b))
+			}
+		}))
+		for _, w := range procs {
+			p.Join(w)
+		}
+		must(t, c.Flush(p))
+		if s := c.Stats(); s.Pinned != 0 || s.Pins != s.Unpins || r.barFree() != free0 || s.HitsFast == 0 {
+			t.Fatalf("stats %+v, BAR1 free %d of %d", s, r.barFree(), free0)
+		}
+	})
+	if n := r.deadlocks(); n != 0 {
+		t.Fatalf("%d put_pages inside a free callback", n)
+	}
 }
