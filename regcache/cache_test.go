@@ -451,3 +451,23 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("after the goroutines: live %d, stats %+v", f.liveCount(), s)
 	}
 }
+
+// A hit that first had to apply queued invalidations is a slow hit;
+// the queued range's region is gone, the other one served.
+func TestSlowHitAfterQueuedInvalidation(t *testing.T) {
+	f := newFake(4096)
+	c := newCache(t, f, Config{})
+	put(t, c, get(t, c, 0x10000, 1))
+	put(t, c, get(t, c, 0x20000, 1))
+	c.mu.Lock()
+	c.Invalidate(Range{0x20000, 1}) // queued: the lock is taken
+	c.mu.Unlock()
+	put(t, c, get(t, c, 0x10000, 1))
+	s := c.Stats()
+	if s.HitsSlow != 1 || s.HitsFast != 0 || s.Invalidations != 1 || s.Regions != 1 || f.liveCount() != 1 {
+		t.Fatalf("stats %+v, live %d", s, f.liveCount())
+	}
+	if _, err := c.Get(nil, 0x1000, 0); err == nil {
+		t.Fatal("an empty request was accepted")
+	}
+}
