@@ -96,6 +96,9 @@ func (h *HostPinner) Traits() Traits {
 }
 
 // Pin is cuMemHostRegister; CUDA_ERROR_OUT_OF_MEMORY is ErrNoSpace.
+// (The CUDA driver pins without charging RLIMIT_MEMLOCK; a Pinner over
+// a pinning that does charge it, ibv_reg_mr or VFIO through
+// account_locked_vm in mm/util.c, maps that ENOMEM to ErrNoSpace too.)
 func (h *HostPinner) Pin(ctx any, r Range, _ func(Range)) (any, error) {
 	t, err := proc("pin", ctx)
 	if err != nil {
