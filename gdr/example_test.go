@@ -51,6 +51,6 @@ func Example() {
 	})
 	m.Engine.Run()
 	// Output:
-	// store: 97ns
+	// store: 97.487ns
 	// load: ready, one round trip: true
 }
