@@ -158,7 +158,8 @@ func (mh *MemHandle) Info() Info {
 	}
 }
 
-// Revoked says the driver took the pin back (its memory was freed).
+// Revoked says the driver took the pin back (its memory was freed):
+// gdr_get_callback_flag's flag.
 func (mh *MemHandle) Revoked() bool { return mh.state == pinRevoked }
 
 func (d *Driver) fail(t *sim.Proc, ev Event, err error) error {
@@ -256,8 +257,9 @@ func (h *Handle) live(call string, mh *MemHandle) error {
 
 // Map is gdr_map: mmap of the pinned range's BAR1 pages into the
 // process, write-combined (gdrdrv_mmap with pgprot_writecombine). size
-// must not exceed the pinned size; a buffer maps once. A revoked pin is
-// EINVAL.
+// must not exceed the pinned size (EINVAL); a buffer maps once (a
+// second gdr_map is EAGAIN, "mh is mapped already" in gdrapi.c). A
+// revoked pin is EINVAL.
 func (h *Handle) Map(t *sim.Proc, mh *MemHandle, size uint64) (*Mapping, error) {
 	const call = "gdr_map"
 	d := h.d
@@ -273,7 +275,7 @@ func (h *Handle) Map(t *sim.Proc, mh *MemHandle, size uint64) (*Mapping, error) 
 	case size == 0 || size > mh.size:
 		return nil, d.fail(t, ev, fmt.Errorf("%s: size %#x of a %#x-byte pin: %w", call, size, mh.size, syscall.EINVAL))
 	case mh.mp != nil && mh.mp.live:
-		return nil, d.fail(t, ev, fmt.Errorf("%s: already mapped: %w", call, syscall.EINVAL))
+		return nil, d.fail(t, ev, fmt.Errorf("%s: already mapped: %w", call, syscall.EAGAIN))
 	}
 	length := (size + GPUPageSize - 1) &^ (GPUPageSize - 1)
 	mp := &Mapping{mh: mh, VA: d.nextVA, Size: size, live: true}
