@@ -430,6 +430,22 @@ func (d *cudaDevice) Unpin(b *Buffer) error {
 	return nil
 }
 
+func (d *cudaDevice) PinRange(b *Buffer, off, size int64) error {
+	rb := b.impl.(*realBuf)
+	if b.Kind != MemPageable || rb.pin || off < 0 || size <= 0 || off+size > b.Size {
+		return fmt.Errorf("pin %d B at %d of %v: %w", size, off, b, cuda.ErrorInvalidValue)
+	}
+	return d.t.HostRegister(rb.mmap[off:off+size], 0)
+}
+
+func (d *cudaDevice) UnpinRange(b *Buffer, off, size int64) error {
+	rb := b.impl.(*realBuf)
+	if b.Kind != MemPageable || off < 0 || size <= 0 || off+size > b.Size {
+		return fmt.Errorf("unpin %d B at %d of %v: %w", size, off, b, cuda.ErrorInvalidValue)
+	}
+	return d.t.HostUnregister(rb.mmap[off : off+size])
+}
+
 func (d *cudaDevice) Upload(b *Buffer, src []byte) error {
 	if int64(len(src)) > b.Size {
 		return fmt.Errorf("upload of %d B to %v: %w", len(src), b, cuda.ErrorInvalidValue)

@@ -52,6 +52,11 @@ type Device interface {
 	// Pin page-locks a pageable buffer (cuMemHostRegister); Unpin undoes it.
 	Pin(b *Buffer) error
 	Unpin(b *Buffer) error
+	// PinRange page-locks size bytes of a pageable buffer from offset off
+	// (cuMemHostRegister of a part of it; off and size page-aligned), for
+	// a registration cache's pins; UnpinRange undoes it.
+	PinRange(b *Buffer, off, size int64) error
+	UnpinRange(b *Buffer, off, size int64) error
 	// Upload replaces the first len(src) bytes of b, synchronously.
 	Upload(b *Buffer, src []byte) error
 	// Download reads the first len(dst) bytes of b, synchronously.

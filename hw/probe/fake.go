@@ -299,6 +299,7 @@ type fakeBuf struct {
 	data   []byte
 	id     uint64
 	pinned bool
+	ranges map[int64]int64 // PinRange: offset to size
 	pages  []uint8 // managed memory: where each 4 KiB page is
 	remote bool    // managed memory: AdviseRemote is on
 }
@@ -448,6 +449,49 @@ func (d *fakeDevice) Pin(b *Buffer) error {
 	}
 	fb.pinned = true
 	d.pinnedPages += b.Size
+	return nil
+}
+
+// PinRange costs what Pin of size bytes costs and refuses a range that
+// overlaps one pinned, as cuMemHostRegister does.
+func (d *fakeDevice) PinRange(b *Buffer, off, size int64) error {
+	fb, err := d.own(b)
+	if err != nil {
+		return err
+	}
+	if b.Kind != MemPageable || fb.pinned || off < 0 || size <= 0 || off+size > b.Size {
+		return fmt.Errorf("fake PinRange(%v, %d, %d): %w", b, off, size, cuda.ErrorInvalidValue)
+	}
+	for o, n := range fb.ranges {
+		if off < o+n && o < off+size {
+			return fmt.Errorf("fake PinRange(%v, %d, %d): %w", b, off, size, cuda.ErrorHostAlreadyRegistered)
+		}
+	}
+	if err := d.call("Pin", time.Duration(float64(d.f.cfg.PinPerGiB)*float64(size)/(1<<30))); err != nil {
+		return err
+	}
+	if fb.ranges == nil {
+		fb.ranges = map[int64]int64{}
+	}
+	fb.ranges[off] = size
+	d.pinnedPages += size
+	return nil
+}
+
+// UnpinRange undoes a PinRange of exactly that range.
+func (d *fakeDevice) UnpinRange(b *Buffer, off, size int64) error {
+	fb, err := d.own(b)
+	if err != nil {
+		return err
+	}
+	if n, ok := fb.ranges[off]; !ok || n != size {
+		return fmt.Errorf("fake UnpinRange(%v, %d, %d): %w", b, off, size, cuda.Result(713))
+	}
+	if err := d.call("Unpin", time.Duration(float64(d.f.cfg.UnpinPerGiB)*float64(size)/(1<<30))); err != nil {
+		return err
+	}
+	delete(fb.ranges, off)
+	d.pinnedPages -= size
 	return nil
 }
 
