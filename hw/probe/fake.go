@@ -300,8 +300,8 @@ type fakeBuf struct {
 	id     uint64
 	pinned bool
 	ranges map[int64]int64 // PinRange: offset to size
-	pages  []uint8 // managed memory: where each 4 KiB page is
-	remote bool    // managed memory: AdviseRemote is on
+	pages  []uint8         // managed memory: where each 4 KiB page is
+	remote bool            // managed memory: AdviseRemote is on
 }
 
 // Where a managed page is.

@@ -58,6 +58,12 @@ const (
 	// and GPU access to host-resident pages under AccessedBy and
 	// PreferredLocation(CPU).
 	FamilyUnified = "unified"
+	// FamilyRegcache: the regcache package over cuMemHostRegister of
+	// resident pageable memory, per Get, host clock: a miss, a hit, a
+	// miss that merges, a hit after the merge, the invalidation of freed
+	// memory and a Get after munmap and mmap at the same address.
+	// Microseconds.
+	FamilyRegcache = "regcache"
 	// FamilyCapabilities is not a measurement: it selects the capability
 	// checks (dma-buf export, buffer ids) in Options.Families.
 	FamilyCapabilities = "capabilities"
@@ -76,6 +82,11 @@ var Families = []string{
 	FamilyCapabilities, FamilyCallOverhead, FamilyLatency, FamilyCE, FamilySM, FamilySync,
 	FamilyCallTime, FamilyHostMemcpy, FamilyPin, FamilyUnified,
 }
+
+// OptInFamilies are families Run measures only when Options.Families names
+// them: regcache frees and maps its memory again every sample, which at
+// 256 MiB takes longer than a default run should.
+var OptInFamilies = []string{FamilyRegcache}
 
 // Measurement methods: the value of Measurement.Method.
 const (
@@ -195,6 +206,10 @@ type Measurement struct {
 	// from this GPU's memory to the peer's, "read" copies the other way,
 	// both in this GPU's context.
 	PeerGPU *int `json:"peer_gpu,omitempty"`
+	// Regcache, on the regcache family's stale_get measurement: whether
+	// the freed memory came back at its address and was registered
+	// again, and the cache's statistics.
+	Regcache *RegcacheCheck `json:"regcache,omitempty"`
 	// Blocks, for single-thread fault latency: per 2 MiB block, which
 	// touches (by index within the block, in the order made) were slow
 	// (over SlowTouch), from the last sample.

@@ -110,8 +110,8 @@ func (o Options) withDefaults() (Options, error) {
 		errs = append(errs, fmt.Errorf("warmup %d, repetitions %d", o.Warmup, o.Repetitions))
 	}
 	for _, f := range o.Families {
-		if !slices.Contains(Families, f) {
-			errs = append(errs, fmt.Errorf("unknown family %q (have %v)", f, Families))
+		if !slices.Contains(Families, f) && !slices.Contains(OptInFamilies, f) {
+			errs = append(errs, fmt.Errorf("unknown family %q (have %v, opt-in %v)", f, Families, OptInFamilies))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -214,6 +214,7 @@ func runGPU(ctx context.Context, d Device, opts Options) (GPUReport, error) {
 		{FamilyHostMemcpy, m.hostMemcpyFamily},
 		{FamilyPin, m.pinFamily},
 		{FamilyUnified, m.unifiedFamily},
+		{FamilyRegcache, m.regcacheFamily},
 	}
 	var errs []error
 	for _, f := range families {

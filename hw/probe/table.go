@@ -20,6 +20,7 @@ var familyTitles = map[string]string{
 	FamilyPin:          "cuMemHostRegister / cuMemHostUnregister of resident pageable memory, per call",
 	FamilyLatency:      "one GPU thread chasing pointers (dependent loads), timed in the kernel",
 	FamilyUnified:      "managed memory: first touch, prefetch, GPU faults, CPU fault-back, remote access",
+	FamilyRegcache:     "regcache over cuMemHostRegister, per Get: miss, hit, merge, invalidate, Get after munmap+mmap",
 }
 
 // WriteTable writes the report for people: the machine, then per GPU its
