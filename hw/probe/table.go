@@ -101,7 +101,7 @@ func writeGPU(b *strings.Builder, g *GPUReport) {
 				gd.RDMASupported, gd.RDMAWithVMM, strings.Join(gd.FlushWritesOptions, " "), gd.WritesOrdering)
 		}
 	}
-	for _, fam := range Families {
+	for _, fam := range slices.Concat(Families, OptInFamilies) {
 		ms := g.Find(fam, "", "")
 		if len(ms) == 0 {
 			continue
@@ -135,6 +135,7 @@ func writeGPU(b *strings.Builder, g *GPUReport) {
 		tw.Flush()
 		for _, m := range ms {
 			writeBlocks(b, &m)
+			writeRegcache(b, &m)
 		}
 	}
 	for _, e := range g.Errors {
@@ -174,4 +175,14 @@ func writeBlocks(b *strings.Builder, m *Measurement) {
 		fmt.Fprintf(b, " [%d: %v]", blk.Block, blk.SlowTouches)
 	}
 	b.WriteString("\n")
+}
+
+// writeRegcache prints what the regcache family's invalidation path found.
+func writeRegcache(b *strings.Builder, m *Measurement) {
+	r := m.Regcache
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(b, "    %s after munmap+mmap: same address %v, registered again %v; cache: %d hits, %d misses, %d pins, %d unpins, %d invalidations\n",
+		formatSize(m.SizeBytes), r.SameAddress, r.Reregistered, r.Hits, r.Misses, r.Pins, r.Unpins, r.Invalidations)
 }
