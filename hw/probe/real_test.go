@@ -120,3 +120,39 @@ func TestRealProbeFull(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRealRegcache runs the regcache family on GPU 0: a miss registers with
+// cuMemHostRegister and must cost more than a hit, which makes no driver
+// call; the Get after munmap and mmap must register again.
+func TestRealRegcache(t *testing.T) {
+	drv := openReal(t)
+	rep, err := Run(context.Background(), drv, Options{
+		GPUs: []int{0}, Sizes: []int64{16 << 20}, Families: []string{FamilyRegcache},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g := &rep.GPUs[0]
+	med := func(op string, size int64) float64 {
+		for _, m := range g.Find(FamilyRegcache, MemPageable.String(), "") {
+			if m.Operation == op && m.SizeBytes == size {
+				return m.Median
+			}
+		}
+		t.Fatalf("no %s at %d B", op, size)
+		return 0
+	}
+	for _, size := range []int64{64 << 10, 1 << 20, 16 << 20} {
+		if miss, hit := med(RegcacheMiss, size), med(RegcacheHit, size); miss <= hit {
+			t.Errorf("%d B: miss %g us not above hit %g us", size, miss, hit)
+		}
+		for _, m := range g.Find(FamilyRegcache, MemPageable.String(), "") {
+			if m.Operation == RegcacheStaleGet && m.SizeBytes == size && (m.Regcache == nil || !m.Regcache.Reregistered) {
+				t.Errorf("%d B: stale check %+v", size, m.Regcache)
+			}
+		}
+	}
+}
