@@ -67,6 +67,23 @@
 // free and re-allocation, next to the device attributes, BAR1 and PCIe link state
 // that every GPU report carries.
 //
+// regcache (opt-in: measured only when Options.Families names it, since it
+// frees and maps its memory again every sample) drives the regcache
+// package's Cache over the real cuMemHostRegister: a Pinner over
+// Device.PinRange registers part of a resident pageable mmap (4 KiB pages,
+// exclusive pins, as the driver refuses overlapping registrations). For
+// 64 KiB, 1 MiB, 16 MiB and 256 MiB (those not above the largest of
+// Options.Sizes), each sample takes a fresh cache and times one Get each:
+// miss (the first half: a registration), hit (a range inside it),
+// merge_miss (the adjacent second half: the first unregistered, the whole
+// registered), hit_after_merge (the whole), invalidate (Invalidate of the
+// range, as a memory hook at munmap would, then Flush: the unregister), and
+// stale_get (after munmap and an mmap of the same size, which Linux
+// usually places at the freed address: the Get must miss and register
+// again). The stale_get measurement carries Measurement.Regcache: whether
+// the address came back, whether every such Get registered again, and the
+// cache's statistics.
+//
 // # Output
 //
 // Report.WriteJSON writes one document (schema Schema, stable snake_case
