@@ -165,7 +165,9 @@ func (m *meter) regcacheSize(c *collector, size int64) (err error) {
 		}
 		for i, op := range ops {
 			if err := step(i, op); err != nil {
-				return fmt.Errorf("%s: %w", regcacheOps[i], err)
+				// Unregister what the cache holds before the buffer is
+				// unmapped.
+				return errors.Join(fmt.Errorf("%s: %w", regcacheOps[i], err), rc.Flush(nil))
 			}
 		}
 		// Free the memory and allocate it again, as an application's
@@ -185,7 +187,7 @@ func (m *meter) regcacheSize(c *collector, size int64) (err error) {
 		chk.SameAddress = chk.SameAddress && nbase == base
 		before := rc.Stats()
 		if err := step(5, get(nbase, uint64(size))); err != nil {
-			return fmt.Errorf("%s: %w", RegcacheStaleGet, err)
+			return errors.Join(fmt.Errorf("%s: %w", RegcacheStaleGet, err), rc.Flush(nil))
 		}
 		after := rc.Stats()
 		chk.Reregistered = chk.Reregistered && after.Misses == before.Misses+1 && after.Pins == before.Pins+1
