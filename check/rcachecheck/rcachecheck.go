@@ -177,11 +177,16 @@ func (w pinner) Pin(ctx any, r regcache.Range, inval func(regcache.Range)) (any,
 
 func (w pinner) Unpin(ctx any, r regcache.Range, h any) error {
 	x := w.x
+	// Sum over every region of r, so the map's order cannot change
+	// the message: the run stays deterministic.
+	held := 0
 	for reg, n := range x.refs {
-		if n > 0 && reg.Range == r {
-			x.record(cUnpinInUse, r, fmt.Sprintf("unpinned while %d Get(s) still hold the region", n))
-			break
+		if reg.Range == r {
+			held += n
 		}
+	}
+	if held > 0 {
+		x.record(cUnpinInUse, r, fmt.Sprintf("unpinned while %d Get(s) still hold the region", held))
 	}
 	for i, p := range x.pins {
 		if p.r == r {
