@@ -13,6 +13,9 @@ import (
 	"github.com/dmalab/dmalab/check/gpudirect"
 	"github.com/dmalab/dmalab/check/gpumem"
 	"github.com/dmalab/dmalab/check/iommucheck"
+	// The registration-cache pack has no subject in a System (a cache is
+	// the caller's); imported so its classes are registered and listed.
+	_ "github.com/dmalab/dmalab/check/rcachecheck"
 	"github.com/dmalab/dmalab/cuda"
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmabuf"

@@ -51,8 +51,8 @@ func TestCheckClassesAndUsage(t *testing.T) {
 		t.Fatalf("check --classes: exit %d\n%s", code, out)
 	}
 	want := 1 + len(check.Classes()) // header + classes
-	if n := strings.Count(out, "\n"); n != want || want != 1+49 || !strings.Contains(out, "use-after-free") {
-		t.Errorf("check --classes printed %d lines, want %d: 49 classes with the GPU, IOMMU, VFIO, DMA-BUF and GPUDirect ones", n, want)
+	if n := strings.Count(out, "\n"); n != want || want != 1+52 || !strings.Contains(out, "use-after-free") {
+		t.Errorf("check --classes printed %d lines, want %d: 52 classes with the GPU, IOMMU, VFIO, DMA-BUF, GPUDirect and registration-cache ones", n, want)
 	}
 	// The IOMMU pack's classes come after the first 27, then the
 	// DMA-BUF pack's, then the GPUDirect pack's last, each pack's in its
@@ -63,7 +63,8 @@ func TestCheckClassesAndUsage(t *testing.T) {
 		"dmabuf-fd-aliased", "dmabuf-release-mapped", "fence-never-signaled", "fence-double-signal",
 		"gpudirect-put-pages-in-callback", "gpudirect-callback-blocks", "gpudirect-pin-unaligned", "gpudirect-bar1-exhausted",
 		"gpudirect-token-not-owner", "gpudirect-read-before-visible", "gpudirect-write-during-kernel",
-		"gpudirect-iommu-translating", "gpudirect-pin-leak"}
+		"gpudirect-iommu-translating", "gpudirect-pin-leak",
+		"regcache-stale-region", "regcache-unpin-in-use", "regcache-freed-pinned"}
 	for i, code := range last {
 		if l := lines[len(lines)-len(last)+i]; !strings.HasPrefix(l, code+" ") {
 			t.Errorf("line %d of check --classes is %q, want %s", len(lines)-len(last)+i, l, code)
