@@ -181,30 +181,15 @@ func runCamera(c *Context) error {
 	for _, r := range results {
 		c.Result.Results = append(c.Result.Results, r.rows...)
 	}
-	c.Result.Summary = cameraSummary(results2rows(results, func(r result) (string, []report.Row) { return r.plat, r.rows }), modes)
+	for _, r := range results {
+		c.Result.Summary = append(c.Result.Summary, cameraLine(r.plat, r.rows))
+	}
+	c.Result.Summary = append(c.Result.Summary, cameraTry)
 	return nil
 }
 
-func results2rows[T any](rs []T, f func(T) (string, []report.Row)) [][2]any {
-	var out [][2]any
-	for _, r := range rs {
-		p, rows := f(r)
-		out = append(out, [2]any{p, rows})
-	}
-	return out
-}
-
-// cameraSummary says, per platform, what zero-copy (or, where the
-// platform cannot import a dma-buf, the best mode it has) saves against
-// copies, and what to try next.
-func cameraSummary(per [][2]any, modes []string) []string {
-	var out []string
-	for _, pr := range per {
-		plat, rows := pr[0].(string), pr[1].([]report.Row)
-		out = append(out, cameraLine(plat, rows))
-	}
-	return append(out, "Try: --set resolution=4k --set fps=60 (more bytes per second: copies cost more, the CMA heap runs out without the SMMU); --set platform.iommu.mode=strict (the SMMU/IOMMU in the path); dmalab check camera-pipeline (fences, syncs, fds).")
-}
+// cameraTry is the summary's last line: what to try next.
+const cameraTry = "Try: --set resolution=4k --set fps=60 (more bytes per second: copies cost more, the CMA heap runs out without the SMMU); --set platform.iommu.mode=strict (the SMMU/IOMMU in the path); dmalab check camera-pipeline (fences, syncs, fds)."
 
 // pipeLatency is a row's mean time from readout start to the frame
 // being ready for the display (or inference done): the stages before
@@ -376,11 +361,9 @@ func runCameraMode(c *Context, cfg cameraCfg) (report.Row, error) {
 		return row, err
 	}
 	defer sys.Close()
-	drv, err := sys.CUDA()
-	if err != nil {
+	if _, err := sys.CUDA(); err != nil {
 		return row, usagef("platform %s: %v", spec.Name, err)
 	}
-	_ = drv
 	integrated := spec.GPUs[0].Integrated
 	if !integrated && (cfg.mode == "zero-copy" || cfg.mode == "pinned") {
 		if cfg.mode == "zero-copy" {

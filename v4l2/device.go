@@ -237,6 +237,24 @@ func (d *Device) file(call string, proc *kernel.Process, fd int) (*file, error) 
 // queue finds the queue of type t (EINVAL for a type the device lacks)
 // and checks that f may use it: once a file has allocated buffers, the
 // queue is its own (EBUSY for others), as vb2_queue_is_busy says.
+// lookup resolves what QBUF and EXPBUF name: the queue of type t of
+// the open file fd, and its buffer index.
+func (d *Device) lookup(call string, proc *kernel.Process, fd int, t BufType, index uint32) (*queue, *vbuf, error) {
+	f, err := d.file(call, proc, fd)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := d.queue(call, f, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := q.buf(call, index)
+	if err != nil {
+		return nil, nil, err
+	}
+	return q, b, nil
+}
+
 func (d *Device) queue(call string, f *file, t BufType) (*queue, error) {
 	q := d.queues[t]
 	if q == nil {
@@ -419,15 +437,7 @@ func (d *Device) QBuf(t *sim.Proc, proc *kernel.Process, fd int, buf Buffer) (Bu
 
 func (d *Device) qBuf(t *sim.Proc, proc *kernel.Process, fd int, buf Buffer) (Buffer, error) {
 	call := "VIDIOC_QBUF"
-	f, err := d.file(call, proc, fd)
-	if err != nil {
-		return buf, err
-	}
-	q, err := d.queue(call, f, buf.Type)
-	if err != nil {
-		return buf, err
-	}
-	b, err := q.buf(call, buf.Index)
+	q, b, err := d.lookup(call, proc, fd, buf.Type, buf.Index)
 	if err != nil {
 		return buf, err
 	}
@@ -586,15 +596,7 @@ func (d *Device) ExpBuf(t *sim.Proc, proc *kernel.Process, fd int, exp ExportBuf
 
 func (d *Device) expBuf(t *sim.Proc, proc *kernel.Process, fd int, exp ExportBuffer) (ExportBuffer, error) {
 	call := "VIDIOC_EXPBUF"
-	f, err := d.file(call, proc, fd)
-	if err != nil {
-		return exp, err
-	}
-	q, err := d.queue(call, f, exp.Type)
-	if err != nil {
-		return exp, err
-	}
-	b, err := q.buf(call, exp.Index)
+	_, b, err := d.lookup(call, proc, fd, exp.Type, exp.Index)
 	if err != nil {
 		return exp, err
 	}
