@@ -170,6 +170,10 @@ func TestModelHostUnregisterBehindTheCache(t *testing.T) {
 	})
 }
 
+// hugeMalloc is a malloc size the model backs contiguously, so that
+// free and malloc give the same address back.
+const hugeMalloc = cuda.HugePage
+
 // free(3) of registered memory: the unmap event invalidates the
 // region; the cache unregisters it at its next operation (outside the
 // event), before it registers memory malloc hands out again at the
@@ -178,7 +182,7 @@ func TestModelHostFreeInvalidates(t *testing.T) {
 	r := newRig(t)
 	c, _ := r.hostCache(Config{})
 	r.run(func(p *sim.Proc) {
-		va, err := r.app.Malloc(256 << 10)
+		va, err := r.app.Malloc(hugeMalloc)
 		must(t, err)
 		a, err := c.Get(p, uint64(va), 64<<10)
 		must(t, err)
@@ -187,8 +191,11 @@ func TestModelHostFreeInvalidates(t *testing.T) {
 		if s := c.Stats(); s.Invalidations != 1 || s.Regions != 0 || s.Unpins != 0 || s.Pinned != 1 {
 			t.Fatalf("after free: %+v (want invalidated, still pinned)", s)
 		}
-		again, err := r.app.Malloc(256 << 10)
+		again, err := r.app.Malloc(hugeMalloc)
 		must(t, err)
+		if again != va {
+			t.Fatalf("malloc after free at %v, not %v: the test needs the same address", again, va)
+		}
 		n, err := c.Get(p, uint64(again), 64<<10)
 		must(t, err)
 		if s := c.Stats(); s.Misses != 2 || s.HitsFast+s.HitsSlow != 0 || s.Unpins != 1 || s.Pinned != 1 {
