@@ -129,8 +129,10 @@ func (r *rig) hostCache(cfg Config) (*Cache, *HostPinner) {
 	return c, h
 }
 
-func (r *rig) registered(va mem.VirtAddr) bool {
-	v, err := r.ctx.PointerGetAttribute(cuda.PointerAttributeMemoryType, mem.GPUAddr(va))
+func (r *rig) registered(va mem.VirtAddr) bool { return registered(r.ctx, va) }
+
+func registered(ctx *cuda.Context, va mem.VirtAddr) bool {
+	v, err := ctx.PointerGetAttribute(cuda.PointerAttributeMemoryType, mem.GPUAddr(va))
 	return err == nil && v == cuda.MemoryTypeHost
 }
 
