@@ -18,7 +18,7 @@ func ExampleAttach() {
 	x.Got(nil, r)
 	_ = c.Put(nil, r)
 	x.Put(r)
-	x.Freed(regcache.Range{Addr: 0x10000, Len: 0x1000})
+	x.Freed(nil, regcache.Range{Addr: 0x10000, Len: 0x1000}, "free")
 	chk.Finish(0)
 	fmt.Println(chk.Count(rcachecheck.FreedPinned))
 	// Output: 1
