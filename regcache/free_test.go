@@ -1,6 +1,7 @@
 package regcache
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/dmalab/dmalab/cuda"
@@ -236,6 +237,30 @@ func TestModelHostProcessExit(t *testing.T) {
 		must(t, c.Flush(p))
 		if s := c.Stats(); s.Pinned != 0 || s.Pins != s.Unpins {
 			t.Fatalf("after release: %+v", s)
+		}
+	})
+}
+
+// Another thread unregisters the range while the cache's registration
+// of it is still sleeping: the event dooms the pin in progress, the Get
+// fails with ErrStale, and the cache does not unregister it again.
+func TestModelHostUnregisterDuringPin(t *testing.T) {
+	r := newRig(t)
+	c, _ := r.hostCache(Config{})
+	r.run(func(p *sim.Proc) {
+		va, err := r.app.Malloc(1 << 20)
+		must(t, err)
+		other := p.Spawn("other", func(q *sim.Proc) {
+			q.Sleep(sim.Nanosecond) // the Get has registered and sleeps
+			must(t, r.ctx.MemHostUnregister(q, va))
+		})
+		if _, err := c.Get(p, uint64(va), 64<<10); !errors.Is(err, ErrStale) {
+			t.Fatalf("Get: %v, want ErrStale", err)
+		}
+		p.Join(other)
+		must(t, c.Flush(p))
+		if s := c.Stats(); s.Pinned != 0 || s.Pins != 1 || s.Unpins != 1 || r.registered(va) {
+			t.Fatalf("stats %+v, registered %v", s, r.registered(va))
 		}
 	})
 }

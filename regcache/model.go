@@ -133,18 +133,35 @@ func (h *HostPinner) Pin(ctx any, r Range, inval func(Range)) (any, error) {
 		return nil, err
 	}
 	h.watch()
+	// Watched from before the call: an event while it pins (it sleeps)
+	// reaches the cache, which then drops the pin it is making.
+	hp := &hostPin{r: r, inval: inval}
+	h.mu.Lock()
+	h.pins = append(h.pins, hp)
+	h.mu.Unlock()
 	err = h.Ctx.MemHostRegister(t, mem.VirtAddr(r.Addr), r.Len, h.Flags)
+	if err != nil {
+		h.forget(hp)
+	}
 	if cuda.ResultOf(err) == cuda.ErrorOutOfMemory {
 		return nil, fmt.Errorf("%w: %w", ErrNoSpace, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	hp := &hostPin{r: r, inval: inval}
-	h.mu.Lock()
-	h.pins = append(h.pins, hp)
-	h.mu.Unlock()
 	return hp, nil
+}
+
+// forget drops hp from the live registrations; it says whether it was
+// there.
+func (h *HostPinner) forget(hp *hostPin) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := slices.Index(h.pins, hp)
+	if i >= 0 {
+		h.pins = slices.Delete(h.pins, i, i+1)
+	}
+	return i >= 0
 }
 
 // Unpin is cuMemHostUnregister, unless the driver already unregistered
@@ -160,13 +177,7 @@ func (h *HostPinner) Unpin(ctx any, r Range, handle any) error {
 	}
 	// Forget it first: the unregister's own event must not invalidate
 	// the cache's range (a merge unpins before it pins the union).
-	h.mu.Lock()
-	i := slices.Index(h.pins, hp)
-	if i >= 0 {
-		h.pins = slices.Delete(h.pins, i, i+1)
-	}
-	h.mu.Unlock()
-	if i < 0 {
+	if !h.forget(hp) {
 		return fmt.Errorf("regcache: unpin %v: not a live registration", r)
 	}
 	if hp.revoked {

@@ -2,6 +2,7 @@ package rcachecheck
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/cuda"
@@ -310,16 +311,25 @@ func (w pinner) BufferID(ctx any, addr uint64) (uint64, error) { return w.x.p.Bu
 func (w pinner) Pin(ctx any, r regcache.Range, inval func(regcache.Range)) (any, error) {
 	x := w.x
 	now, by := x.now(ctx), procOf(ctx)
-	h, err := x.p.Pin(ctx, r, inval)
-	if err != nil {
-		return h, err
-	}
+	// Recorded from before the call: a free while it pins (it sleeps)
+	// marks it too.
 	p := &pin{r: r, origin: check.Origin(fmt.Sprintf("%s(%#x, %d)", x.call, r.Addr, r.Len), now, by)}
 	if x.p.Traits().BufferIDs {
 		p.bid, _ = x.p.BufferID(ctx, r.Addr)
 	}
 	x.pins = append(x.pins, p)
+	h, err := x.p.Pin(ctx, r, inval)
+	if err != nil {
+		x.forget(p)
+		return h, err
+	}
 	return &handle{h: h, p: p}, nil
+}
+
+func (x *Pack) forget(p *pin) {
+	if i := slices.Index(x.pins, p); i >= 0 {
+		x.pins = slices.Delete(x.pins, i, i+1)
+	}
 }
 
 func (w pinner) Unpin(ctx any, r regcache.Range, h any) error {
@@ -345,11 +355,11 @@ func (w pinner) Unpin(ctx any, r regcache.Range, h any) error {
 	}
 	// Forget it first: the unpin's own driver event (cuMemHostUnregister)
 	// is not someone else's.
-	for i, q := range x.pins {
-		if q == p || (p == nil && q.r == r) {
-			x.pins = append(x.pins[:i], x.pins[i+1:]...)
-			break
+	if p == nil {
+		if i := slices.IndexFunc(x.pins, func(q *pin) bool { return q.r == r }); i >= 0 {
+			p = x.pins[i]
 		}
 	}
+	x.forget(p)
 	return x.p.Unpin(ctx, r, h)
 }
