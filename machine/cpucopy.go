@@ -91,10 +91,7 @@ func (m *Machine) CPUAccess(p *sim.Proc, name string, cpu, home int, bytes int64
 	if bytes < 0 || !(local > 0) {
 		return fmt.Errorf("CPU access %s: size %d at %v B/s", name, bytes, local)
 	}
-	hops, err := m.socketPath(home, cpu)
-	if err != nil {
-		return fmt.Errorf("CPU access %s: %w", name, err)
-	}
+	hops := m.cpuPath(home, cpu)
 	dram := fabric.Hop{Link: m.Nodes[home].DRAM, Dir: fabric.BtoA, Weight: 1}
 	if toMemory {
 		hops = reverse(hops)
@@ -138,14 +135,7 @@ func (m *Machine) CPUCopyBetween(p *sim.Proc, name string, cpu, src, dst int, by
 	if bytes < 0 {
 		return fmt.Errorf("memcpy %s: negative size %d", name, bytes)
 	}
-	in, err := m.socketPath(src, cpu)
-	if err != nil {
-		return fmt.Errorf("memcpy %s: %w", name, err)
-	}
-	out, err := m.socketPath(cpu, dst)
-	if err != nil {
-		return fmt.Errorf("memcpy %s: %w", name, err)
-	}
+	in, out := m.cpuPath(src, cpu), m.cpuPath(cpu, dst)
 	hops := append([]fabric.Hop{{Link: m.Nodes[src].DRAM, Dir: fabric.BtoA, Weight: 1}}, in...)
 	hops = append(hops, out...)
 	if dst == src {
@@ -168,4 +158,17 @@ func (m *Machine) CPUCopyBetween(p *sim.Proc, name string, cpu, src, dst int, by
 	p.Wait(fl.Done())
 	p.Charge(p.Now() - start)
 	return nil
+}
+
+// cpuPath is the socket links a CPU's access crosses from node a to
+// node b. Nodes that no socket link joins (a platform that describes
+// several nodes but not their links) are reached with no link between
+// them: the access then costs its memory's DRAM alone, as the platform
+// gives nothing else (platform.Spec.LoadLatency agrees).
+func (m *Machine) cpuPath(a, b int) []fabric.Hop {
+	hops, err := m.socketPath(a, b)
+	if err != nil {
+		return nil
+	}
+	return hops
 }
