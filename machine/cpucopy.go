@@ -2,6 +2,7 @@ package machine
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/platform"
@@ -104,7 +105,7 @@ func (m *Machine) CPUAccess(p *sim.Proc, name string, cpu, home int, bytes int64
 	if !toMemory {
 		// The request crosses the socket links before any data comes
 		// back; the flow's route pays the DRAM and the way back.
-		p.Sleep(m.Spec.SocketLatency(cpu, home))
+		p.Sleep(m.requestLatency(cpu, home))
 	}
 	start := p.Now()
 	fl := m.Fabric.Start(name, fabric.Route{Hops: hops}, bytes, fabric.MaxRate(limit))
@@ -151,7 +152,7 @@ func (m *Machine) CPUCopyBetween(p *sim.Proc, name string, cpu, src, dst int, by
 		rate *= float64(l) / mean
 	}
 	if src != cpu {
-		p.Sleep(s.SocketLatency(cpu, src))
+		p.Sleep(m.requestLatency(cpu, src))
 	}
 	start := p.Now()
 	fl := m.Fabric.Start(name, fabric.Route{Hops: hops}, bytes, fabric.MaxRate(rate))
@@ -171,4 +172,15 @@ func (m *Machine) cpuPath(a, b int) []fabric.Hop {
 		return nil
 	}
 	return hops
+}
+
+// requestLatency is a read request's one way over the socket links from
+// node cpu to node home, scaled by the fabric's latency factor as the
+// flows' own latencies are.
+func (m *Machine) requestLatency(cpu, home int) sim.Time {
+	lat := m.Spec.SocketLatency(cpu, home)
+	if f := m.Spec.Fabric.Latency(); f != 1 {
+		lat = sim.Time(math.Round(float64(lat) * f))
+	}
+	return lat
 }

@@ -257,8 +257,10 @@ func (m *Memory) checkStale(a *Access, s, e uint64) {
 // the caches (a memcpy in the linear map: swiotlb bouncing, staging).
 // It is a cached read of src and a cached write of dst (one new
 // version, carrying the bytes read in payload mode), reported as such,
-// and costs what Options.CopyTime says (size/MemcpyRate once without
-// it). Both ranges must be DRAM; otherwise
+// and costs what Options.CopyTime says, told the home nodes of src and
+// dst (without it: size/MemcpyRate when both are node's memory or the
+// source is all in node's cache, else a remote access of size bytes to
+// the other node). Both ranges must be DRAM; otherwise
 // nothing happens and the observers get the failed Access with Err.
 func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64) {
 	if size == 0 {
