@@ -191,9 +191,8 @@ type Chan struct {
 	inflight                            int
 	fifoUsed                            uint64
 	// rx is the device's data waiting for a descriptor (DevToMem),
-	// oldest first from rxHead.
-	rx     []chunk
-	rxHead int
+	// oldest first.
+	rx chunkQueue
 
 	// Interrupts: the engine masks its vector when it sends an MSI
 	// (auto-mask, as Intel NICs' EIAM does for NAPI); the handler
@@ -228,6 +227,41 @@ type chunk struct {
 	size    uint64
 	origin  sim.Time
 	payload []byte
+}
+
+// chunkQueue is a FIFO of chunks in a circular buffer: its storage is
+// the most chunks ever waiting at once (the device's buffer bounds
+// them), never the number delivered. A slice appended at the tail and
+// consumed from the head, emptied only when drained, grew with every
+// packet under steady traffic, where it is never empty.
+type chunkQueue struct {
+	buf     []chunk
+	head, n int
+}
+
+func (q *chunkQueue) len() int { return q.n }
+
+// push appends c, doubling the buffer when full.
+func (q *chunkQueue) push(c chunk) {
+	if q.n == len(q.buf) {
+		buf := make([]chunk, max(2*len(q.buf), 8))
+		for i := range q.n {
+			buf[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = buf, 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = c
+	q.n++
+}
+
+// pop removes and returns the oldest chunk; the queue must not be empty.
+// The slot is cleared so that its payload can be collected.
+func (q *chunkQueue) pop() chunk {
+	c := q.buf[q.head]
+	q.buf[q.head] = chunk{}
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	return c
 }
 
 // NewChan creates a channel: it allocates the descriptor ring with
@@ -506,10 +540,9 @@ func (ch *Chan) unmask(p *sim.Proc) {
 func (ch *Chan) Terminate(p *sim.Proc) {
 	ch.eng().After(ch.c.oneWay, func() {
 		ch.stopped = true
-		for i := ch.rxHead; i < len(ch.rx); i++ {
-			ch.fifoUsed -= ch.rx[i].size
+		for ch.rx.len() > 0 {
+			ch.fifoUsed -= ch.rx.pop().size
 		}
-		ch.rx, ch.rxHead = ch.rx[:0], 0
 		ch.hwCond.Broadcast()
 	})
 	p.Sleep(ch.t.MMIOWrite)

@@ -72,7 +72,7 @@ func (ch *Chan) canStart() bool {
 	}
 	switch ch.kind {
 	case DevToMem:
-		return ch.rxHead < len(ch.rx)
+		return ch.rx.len() > 0
 	case MemToDev:
 		l := ch.slot(ch.started).hw.Len
 		return ch.fifoUsed == 0 || ch.fifoUsed+l <= ch.fifoCap
@@ -126,11 +126,7 @@ func (ch *Chan) start() {
 		})
 	case DevToMem:
 		// Posted writes: no request; the data flows device → memory.
-		c := ch.rx[ch.rxHead]
-		ch.rx[ch.rxHead] = chunk{}
-		if ch.rxHead++; ch.rxHead == len(ch.rx) {
-			ch.rx, ch.rxHead = ch.rx[:0], 0
-		}
+		c := ch.rx.pop()
 		s.origin = c.origin
 		n, trunc := c.size, c.size > d.Len
 		if trunc {
@@ -260,7 +256,7 @@ func (ch *Chan) Deliver(size uint64, origin sim.Time, payload []byte) bool {
 		return false
 	}
 	ch.fifoUsed += size
-	ch.rx = append(ch.rx, chunk{size: size, origin: origin, payload: payload})
+	ch.rx.push(chunk{size: size, origin: origin, payload: payload})
 	ch.kick()
 	return true
 }
