@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dmalab/dmalab/dma"
+	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -176,8 +178,10 @@ type Chan struct {
 	payload  bool
 	closed   bool
 	stats    Stats
-	// flowNames are the names of the channel's flows, made once.
+	// flowNames are the names of the channel's flows, made once; opts
+	// the options of every flow (its tag), made once too.
 	flowNames []string
+	opts      []fabric.Option
 	reapCond  *sim.Cond
 	// hwCond is broadcast when a stopped engine finishes a step.
 	hwCond *sim.Cond
@@ -220,6 +224,26 @@ type slot struct {
 	failed         bool   // the fetch of the entry failed
 
 	submitted, fetched, started, landed, reaped sim.Time
+
+	// rx is the entry's DevToMem data phase, kept with the slot so
+	// that a packet allocates no transfer of its own.
+	rx rxPhase
+}
+
+// rxPhase is a DevToMem data phase's transfer and what its completion
+// needs. A slot's phase is over (landed) before the entry retires, so
+// before the driver can reap it and submit the entry again: one at a
+// time per slot.
+type rxPhase struct {
+	t     dma.Transfer
+	route fabric.Route
+	write [1]dma.Span
+	// size is the chunk's bytes (what the device's buffer frees), n the
+	// bytes written, trunc whether the chunk was cut to the buffer.
+	size, n uint64
+	trunc   bool
+	// done is the completion, made once per slot.
+	done func(*dma.TransferInfo)
 }
 
 // chunk is data the device produced, waiting for a descriptor.
@@ -310,6 +334,7 @@ func (c *Controller) NewChan(p *sim.Proc, cfg Config) (*Chan, error) {
 	for _, op := range []string{"fetch", "copy", "read", "write"} {
 		ch.flowNames = append(ch.flowNames, ch.name+" "+op)
 	}
+	ch.opts = []fabric.Option{fabric.Tag(ch)}
 	return ch, nil
 }
 
@@ -362,7 +387,9 @@ func (ch *Chan) Submit(p *sim.Proc, d Descriptor) (Cookie, error) {
 	}
 	i := ch.tail
 	s := ch.slot(i)
+	done := s.rx.done // made once per slot: keep it
 	*s = slot{cookie: Cookie(i + 1), desc: d, hw: d, submitted: p.Now()}
+	s.rx.done = done
 	m, node, va := ch.c.mem, ch.c.node, ch.entryVA(i)
 	if ch.payload {
 		var b [DescSize]byte

@@ -139,13 +139,29 @@ func (ch *Chan) start() {
 		// Posted writes: one the IOMMU blocks is dropped and the
 		// engine never learns of it, so the descriptor completes as if
 		// the data had landed (the driver finds its buffer unchanged).
-		ch.transfer(ch.flowNames[3], ch.c.fromDev, n, nil, []dma.Span{dma.BusSpan(d.Dst, n)}, payload, func(i *dma.TransferInfo) {
-			ch.fifoUsed -= c.size
-			ch.land(s, uint32(n), trunc)
-			if ch.onSpace != nil {
-				ch.onSpace()
-			}
-		})
+		r := &s.rx
+		r.size, r.n, r.trunc = c.size, n, trunc
+		r.route = ch.c.fromDev
+		r.write[0] = dma.BusSpan(d.Dst, n)
+		r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Bytes: int64(n), Write: r.write[:], Data: payload, Opts: ch.opts}
+		if r.done == nil {
+			r.done = func(*dma.TransferInfo) { ch.rxLanded(s) }
+		}
+		if _, err := ch.c.dev.StartTransfer(&r.t, r.done); err != nil {
+			panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
+		}
+	}
+}
+
+// rxLanded ends the DevToMem data phase of s: the device's buffer frees
+// the chunk, the descriptor lands, the device hears of the room.
+func (ch *Chan) rxLanded(s *slot) {
+	r := &s.rx
+	r.t.Data = nil // the payload is the driver's to read now, not the slot's to keep
+	ch.fifoUsed -= r.size
+	ch.land(s, uint32(r.n), r.trunc)
+	if ch.onSpace != nil {
+		ch.onSpace()
 	}
 }
 
@@ -154,7 +170,7 @@ func (ch *Chan) start() {
 // bytes over route, the writes (of data, or of what was read) when they
 // land, then done.
 func (ch *Chan) transfer(name string, route fabric.Route, n uint64, read, write []dma.Span, data []byte, done func(*dma.TransferInfo)) {
-	t := &dma.Transfer{Name: name, Route: &route, Bytes: int64(n), Read: read, Write: write, Data: data, Opts: []fabric.Option{fabric.Tag(ch)},
+	t := &dma.Transfer{Name: name, Route: &route, Bytes: int64(n), Read: read, Write: write, Data: data, Opts: ch.opts,
 		Dependent: len(read) > 0 && len(write) > 0}
 	if _, err := ch.c.dev.StartTransfer(t, done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
