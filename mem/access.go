@@ -70,7 +70,7 @@ func (m *Memory) cpuTranslate(node int, va VirtAddr, size uint64) ([]PhysRange, 
 	if node < 0 || node >= len(m.nodes) {
 		return nil, Cached, fmt.Errorf("CPU of node %d: no such node: %w", node, ErrInvalid)
 	}
-	segs, _, attr, err := m.translate(va, size, m.segs[:0])
+	segs, _, attr, err := m.translate(va, size, m.segs[:0], node)
 	m.segs = segs
 	return segs, attr, err
 }
