@@ -174,6 +174,9 @@ func (m *Memory) MovePage(p *sim.Proc, node int, va VirtAddr, dst PhysAddr) (Phy
 	if src == absent {
 		return 0, fmt.Errorf("migrate %v: %w", va, ErrNotPresent)
 	}
+	if uint64(dst) == src {
+		return 0, fmt.Errorf("migrate %v onto its own page %v: %w", va, dst, ErrInvalid)
+	}
 	if m.allocs[uint64(dst)] != PageSize {
 		return 0, fmt.Errorf("migrate %v to %v: not a page from AllocPages: %w", va, dst, ErrBadAddr)
 	}
