@@ -46,6 +46,9 @@ func (k *Kernel) SetMemory(m *mem.Memory) {
 	k.zonelists = zonelists(k.nodes, m.Distance)
 }
 
+// Memory is the memory SetMemory gave, nil before.
+func (k *Kernel) Memory() *mem.Memory { return k.mem }
+
 // defaultDistance is the SLIT distance of a machine that gives none.
 func defaultDistance(a, b int) int {
 	if a == b {
