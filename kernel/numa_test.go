@@ -414,3 +414,53 @@ func TestPopulatePinsOnProcessNode(t *testing.T) {
 		t.Errorf("munmap freed %d bytes, want 3 pages", lo2+hi2-lo-hi)
 	}
 }
+
+func TestGetMemPolicyAndExit(t *testing.T) {
+	k, m := numaMachine(t, false, twoNodes)
+	p, _ := k.NewProcess("app", 1)
+	_ = p.SetMemPolicy(MPOLWeightedInterleave, 0, 1)
+	va, _ := p.MmapAnon(4 * mem.PageSize)
+	_ = p.Mbind(nil, va+2*mem.PageSize, mem.PageSize, MPOLPreferred, 0, []int{0}, 0)
+	for _, tc := range []struct {
+		name  string
+		flags GetFlags
+		addr  mem.VirtAddr
+		mode  int
+		nodes []int
+		err   syscall.Errno
+	}{
+		{"process policy", 0, 0, int(MPOLWeightedInterleave), []int{0, 1}, 0},
+		{"addr without MPOL_F_ADDR", 0, va, 0, nil, syscall.EINVAL},
+		{"range policy", MPOLFAddr, va + 2*mem.PageSize, int(MPOLPreferred), []int{0}, 0},
+		{"no range policy: default", MPOLFAddr, va, int(MPOLDefault), nil, 0},
+		{"node of a page (faults it in)", MPOLFNode | MPOLFAddr, va + 2*mem.PageSize, 0, nil, 0},
+		{"next interleave node", MPOLFNode, 0, 0, nil, 0},
+		{"unmapped", MPOLFAddr, 0x1000, 0, nil, syscall.EFAULT},
+		{"mems allowed with another flag", MPOLFMemsAllowed | MPOLFNode, 0, 0, nil, syscall.EINVAL},
+	} {
+		mode, nodes, err := p.GetMemPolicy(tc.flags, tc.addr)
+		if tc.err != 0 {
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%s: %v, want %v", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || mode != tc.mode || !slices.Equal(nodes, tc.nodes) {
+			t.Errorf("%s: %d %v %v, want %d %v", tc.name, mode, nodes, err, tc.mode, tc.nodes)
+		}
+	}
+	if err := k.SetInterleaveWeight(0, 0); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("weight 0: %v", err)
+	}
+	lo, hi := m.NodeFree(0)
+	var th *sim.Proc
+	th = p.Spawn("main", func(*sim.Proc) {
+		if err := p.Exit(th); err != nil {
+			panic(err)
+		}
+	})
+	k.Engine().Run()
+	if lo2, hi2 := m.NodeFree(0); lo2+hi2 != lo+hi+mem.PageSize {
+		t.Errorf("exit freed %d bytes of node 0, want the one page placed", lo2+hi2-lo-hi)
+	}
+}
