@@ -2,8 +2,10 @@ package machine
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/dmalab/dmalab/fabric"
+	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
 
@@ -61,4 +63,124 @@ func (m *Machine) cpuCopy(p *sim.Proc, name string, node int, bytes int64, out b
 	p.Wait(fl.Done())
 	p.Charge(p.Now() - start)
 	return nil
+}
+
+// CPUAccess is one CPU thread on node cpu moving bytes of memory on
+// node home at a local rate of local bytes/s (its memcpy or uncached
+// rate on its own node's memory): a remote access. toMemory says the
+// bytes go from the CPU to memory (uncached stores); otherwise they
+// come from memory to the CPU (loads, and the line fills of
+// write-allocate stores).
+//
+// It costs the idle remote load latency (platform.Spec.LoadLatency:
+// home's DRAM latency and the round trip over the socket links; a
+// store's data leaves with its request, so it pays one way), then the
+// bytes as a flow over home's DRAM and the socket links, capped at the
+// rate the thread's line fills in flight allow over that latency
+// (platform.Spec.ThreadRate) and sharing every link with the other
+// flows crossing it (a GPU's DMA from the same memory among them). On
+// the thread's own node it is the same flow over the node's DRAM,
+// capped at local. It blocks p until the bytes are through and counts
+// as p's CPU time.
+func (m *Machine) CPUAccess(p *sim.Proc, name string, cpu, home int, bytes int64, toMemory bool, local float64) error {
+	if _, err := m.HostMemory(cpu); err != nil {
+		return fmt.Errorf("CPU access %s: %w", name, err)
+	}
+	if _, err := m.HostMemory(home); err != nil {
+		return fmt.Errorf("CPU access %s: %w", name, err)
+	}
+	if bytes < 0 || !(local > 0) {
+		return fmt.Errorf("CPU access %s: size %d at %v B/s", name, bytes, local)
+	}
+	hops := m.cpuPath(home, cpu)
+	dram := fabric.Hop{Link: m.Nodes[home].DRAM, Dir: fabric.BtoA, Weight: 1}
+	if toMemory {
+		hops = reverse(hops)
+		dram.Dir = fabric.AtoB
+		hops = append(hops, dram)
+	} else {
+		hops = append([]fabric.Hop{dram}, hops...)
+	}
+	limit := float64(m.Spec.ThreadRate(cpu, home, platform.Rate(local)))
+	if !toMemory {
+		// The request crosses the socket links before any data comes
+		// back; the flow's route pays the DRAM and the way back.
+		p.Sleep(m.requestLatency(cpu, home))
+	}
+	start := p.Now()
+	fl := m.Fabric.Start(name, fabric.Route{Hops: hops}, bytes, fabric.MaxRate(limit))
+	p.Wait(fl.Done())
+	p.Charge(p.Now() - start)
+	return nil
+}
+
+// CPUCopyBetween is one CPU thread on node cpu copying bytes from memory
+// on node src to memory on node dst (a memcpy across nodes). With both
+// on cpu's node it is CPUCopy. Otherwise it is one flow from src's DRAM
+// over the socket links to the CPU and on to dst's DRAM, sharing every
+// link it crosses, capped at the node's MemcpyRate scaled by Little's
+// law: the line fill buffers serve the loads and the stores' line fills
+// alike, so a copy's lines wait the mean of the two load latencies
+// (platform.Spec.LoadLatency), and the rate falls by local latency over
+// that mean. A remote source's request crosses the links first. It
+// blocks p until the copy is done and counts as p's CPU time.
+func (m *Machine) CPUCopyBetween(p *sim.Proc, name string, cpu, src, dst int, bytes int64) error {
+	if src == cpu && dst == cpu {
+		return m.CPUCopy(p, name, cpu, bytes)
+	}
+	for _, n := range []int{cpu, src, dst} {
+		if _, err := m.HostMemory(n); err != nil {
+			return fmt.Errorf("memcpy %s: %w", name, err)
+		}
+	}
+	if bytes < 0 {
+		return fmt.Errorf("memcpy %s: negative size %d", name, bytes)
+	}
+	in, out := m.cpuPath(src, cpu), m.cpuPath(cpu, dst)
+	hops := append([]fabric.Hop{{Link: m.Nodes[src].DRAM, Dir: fabric.BtoA, Weight: 1}}, in...)
+	hops = append(hops, out...)
+	if dst == src {
+		// Read and written through the same bus: twice the bytes.
+		hops[0].Weight = 2
+	} else {
+		hops = append(hops, fabric.Hop{Link: m.Nodes[dst].DRAM, Dir: fabric.AtoB, Weight: 1})
+	}
+	s := m.Spec
+	rate := float64(m.Nodes[cpu].Spec.MemcpyRate.V)
+	if l := s.LoadLatency(cpu, cpu); l > 0 {
+		mean := float64(s.LoadLatency(cpu, src)+s.LoadLatency(cpu, dst)) / 2
+		rate *= float64(l) / mean
+	}
+	if src != cpu {
+		p.Sleep(m.requestLatency(cpu, src))
+	}
+	start := p.Now()
+	fl := m.Fabric.Start(name, fabric.Route{Hops: hops}, bytes, fabric.MaxRate(rate))
+	p.Wait(fl.Done())
+	p.Charge(p.Now() - start)
+	return nil
+}
+
+// cpuPath is the socket links a CPU's access crosses from node a to
+// node b. Nodes that no socket link joins (a platform that describes
+// several nodes but not their links) are reached with no link between
+// them: the access then costs its memory's DRAM alone, as the platform
+// gives nothing else (platform.Spec.LoadLatency agrees).
+func (m *Machine) cpuPath(a, b int) []fabric.Hop {
+	hops, err := m.socketPath(a, b)
+	if err != nil {
+		return nil
+	}
+	return hops
+}
+
+// requestLatency is a read request's one way over the socket links from
+// node cpu to node home, scaled by the fabric's latency factor as the
+// flows' own latencies are.
+func (m *Machine) requestLatency(cpu, home int) sim.Time {
+	lat := m.Spec.SocketLatency(cpu, home)
+	if f := m.Spec.Fabric.Latency(); f != 1 {
+		lat = sim.Time(math.Round(float64(lat) * f))
+	}
+	return lat
 }

@@ -17,4 +17,16 @@
 // there is one. Host memory and VRAM are links too (shared by both
 // directions), so every transfer competes with every other user of the
 // memory it reads or writes.
+//
+// CPU threads take part too. A copy within one node (CPUCopy) is a flow
+// over the node's DRAM at the node's one-thread memcpy rate. An access
+// to another node's memory (CPUAccess, and CPUCopyBetween for a copy
+// between nodes; package mem hands its remote accesses and copies to
+// them) pays the idle remote load latency, the socket links' round
+// trip on top of DRAM's, and is then a flow from that node's DRAM over
+// the socket links, capped at the rate a core's line fills in flight
+// allow over that latency (Little's law; platform.Spec.ThreadRate).
+// The socket link is one fabric link for CPUs and devices alike, so a
+// thread reading remote memory and a GPU copying from it share it max-min
+// fairly.
 package machine

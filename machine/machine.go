@@ -122,19 +122,33 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 		eng = sim.New(seed)
 	}
 	// The memory's CPU copies take the machine's one copy model
-	// (CPUCopy), so that a bounce or a driver's memcpy shares DRAM with
-	// the rest of the machine.
+	// (CPUCopyBetween), and its accesses to another node's memory are
+	// flows (CPUAccess), so that a bounce, a driver's memcpy or a
+	// thread reading remote memory shares DRAM and the socket links
+	// with the rest of the machine.
 	var m *Machine
-	copyTime := func(p *sim.Proc, node int, bytes uint64, cached bool) {
-		cpuCopy := m.CPUCopy
-		if cached {
-			cpuCopy = m.CPUCopyCached
+	copyTime := func(p *sim.Proc, node, src, dst int, bytes uint64, cached bool) {
+		var err error
+		switch {
+		case cached && dst == node:
+			err = m.CPUCopyCached(p, "memcpy", node, int64(bytes))
+		case cached:
+			// The source is in the cache: only the stores' line fills
+			// cross to the destination's node.
+			err = m.CPUAccess(p, "memcpy", node, dst, int64(bytes), false, float64(m.Nodes[node].Spec.MemcpyRate.V))
+		default:
+			err = m.CPUCopyBetween(p, "memcpy", node, src, dst, int64(bytes))
 		}
-		if err := cpuCopy(p, "memcpy", node, int64(bytes)); err != nil {
-			panic(fmt.Sprintf("machine %s: %v", spec.Name, err)) // mem checked the node
+		if err != nil {
+			panic(fmt.Sprintf("machine %s: %v", spec.Name, err)) // mem checked the nodes
 		}
 	}
-	memory, err := mem.New(spec, eng, mem.Options{Payload: opt.Payload, CopyTime: copyTime})
+	remoteTime := func(p *sim.Proc, cpu, home int, bytes uint64, toMemory bool, rate float64) {
+		if err := m.CPUAccess(p, "cpu access", cpu, home, int64(bytes), toMemory, rate); err != nil {
+			panic(fmt.Sprintf("machine %s: %v", spec.Name, err)) // mem checked the nodes
+		}
+	}
+	memory, err := mem.New(spec, eng, mem.Options{Payload: opt.Payload, CopyTime: copyTime, RemoteTime: remoteTime})
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", spec.Name, err)
 	}
@@ -165,7 +179,7 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 		})
 	}
 	for _, l := range spec.SocketLinks {
-		link := f.Connect(l.Name, m.sockets[l.A], m.sockets[l.B], float64(l.Bandwidth.V), l.Latency.V, fabric.FullDuplex)
+		link := f.Connect(l.Name, m.sockets[l.A], m.sockets[l.B], float64(l.Rate()), l.Latency.V, fabric.FullDuplex)
 		m.socketLinks = append(m.socketLinks, socketLink{l.A, l.B, link})
 	}
 	for _, rc := range spec.RootComplexes {

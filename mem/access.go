@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
 )
 
@@ -29,7 +30,11 @@ func procName(p *sim.Proc) string {
 //
 // The rates are node's: Node.MemcpyRate and Cache.UncachedRate, which
 // is MemcpyRate/10 when the platform leaves it unset (uncached access on
-// Arm cores runs at a tenth of a cached copy or less).
+// Arm cores runs at a tenth of a cached copy or less). The bytes whose
+// memory is on another node cost as a remote access does (see
+// Options.RemoteTime): the idle remote load latency, then a rate that
+// the line fills a core keeps in flight allow over that latency,
+// sharing the socket links with every other flow.
 //
 // A cached read of a line not in node's cache fills it (after another
 // node's dirty copy is written back) and, with the node's Prefetch = n,
@@ -87,6 +92,7 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 		return a
 	}
 	a.Attr = attr
+	m.countRemote(node, segs)
 	var off uint64
 	for i, sg := range segs {
 		s := uint64(sg.Start)
@@ -112,7 +118,7 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 		off += sg.Size
 	}
 	m.invariants()
-	m.charge(p, node, size, attr)
+	m.charge(p, node, size, attr, false)
 	return a
 }
 
@@ -129,6 +135,7 @@ func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data 
 	}
 	v := m.next()
 	a.Attr, a.Version = attr, v
+	m.countRemote(node, segs)
 	m.record(v, segs, data)
 	var off uint64
 	for _, sg := range segs {
@@ -146,12 +153,44 @@ func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data 
 		off += sg.Size
 	}
 	m.invariants()
-	m.charge(p, node, size, attr)
+	m.charge(p, node, size, attr, attr == Uncached)
 	return v
 }
 
-// charge makes p spend the time of a CPU access of size bytes.
-func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr) {
+// countRemote sets m.remote to the bytes of segs that lie in another
+// node's DRAM than node's, per home node. Memory that is no node's
+// (device memory) counts as local, as it always has.
+func (m *Memory) countRemote(node int, segs []PhysRange) {
+	clear(m.remote)
+	for _, sg := range segs {
+		m.addRemote(node, uint64(sg.Start), sg.Size)
+	}
+}
+
+// addRemote adds the bytes of [s, s+size) that lie in another node's
+// DRAM than node's to m.remote, region by region (a range may straddle
+// two nodes' DRAM).
+func (m *Memory) addRemote(node int, s, size uint64) {
+	for size > 0 {
+		r := m.regionOf(s)
+		if r < 0 {
+			return
+		}
+		reg := m.regions[r]
+		n := min(size, reg.end-s)
+		if reg.node >= 0 && reg.node != node {
+			m.remote[reg.node] += n
+		}
+		s, size = s+n, size-n
+	}
+}
+
+// charge makes p spend the time of a CPU access of size bytes, of which
+// m.remote lie on other nodes (countRemote). The local part costs what
+// it always did, size at the local rate; each remote part then costs
+// what Options.RemoteTime says, node by node in order. toMemory says
+// the bytes go from the CPU to memory (uncached stores).
+func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr, toMemory bool) {
 	if p == nil {
 		return
 	}
@@ -159,7 +198,42 @@ func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr) {
 	if attr == Uncached {
 		rate = m.caches[node].uncached
 	}
-	p.Sleep(sim.TransferTime(float64(size), float64(rate)))
+	var remote uint64
+	for _, b := range m.remote {
+		remote += b
+	}
+	if remote == 0 {
+		p.Sleep(sim.TransferTime(float64(size), float64(rate)))
+		return
+	}
+	if local := size - min(remote, size); local > 0 {
+		p.Sleep(sim.TransferTime(float64(local), float64(rate)))
+	}
+	// The hook may run other processes' accesses while p waits: take
+	// the counts out of the scratch first.
+	var parts [8]uint64
+	counts := parts[:0]
+	counts = append(counts, m.remote...)
+	for home, b := range counts {
+		if b > 0 {
+			m.remoteTime(p, node, home, b, toMemory, float64(rate))
+		}
+	}
+}
+
+// remoteTime is Options.RemoteTime, or without it the closed form: the
+// idle remote load latency, then the bytes at the one-thread remote
+// rate capped by the narrowest socket link on the way.
+func (m *Memory) remoteTime(p *sim.Proc, cpu, home int, bytes uint64, toMemory bool, rate float64) {
+	if m.opt.RemoteTime != nil {
+		m.opt.RemoteTime(p, cpu, home, bytes, toMemory, rate)
+		return
+	}
+	r := float64(m.spec.ThreadRate(cpu, home, platform.Rate(rate)))
+	for _, i := range m.spec.SocketPath(cpu, home) {
+		r = min(r, float64(m.spec.SocketLinks[i].Rate()))
+	}
+	p.Sleep(m.spec.LoadLatency(cpu, home) + sim.TransferTime(float64(bytes), r))
 }
 
 // dramRead sets m.got to DRAM's versions over [s, e).
@@ -183,8 +257,10 @@ func (m *Memory) checkStale(a *Access, s, e uint64) {
 // the caches (a memcpy in the linear map: swiotlb bouncing, staging).
 // It is a cached read of src and a cached write of dst (one new
 // version, carrying the bytes read in payload mode), reported as such,
-// and costs what Options.CopyTime says (size/MemcpyRate once without
-// it). Both ranges must be DRAM; otherwise
+// and costs what Options.CopyTime says, told the home nodes of src and
+// dst (without it: size/MemcpyRate when both are node's memory or the
+// source is all in node's cache, else a remote access of size bytes to
+// the other node). Both ranges must be DRAM; otherwise
 // nothing happens and the observers get the failed Access with Err.
 func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64) {
 	if size == 0 {
@@ -226,11 +302,43 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 	m.cacheWrite(node, d, d+size, v)
 	m.report(w)
 	m.invariants()
-	if m.opt.CopyTime != nil && p != nil {
-		m.opt.CopyTime(p, node, size, cached)
+	if p == nil {
 		return
 	}
-	m.charge(p, node, size, Cached)
+	m.copyCost(p, node, src, dst, size, cached)
+}
+
+// copyCost makes p, a CPU on node, spend the time of copying size bytes
+// from src to dst (CopyPhys, a page migration).
+func (m *Memory) copyCost(p *sim.Proc, node int, src, dst PhysAddr, size uint64, cached bool) {
+	srcNode, dstNode := m.homeNode(src), m.homeNode(dst)
+	if srcNode < 0 {
+		srcNode = node
+	}
+	if dstNode < 0 {
+		dstNode = node
+	}
+	if m.opt.CopyTime != nil {
+		m.opt.CopyTime(p, node, srcNode, dstNode, size, cached)
+		return
+	}
+	// Without the machine's model: a copy whose source (unless it is in
+	// the cache) or destination is another node's memory costs as a
+	// remote access of its size to that node (the source's when both
+	// are remote); otherwise size at the memcpy rate, as it always did.
+	home := node
+	switch {
+	case !cached && srcNode != node:
+		home = srcNode
+	case dstNode != node:
+		home = dstNode
+	}
+	if home == node {
+		clear(m.remote)
+		m.charge(p, node, size, Cached, false)
+		return
+	}
+	m.remoteTime(p, node, home, size, false, float64(m.spec.Nodes[node].MemcpyRate.V))
 }
 
 // ---- cache maintenance (all nodes' caches; cost on p, per line of the range) ----

@@ -158,8 +158,9 @@ func (m *Memory) PageNode(va VirtAddr) (node int, present bool, err error) {
 // first, then DRAM's and the latest versions (and, in payload mode,
 // their bytes) are carried to dst, so a later read gets the latest
 // version, never a stale one, and the versions are the ones the writers
-// made. p, a CPU on node, pays one page of CPU copy (Options.CopyTime's,
-// from DRAM). Migration is the kernel's, not an access: no Access is
+// made. p, a CPU on node, pays one page of CPU copy from the old
+// page's node to the new one's, as CopyPhys charges it (Options.CopyTime,
+// from DRAM, or a remote access's cost). Migration is the kernel's, not an access: no Access is
 // reported.
 func (m *Memory) MovePage(p *sim.Proc, node int, va VirtAddr, dst PhysAddr) (PhysAddr, error) {
 	if node < 0 || node >= len(m.nodes) {
@@ -192,11 +193,7 @@ func (m *Memory) MovePage(p *sim.Proc, node int, va VirtAddr, dst PhysAddr) (Phy
 	a.pages[i] = d
 	m.invariants()
 	if p != nil {
-		if m.opt.CopyTime != nil {
-			m.opt.CopyTime(p, node, PageSize, false)
-		} else {
-			m.charge(p, node, PageSize, Cached)
-		}
+		m.copyCost(p, node, PhysAddr(src), dst, PageSize, false)
 	}
 	return PhysAddr(src), nil
 }

@@ -46,12 +46,29 @@ type Options struct {
 	// written; off for large runs.
 	Payload bool
 	// CopyTime, when set, is the CPU copy model: it blocks p for as long
-	// as one thread on node copying bytes takes, cached saying the
-	// source was all in the node's cache (the machine's: machine.CPUCopy
-	// for a copy from DRAM, which shares DRAM with everything else,
-	// CPUCopyCached for one from the cache). Without it a copy costs
-	// bytes at the node's memcpy rate, alone.
-	CopyTime func(p *sim.Proc, node int, bytes uint64, cached bool)
+	// as one thread on node copying bytes from memory on node src to
+	// memory on node dst takes, cached saying the source was all in the
+	// node's cache (the machine's: machine.CPUCopyBetween for a copy
+	// from DRAM, which shares DRAM and the socket links with everything
+	// else, CPUCopyCached for one from the cache). src and dst are the
+	// home nodes of the copy's first bytes. Without it a copy costs
+	// bytes at the node's memcpy rate, alone, scaled as a remote access
+	// is (see RemoteTime) when src or dst is another node.
+	CopyTime func(p *sim.Proc, node, src, dst int, bytes uint64, cached bool)
+	// RemoteTime, when set, is the cost of the part of a CPU access
+	// (Read, Write and their Bytes forms) that lands on another node's
+	// memory: it blocks p for as long as one thread on node cpu moving
+	// bytes of memory on node home takes, at a local rate of rate
+	// bytes/s (the memcpy or uncached rate), toMemory saying the bytes
+	// go from the CPU to memory (uncached stores) rather than from
+	// memory to the CPU (loads, and the line fills of write-allocate
+	// stores). The machine's is machine.CPUAccess, a flow over the
+	// socket links shared with every other flow. Without it the access
+	// costs platform.Spec.LoadLatency(cpu, home) plus bytes at
+	// platform.Spec.ThreadRate, capped by the socket links' capacity,
+	// alone. Accesses to the CPU's own node cost what they always did:
+	// bytes at the local rate.
+	RemoteTime func(p *sim.Proc, cpu, home int, bytes uint64, toMemory bool, rate float64)
 }
 
 // Zone is where an allocation may come from (Linux's ZONE_DMA32 and
@@ -169,8 +186,11 @@ type Memory struct {
 	// Scratch, reused so that an access allocates nothing.
 	got  spanMap[Version] // what the current reader obtained
 	segs []PhysRange
-	cand []extent
-	gap  []extent
+	// remote counts, per home node, the bytes of the current CPU access
+	// that land on another node than the CPU's (charge).
+	remote []uint64
+	cand   []extent
+	gap    []extent
 }
 
 // New builds the memory of spec: one DRAM range per NUMA node, a cache per
@@ -195,6 +215,7 @@ func New(spec *platform.Spec, eng *sim.Engine, opt Options) (*Memory, error) {
 		nextVA:  uint64(VmallocStart),
 		stacks:  map[string]VirtAddr{},
 		journal: map[Version][]jseg{},
+		remote:  make([]uint64, len(spec.Nodes)),
 	}
 	if err := m.layout(); err != nil {
 		return nil, err

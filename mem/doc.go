@@ -54,6 +54,16 @@
 //     arch_sync_dma_for_cpu (arch/arm64/mm/dma-mapping.c) run for
 //     streaming DMA on a non-coherent device. Each costs its per-line
 //     time for every line of the range.
+//   - NUMA cost: a CPU access costs by the accessing CPU's node and the
+//     home node of each byte. Bytes on the CPU's own node cost size at
+//     the node's memcpy (or uncached) rate, as they always have; bytes
+//     on another node cost a remote access, Options.RemoteTime (the
+//     machine's: a flow over the socket links, shared with every other
+//     flow crossing them) or, without it, the closed form: the idle
+//     remote load latency (platform.Spec.LoadLatency) plus the bytes at
+//     the one-thread rate a core's line fill buffers allow over that
+//     latency (platform.Spec.ThreadRate), capped by the narrowest socket
+//     link. CopyPhys gives its copy model the home nodes of both ends.
 //   - Device accesses: a coherent device (x86 PCIe, which snoops) reads
 //     dirty lines and invalidates lines it writes; a non-coherent one
 //     (many SoC buses, PCIe No Snoop) reads and writes DRAM only. Devices

@@ -70,6 +70,32 @@
 // gen, width and efficiency, or, for a port that is not PCIe (an AXI port
 // of an SoC), a bandwidth instead.
 //
+// # Socket links and NUMA cost
+//
+// A socket link (UPI, AMD's xGMI) is described by its structure, links
+// × link_rate × efficiency per direction, or by a fixed bandwidth
+// instead; protocol (upi or xgmi) is optional and only names it:
+//
+//	socket_links:
+//	  - {name: upi, a: 0, b: 1, protocol: upi, links: 4, link_rate: 32 GB/s, efficiency: 0.8888888888888888, latency: 40ns}
+//	  - name: xgmi            # an AMD pair; numbers for illustration only
+//	    a: 2
+//	    b: 3
+//	    protocol: xgmi
+//	    links: 4
+//	    link_rate: {value: 64 GB/s, source: "assumed: x16 at 32 Gb/s a lane"}
+//	    efficiency: {value: 0.9, source: "assumed"}
+//	    latency: {value: 50ns, source: "assumed"}
+//
+// No preset uses xGMI; the format takes its link count and rate as it
+// takes UPI's.
+//
+// latency is one way; a node's dram_latency is the idle load latency
+// from its own cores. They give a CPU's cost on another node's memory:
+// LoadLatency (DRAM plus the round trip over the links on the way) and
+// ThreadRate (one thread's rate scaled by local over remote latency:
+// Little's law over the line fills a core keeps in flight).
+//
 // # Multifunction devices
 //
 // The devices that are functions of one physical PCI device name it as

@@ -71,3 +71,22 @@ func ExampleSpec_DeviceCoherent() {
 	// jetson-tx2: pascal GPU, integrated true, coherent false, memory 59.7 GB/s shared with the CPUs
 	// jetson-orin: ampere GPU, integrated true, coherent true, memory 204.8 GB/s shared with the CPUs
 }
+
+// A core on node 0 of a two-socket Sapphire Rapids reading node 1's
+// memory: the idle load latency adds the UPI round trip, and one
+// thread's bandwidth falls in proportion (Little's law over the line
+// fills it keeps in flight); the link itself carries 4 × 32 GB/s × 8/9.
+func ExampleSpec_ThreadRate() {
+	s, err := platform.Preset("2s-4gpu-pcie")
+	if err != nil {
+		panic(err)
+	}
+	local := s.Nodes[0].MemcpyRate.V
+	fmt.Println("latency:", s.LoadLatency(0, 0), "local,", s.LoadLatency(0, 1), "remote")
+	fmt.Printf("one thread: %.1f GB/s local, %.2f GB/s remote\n", float64(local)/1e9, float64(s.ThreadRate(0, 1, local))/1e9)
+	fmt.Printf("UPI: %.1f GB/s per direction\n", float64(s.SocketLinks[0].Rate())/1e9)
+	// Output:
+	// latency: 110ns local, 190ns remote
+	// one thread: 10.0 GB/s local, 5.79 GB/s remote
+	// UPI: 113.8 GB/s per direction
+}

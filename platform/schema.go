@@ -47,7 +47,7 @@ var yamlNames = map[string]string{
 	"MaxSegment": "max_segment", "SegmentBoundary": "segment_boundary",
 	"Slot": "slot", "Function": "function", "DMAAliases": "dma_aliases",
 
-	"Links": "links", "LinkRate": "link_rate",
+	"Links": "links", "LinkRate": "link_rate", "Protocol": "protocol",
 
 	"BandwidthFactor": "bandwidth_factor", "LatencyFactor": "latency_factor",
 	"CrossTraffic": "cross_traffic",

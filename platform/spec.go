@@ -153,13 +153,43 @@ type CPUCache struct {
 	UncachedRate Param[Rate]
 }
 
-// SocketLink is an inter-socket link (Intel UPI, AMD xGMI) between nodes
-// A and B; full duplex, Bandwidth per direction.
+// SocketLink is the inter-socket connection (Intel UPI, AMD Infinity
+// Fabric's xGMI) between nodes A and B: full duplex, its capacity per
+// direction. It is described either by its structure, Links × LinkRate
+// × Efficiency (a Sapphire Rapids pair: 4 UPI 2.0 links), or by one
+// fixed Bandwidth; not both. Every remote access of a CPU and every DMA
+// between a device and the other socket's memory crosses it and shares
+// it.
 type SocketLink struct {
-	Name      string
-	A, B      int
+	Name string
+	A, B int
+	// Protocol names the link layer, for the reader: "upi" (Intel Ultra
+	// Path Interconnect) or "xgmi" (AMD socket-to-socket Infinity
+	// Fabric); empty when not said.
+	Protocol string
+	// Links is the number of parallel links between the two sockets.
+	Links Param[int]
+	// LinkRate is one link's rate per direction before the link layer's
+	// overhead (lanes × transfer rate).
+	LinkRate Param[Rate]
+	// Efficiency is the share of LinkRate left for data after the
+	// protocol's headers and flit framing.
+	Efficiency Param[float64]
+	// Bandwidth is a fixed capacity per direction, for a link described
+	// by what it delivers rather than by its structure.
 	Bandwidth Param[Rate]
-	Latency   Param[sim.Time]
+	// Latency is one way across the link, socket to socket (a request
+	// or its data; an idle remote load crosses it twice).
+	Latency Param[sim.Time]
+}
+
+// Rate is the link's capacity per direction: Links × LinkRate ×
+// Efficiency when the structure is given, else Bandwidth.
+func (l SocketLink) Rate() Rate {
+	if l.Links.V > 0 {
+		return Rate(float64(l.Links.V) * float64(l.LinkRate.V) * l.Efficiency.V)
+	}
+	return l.Bandwidth.V
 }
 
 // RootComplex is a CPU's PCIe root complex (host bridge) on a NUMA node.

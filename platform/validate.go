@@ -100,7 +100,7 @@ func validate(s *Spec, errs *errorList, lines map[string]int) {
 		if l.A == l.B {
 			v.add(p+".b", "links node %d to itself", l.A)
 		}
-		positive(v, p+".bandwidth", l.Bandwidth)
+		v.socketLinkRate(p, l)
 		nonNegative(v, p+".latency", l.Latency)
 	}
 	for i, rc := range s.RootComplexes {
@@ -908,4 +908,26 @@ func (v *validator) fabric() {
 	if c := f.CrossTraffic.V; !(c >= 0 && c < 1) {
 		v.add("fabric.cross_traffic", "want a number in [0, 1), got %v", c)
 	}
+}
+
+// socketLinkRate checks a socket link's capacity: its structure (links,
+// link_rate, efficiency, all three) or a fixed bandwidth, one of the
+// two; and a protocol dmalab knows, if any.
+func (v *validator) socketLinkRate(p string, l SocketLink) {
+	switch l.Protocol {
+	case "", "upi", "xgmi":
+	default:
+		v.add(p+".protocol", "unknown protocol %q: want upi or xgmi (or leave it out)", l.Protocol)
+	}
+	structured := given(v, p+".links", l.Links) || given(v, p+".link_rate", l.LinkRate) || given(v, p+".efficiency", l.Efficiency)
+	if !structured {
+		positive(v, p+".bandwidth", l.Bandwidth)
+		return
+	}
+	if given(v, p+".bandwidth", l.Bandwidth) {
+		v.add(p+".bandwidth", "given with links, link_rate and efficiency: describe the link one way (the structure, or a fixed bandwidth)")
+	}
+	positive(v, p+".links", l.Links)
+	positive(v, p+".link_rate", l.LinkRate)
+	v.share(p+".efficiency", l.Efficiency)
 }
