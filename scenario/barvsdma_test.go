@@ -217,7 +217,9 @@ func TestBarVsDMAScattered(t *testing.T) {
 // TestBarVsDMACrossoverInterpolation: the crossover lies where the two
 // methods' times, linear between the bracketing sizes, meet.
 func TestBarVsDMACrossoverInterpolation(t *testing.T) {
-	row := func(path string, n int64, s float64) report.Row { return report.Row{Path: path, Bytes: n, Seconds: s, GBps: float64(n) / s / 1e9} }
+	row := func(path string, n int64, s float64) report.Row {
+		return report.Row{Path: path, Bytes: n, Seconds: s, GBps: float64(n) / s / 1e9}
+	}
 	for _, tc := range []struct {
 		name string
 		a, b [2]float64 // seconds at 1 KiB and 3 KiB
