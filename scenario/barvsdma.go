@@ -194,6 +194,8 @@ type bvRun struct {
 	why map[string]string
 	// refused are sentences for the methods the platform refused.
 	refused []string
+	// kernel says what the consuming or producing kernel costs.
+	kernel string
 }
 
 // bvLayout is where the objects of a row lie: count objects of size
@@ -551,7 +553,7 @@ func (b *bvProg) run(method, dir string, l bvLayout, chunk uint64) error {
 // parameters for the platform.
 func (b *bvProg) explain(out *bvRun, spec *platform.Spec) {
 	g := spec.GPUs[0]
-	out.why["memcpy"] = fmt.Sprintf("each cuMemcpy costs copy_overhead %s before its bytes move at the link's rate",
+	out.why["memcpy"] = fmt.Sprintf("each cuMemcpy costs copy_overhead %s before its bytes move at its route's rate",
 		report.FormatSeconds(g.CopyOverhead.V.Seconds()))
 	out.why["gdr h2d"] = fmt.Sprintf("write-combined stores: %s per call (gdr.StoreOverhead), then at most %s GB/s (gdr.WCStoreRate)",
 		report.FormatSeconds(gdr.StoreOverhead.Seconds()), report.FormatGBps(gdr.WCStoreRate/1e9))
@@ -565,6 +567,8 @@ func (b *bvProg) explain(out *bvRun, spec *platform.Spec) {
 		kind, report.FormatGBps(float64(cpuRate)/1e9))
 	out.why["zero-copy"] = fmt.Sprintf("one kernel launch (kernel_launch %s) whose accesses cross to host memory while it computes",
 		report.FormatSeconds(g.Launch().Seconds()))
+	out.kernel = fmt.Sprintf("kernel_launch %s, then compute at kernel_rate %s GB/s; after the move for memcpy, gdr and cpu-mapped, overlapped with it for zero-copy and 2-streams",
+		report.FormatSeconds(g.Launch().Seconds()), report.FormatGBps(b.rate/1e9))
 	out.why["2-streams"] = "a copy overhead per chunk, the chunks' copies overlapping the kernels"
 	out.why["managed"] = fmt.Sprintf("the kernel faults (fault_latency %s a batch) and the pages migrate on demand", report.FormatSeconds(g.UVM.Fault().Seconds()))
 	if b.integr {
@@ -602,7 +606,7 @@ func bvSummary(plat string, r bvRun) []string {
 		}
 		by[k][row.Path] = append(by[k][row.Path], row)
 	}
-	var out []string
+	out := []string{fmt.Sprintf("%s: every row includes the kernel that consumes (h2d) or produces (d2h) the data: %s", plat, r.kernel)}
 	for _, k := range order {
 		ms := methods[k]
 		rows := by[k]

@@ -14,7 +14,7 @@ import (
 	"github.com/dmalab/dmalab/report"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+var bvUpdate = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // bvRows indexes a bar-vs-dma run's rows by "platform method direction
 // pattern size".
@@ -249,7 +249,7 @@ func TestBarVsDMAGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join("testdata", "bar-vs-dma.golden")
-	if *update {
+	if *bvUpdate {
 		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
