@@ -94,12 +94,12 @@ On jetson-orin there is no BAR1 (the integrated GPU's memory is the
 SoC's DRAM): gdr_pin_buffer fails (nvidia_p2p_get_pages: ENOTSUPP) and
 the gdr rows say so; cpu-mapped runs in its place.`,
 		Params: []Param{
-			{Name: "sizes", Kind: dmalab.ParamSizes, Default: bvDefaultSizes, Help: "sizes, comma-separated, with units (B, KiB, MiB), 8 B to 64 MiB by default"},
+			{Name: "sizes", Kind: dmalab.ParamSizes, Max: bvMaxSize, Default: bvDefaultSizes, Help: "sizes, comma-separated, with units (B, KiB, MiB), 8 B to 64 MiB by default"},
 			{Name: "platforms", Default: "", Help: "comma-separated platforms (default: h200-pcie and jetson-orin when the run's platform is h200-pcie, else the run's)"},
 			{Name: "patterns", Kind: dmalab.ParamList, Values: bvPatterns, Item: "pattern", Default: strings.Join(bvPatterns, ","), Help: "access patterns: sequential, scattered"},
 			{Name: "methods", Kind: dmalab.ParamList, Values: bvMethods, Item: "method", Default: strings.Join(bvMethods, ","), Help: "methods to compare (a method the platform lacks says why or is skipped)"},
-			{Name: "object", Kind: dmalab.ParamSize, Min: 8, Max: bvMaxSize, Default: "4KiB", Help: "object size of the scattered pattern"},
-			{Name: "chunk", Kind: dmalab.ParamSize, Min: 8, Max: bvMaxSize, Default: "1MiB", Help: "chunk of the 2-streams method (at most half the size)"},
+			{Name: "object", Kind: dmalab.ParamSize, Max: bvMaxSize, Default: "4KiB", Help: "object size of the scattered pattern"},
+			{Name: "chunk", Kind: dmalab.ParamSize, Max: bvMaxSize, Default: "1MiB", Help: "chunk of the 2-streams method (at most half the size)"},
 			{Name: "kernel_rate", Kind: dmalab.ParamFloats, Default: "100", Help: "GB/s at which the consuming (or producing) kernel computes: its compute time is size / kernel_rate"},
 		},
 		Run: runBarVsDMA,
@@ -128,9 +128,6 @@ func runBarVsDMA(c *Context) error {
 	sizes := c.Sizes("sizes")
 	obj := uint64(c.Size("object"))
 	for _, n := range sizes {
-		if n < 8 || n > bvMaxSize {
-			return usagef("--set sizes: %s: a size is 8 B to %s", report.FormatBytes(n), report.FormatBytes(bvMaxSize))
-		}
 		if uint64(n)/obj > bvMaxObjects {
 			return usagef("--set sizes: %s of %s objects is %d objects; at most %d (raise object)",
 				report.FormatBytes(n), report.FormatBytes(int64(obj)), uint64(n)/obj, bvMaxObjects)
@@ -287,7 +284,9 @@ func bvPlatform(c *Context, spec *platform.Spec, opt dmalab.Options, cfg bvConfi
 		return out, err
 	}
 	maxN := uint64(slices.Max(cfg.sizes))
-	region := 2 * maxN
+	// gdr pins and maps whole 64 KiB GPU pages: the device buffer is
+	// as many.
+	region := (2*maxN + gdr.GPUPageSize - 1) &^ (gdr.GPUPageSize - 1)
 	err = sys.RunOn(sys.Machine.GPUs[0].Node, "bar-vs-dma", func(p *dmalab.Process) error {
 		t := p.Thread
 		if err := p.SetMemlockLimit(4*region + 4*cfg.chunk); err != nil {
@@ -389,8 +388,10 @@ func bvPlatform(c *Context, spec *platform.Spec, opt dmalab.Options, cfg bvConfi
 // refuse says why the platform cannot run a method, or "".
 func (b *bvProg) refuse(method string) string {
 	switch {
-	case method == "gdr" && b.gdrErr != nil:
+	case method == "gdr" && b.gdrErr != nil && b.integr:
 		return fmt.Sprintf("no BAR1 to map: the integrated GPU's memory is the SoC's DRAM, which the CPU cannot reach through a cuMemAlloc pointer (%v); cpu-mapped is what replaces it", b.gdrErr)
+	case method == "gdr" && b.gdrErr != nil:
+		return fmt.Sprintf("gdr_pin_buffer refused: %v", b.gdrErr)
 	case method == "managed-prefetch" && !b.prefetch:
 		return "cuMemPrefetchAsync needs concurrent managed access, which this GPU lacks (CUDA for Tegra: not supported on the iGPU)"
 	}
