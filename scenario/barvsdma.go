@@ -228,7 +228,7 @@ type bvProg struct {
 	s        [2]*cuda.Stream
 	ev       [2]*cuda.Event
 	host     mem.VirtAddr // pinned, mapped: the source (h2d) or the destination (d2h)
-	stage    mem.VirtAddr // pinned staging for gathers, two chunks' worth at least
+	stage    mem.VirtAddr // pinned staging for gathers
 	dev      mem.GPUAddr  // the objects in device memory
 	pack     mem.GPUAddr  // packed objects in device memory
 	gh       *gdr.Handle
@@ -289,9 +289,6 @@ func bvPlatform(c *Context, spec *platform.Spec, opt dmalab.Options, cfg bvConfi
 	region := (2*maxN + gdr.GPUPageSize - 1) &^ (gdr.GPUPageSize - 1)
 	err = sys.RunOn(sys.Machine.GPUs[0].Node, "bar-vs-dma", func(p *dmalab.Process) error {
 		t := p.Thread
-		if err := p.SetMemlockLimit(4*region + 4*cfg.chunk); err != nil {
-			return err
-		}
 		pr, err := p.CUDA()
 		if err != nil {
 			return err
@@ -317,7 +314,9 @@ func bvPlatform(c *Context, spec *platform.Spec, opt dmalab.Options, cfg bvConfi
 		if b.host, err = ctx.MemHostAlloc(t, region, cuda.HostAllocDeviceMap); err != nil {
 			return err
 		}
-		if b.stage, err = ctx.MemHostAlloc(t, max(maxN, 2*cfg.chunk), cuda.HostAllocDeviceMap); err != nil {
+		// Staging for gathers: the whole size for memcpy; two chunks of
+		// at most half of it for 2-streams.
+		if b.stage, err = ctx.MemHostAlloc(t, maxN, cuda.HostAllocDeviceMap); err != nil {
 			return err
 		}
 		if b.dev, err = ctx.MemAlloc(t, region); err != nil {
@@ -329,7 +328,7 @@ func bvPlatform(c *Context, spec *platform.Spec, opt dmalab.Options, cfg bvConfi
 		// The first touch of the host buffers is the program's, not a
 		// row's.
 		if err := errors.Join(ctx.CPUAccess(t, mem.GPUAddr(b.host), region, true),
-			ctx.CPUAccess(t, mem.GPUAddr(b.stage), max(maxN, 2*cfg.chunk), true)); err != nil {
+			ctx.CPUAccess(t, mem.GPUAddr(b.stage), maxN, true)); err != nil {
 			return err
 		}
 		if b.gh, err = gd.Open(t, p.Process); err != nil {
@@ -454,8 +453,8 @@ func (b *bvProg) run(method, dir string, l bvLayout, chunk uint64) error {
 		}
 		from := b.dev
 		if l.count > 1 {
-			k := b.kernel("gather", math.Inf(1), l.access(b.dev, false), packed.access(b.pack, true))
-			k.Compute = 0
+			// A gather kernel packs the objects: memory-bound, no compute.
+			k := gpu.Kernel{Name: "gather", Accesses: []gpu.Access{l.access(b.dev, false), packed.access(b.pack, true)}}
 			if err := b.launch(k, nil); err != nil {
 				return err
 			}
