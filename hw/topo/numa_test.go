@@ -8,9 +8,9 @@ import (
 	"github.com/dmalab/dmalab/numactl"
 )
 
-// TestReadNUMA reads the nodes alone from fake trees of one and two
+// TestReadNUMAAlone: ReadNUMA reads the nodes alone from fake trees of one and two
 // nodes and prints them as numactl -H.
-func TestReadNUMA(t *testing.T) {
+func TestReadNUMAAlone(t *testing.T) {
 	one := newFakeTree(t)
 	one.file("sys/devices/system/node/node0/cpulist", "0-1\n")
 	one.file("sys/devices/system/node/node0/meminfo", "Node 0 MemTotal:       23160608 kB\nNode 0 MemFree:        21391248 kB\n")
