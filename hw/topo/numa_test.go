@@ -26,7 +26,7 @@ func TestReadNUMAAlone(t *testing.T) {
 		{"one node", one.root, [][]int{{0, 1}}, 0, `available: 1 nodes (0)
 node 0 cpus: 0 1
 node 0 size: 22617 MB
-node 0 free: 20890 MB
+node 0 free: 20889 MB
 node distances:
 node   0
   0:  10
