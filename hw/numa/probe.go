@@ -386,7 +386,10 @@ func (p *prober) buffer(node int, toucher *topo.Node) ([]byte, error) {
 	cpus := p.cpusOf(toucher)
 	p.progress("numa: node %d: building a %s pointer chase", node, topo.Bytes(len(b)))
 	p.onCPU(cpus[0], func() { buildChase(words(b), p.o.Seed+uint64(node)) })
-	pl := Placement{Node: node, Policy: policy}
+	pl := Placement{Node: node, Policy: policy, HugePageBytes: -1}
+	if h, err := p.k.huge(b); err == nil {
+		pl.HugePageBytes = h
+	}
 	pl.Pages, pl.OnNode, pl.ByNode, pl.Error = p.where(b, node, min(placementPages, len(b)/PageSize))
 	if pl.Pages > 0 {
 		pl.Fraction = float64(pl.OnNode) / float64(pl.Pages)

@@ -44,6 +44,9 @@ func TestRunThisMachine(t *testing.T) {
 		if p.Error != "" {
 			t.Skipf("move_pages refused here: %s", p.Error)
 		}
+		if p.HugePageBytes < 0 || p.HugePageBytes > rep.Options.BufferBytes {
+			t.Errorf("buffer of node %d: %d bytes in huge pages of %d", p.Node, p.HugePageBytes, rep.Options.BufferBytes)
+		}
 		if p.Fraction != 1 {
 			t.Errorf("buffer of node %d: %d of %d pages there (%v)", p.Node, p.OnNode, p.Pages, p.ByNode)
 		}

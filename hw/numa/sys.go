@@ -23,6 +23,8 @@ type sys struct {
 	// where is move_pages(0, n, pages, NULL, status, 0): the node of each
 	// page at the given offsets of b, or a negative errno per page.
 	where func(b []byte, offsets []int) ([]int32, error)
+	// huge is how many bytes of b transparent huge pages back.
+	huge func(b []byte) (int64, error)
 }
 
 // refused reports whether err is the kernel declining a call (no

@@ -4,6 +4,7 @@ package numa
 
 import (
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,5 +58,13 @@ func linuxSys() sys {
 		},
 		bind:  mbind,
 		where: movePages,
+		huge: func(b []byte) (int64, error) {
+			f, err := os.Open("/proc/self/smaps")
+			if err != nil {
+				return 0, err
+			}
+			defer f.Close()
+			return hugeBytesIn(f, addr(b))
+		},
 	}
 }

@@ -12,5 +12,6 @@ func linuxSys() sys {
 		hugePages: func([]byte, bool) error { return no() },
 		bind:      func([]byte, int) error { return no() },
 		where:     func([]byte, []int) ([]int32, error) { return nil, no() },
+		huge:      func([]byte) (int64, error) { return 0, no() },
 	}
 }

@@ -31,8 +31,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 				fmt.Fprintf(&sb, "  node %d: %s; unknown: %s\n", p.Node, p.Policy, p.Error)
 				continue
 			}
-			fmt.Fprintf(&sb, "  node %d: %s; %d of %d pages on node %d (%.1f%%)%s\n",
-				p.Node, p.Policy, p.OnNode, p.Pages, p.Node, 100*p.Fraction, elsewhere(p.ByNode, p.Node))
+			fmt.Fprintf(&sb, "  node %d: %s; %d of %d pages on node %d (%.1f%%)%s; %s\n",
+				p.Node, p.Policy, p.OnNode, p.Pages, p.Node, 100*p.Fraction, elsewhere(p.ByNode, p.Node), hugeString(p.HugePageBytes))
 		}
 	}
 	if len(r.FirstTouch) > 0 {
@@ -139,6 +139,13 @@ func pageStatus(s int) string {
 		return "no mapping (EFAULT)"
 	}
 	return "error " + strconv.Itoa(s)
+}
+
+func hugeString(b int64) string {
+	if b < 0 {
+		return "huge pages unknown"
+	}
+	return topo.Bytes(b).String() + " in transparent huge pages"
 }
 
 func cacheString(b int64) string {

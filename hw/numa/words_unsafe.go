@@ -9,3 +9,6 @@ func words(b []byte) []uint64 {
 	}
 	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8)
 }
+
+// addr is the address of b's first byte.
+func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
