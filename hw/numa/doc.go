@@ -21,7 +21,9 @@
 // mbind(2) MPOL_BIND before anything touches it, then first touched from a
 // thread on node j, so that it lands on j by the policy and, where mbind
 // is refused, by the default local policy; move_pages checks where it
-// landed. Threads are pinned with runtime.LockOSThread and
+// landed, and /proc/self/smaps how much of it transparent huge pages
+// back (asked for with MADV_HUGEPAGE, to keep TLB misses out of the
+// latency as MLC's large pages do). Threads are pinned with runtime.LockOSThread and
 // sched_setaffinity(2) on that thread; a pinned goroutine never unlocks,
 // so its thread exits with it and no other goroutine inherits the mask.
 // The syscalls go through golang.org/x/sys/unix (mbind and move_pages as
