@@ -293,3 +293,44 @@ func TestExitOrder(t *testing.T) {
 		t.Errorf("mappings after exit: %v", p.MM.VMAs())
 	}
 }
+
+// OnUnmap hears of munmap (no thread) and of each mapping exit_mmap
+// closes (the exiting thread), before the mapping's close runs.
+func TestOnUnmapNotifies(t *testing.T) {
+	eng := sim.New(1)
+	k := New(eng, 1)
+	p, err := k.NewProcess("app", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	closed := 0
+	p.MM.OnUnmap(func(t *sim.Proc, v VMA) {
+		by := "-"
+		if t != nil {
+			by = t.Name()
+		}
+		got = append(got, fmt.Sprintf("%v+%#x by %s closed %d", v.Start, v.Size, by, closed))
+	})
+	for _, va := range []mem.VirtAddr{0x10000, 0x20000} {
+		if err := p.MM.Map(VMA{Start: va, Size: 0x1000, Name: "anon", Close: func(*sim.Proc) error { closed++; return nil }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.MM.Unmap(0x10000); err != nil {
+		t.Fatal(err)
+	}
+	eng.Spawn("main", func(t *sim.Proc) {
+		if err := p.Exit(t); err != nil {
+			panic(err)
+		}
+	})
+	eng.Run()
+	want := []string{"va:0x10000+0x1000 by - closed 0", "va:0x20000+0x1000 by main closed 0"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("notified %q, want %q", got, want)
+	}
+	if closed != 1 {
+		t.Fatalf("%d closes at exit, want 1", closed)
+	}
+}

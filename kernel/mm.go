@@ -35,7 +35,27 @@ func (v VMA) End() mem.VirtAddr { return v.Start + mem.VirtAddr(v.Size) }
 // addresses (mem); a VMA records which of them the process has mapped
 // and why, so that munmap, exit and a driver's release can find them.
 type AddressSpace struct {
-	vmas []VMA
+	vmas      []VMA
+	notifiers []func(t *sim.Proc, v VMA)
+}
+
+// OnUnmap registers fn to be told of every mapping that leaves the
+// address space (munmap through Unmap, exit_mmap through Exit), before
+// what backs it is closed. It is the event user-space registration
+// caches subscribe to so that a cached pin never outlives the memory
+// under it: userfaultfd's UFFD_EVENT_UNMAP (libfabric's uffd memory
+// monitor, prov/util/src/util_mem_monitor.c), UCX's munmap hooks
+// (src/ucm/mmap); in the kernel, mmu_notifier's invalidate_range_start
+// (include/linux/mmu_notifier.h). t is the thread that unmaps, nil when
+// the caller named none (Unmap). fn must not map or unmap.
+func (as *AddressSpace) OnUnmap(fn func(t *sim.Proc, v VMA)) {
+	as.notifiers = append(as.notifiers, fn)
+}
+
+func (as *AddressSpace) notify(t *sim.Proc, v VMA) {
+	for _, fn := range as.notifiers {
+		fn(t, v)
+	}
 }
 
 // Map records v (do_mmap with MAP_FIXED_NOREPLACE): EEXIST if it
@@ -61,11 +81,13 @@ func (as *AddressSpace) Map(v VMA) error {
 }
 
 // Unmap removes the mapping that starts at start (munmap of a whole
-// mapping); EINVAL if none does.
+// mapping); EINVAL if none does. The OnUnmap notifiers are told, with
+// no thread.
 func (as *AddressSpace) Unmap(start mem.VirtAddr) (VMA, error) {
 	for i, v := range as.vmas {
 		if v.Start == start {
 			as.vmas = slices.Delete(as.vmas, i, i+1)
+			as.notify(nil, v)
 			return v, nil
 		}
 	}

@@ -302,7 +302,8 @@ func (p *Process) OnExit(name string, fn func(t *sim.Proc) error) {
 // Exit ends the process from thread t (do_exit): every descriptor is
 // closed (exit_files), releasing the files whose last reference it held,
 // then the exit callbacks run, then every mapping of the address space
-// is closed, in address order (exit_mmap). Linux tears the address
+// is closed, in address order (exit_mmap), the OnUnmap notifiers told
+// of each before it closes (mmu_notifier_release). Linux tears the address
 // space down before the files; the model does it last because its
 // memory has no page references: pages a driver pinned (registered
 // host memory) would be freed under it if the mappings went before the
@@ -330,6 +331,7 @@ func (p *Process) Exit(t *sim.Proc) error {
 	}
 	p.onExit = nil
 	for _, v := range p.MM.vmas {
+		p.MM.notify(t, v)
 		if v.Close == nil {
 			continue
 		}

@@ -191,6 +191,16 @@ func (c *Cache) Get(ctx any, addr, length uint64) (*Region, error) {
 	c.mu.Lock()
 	c.st.Gets++
 	drained := c.drainLocked()
+	var early error
+	if c.tr.Exclusive && len(c.dead) > 0 {
+		// A pin may not overlap one still held: an invalidated region
+		// (memory unmapped and mapped again at the same address, as
+		// malloc does) is unpinned before the request can be pinned.
+		c.mu.Unlock()
+		early = c.reap(ctx)
+		c.mu.Lock()
+		drained = c.drainLocked() || drained
+	}
 	if r := c.lookupLocked(req, bid); r != nil {
 		if drained {
 			c.st.HitsSlow++
@@ -199,11 +209,11 @@ func (c *Cache) Get(ctx any, addr, length uint64) (*Region, error) {
 		}
 		c.holdLocked(r)
 		c.mu.Unlock()
-		return r, c.reap(ctx)
+		return r, errors.Join(early, c.reap(ctx))
 	}
 	c.st.Misses++
 	r, err := c.miss(ctx, req, bid)
-	if rerr := c.reap(ctx); err == nil && rerr != nil {
+	if rerr := errors.Join(early, c.reap(ctx)); err == nil && rerr != nil {
 		// The region is good; the unpin of another is what failed.
 		return r, rerr
 	}

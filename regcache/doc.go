@@ -34,6 +34,18 @@
 // hardware. GPUPinner pins through nvp2p.GetPages, HostPinner through
 // cuMemHostRegister of the cuda façade.
 //
+// Frees reach the cache without the program's help. For GPU memory,
+// GPUPinner's pins carry a free callback: cuMemFree, or the process's
+// exit destroying its context, runs it in the freeing thread, where it
+// frees the page table (all nvidia_p2p allows there) and invalidates;
+// the cache's put_pages comes later, outside it. For host memory,
+// HostPinner is the cache's memory monitor, as libfabric's userfaultfd
+// and memhooks monitors and UCX's memory hooks are: it invalidates on
+// its process's unmap events (kernel.AddressSpace.OnUnmap: free(3),
+// munmap, exit) and on cuMemHostUnregister of its ranges by anyone else
+// (cuda.Driver.Hooks: the program, cuCtxDestroy, the exit's teardown),
+// and does not unregister such a range again.
+//
 // The rules it keeps, each tested:
 //
 //   - A request inside a valid region is a hit and pins nothing.
@@ -58,6 +70,10 @@
 //     whose allocation was freed and replaced at the same address is
 //     dropped, never served.
 //   - A failed registration leaves no pin behind.
+//   - With exclusive pins (host memory) a Get unpins the invalidated
+//     regions before it pins: memory freed and allocated again comes
+//     back at the same address, which one registration may not cover
+//     twice.
 //
 // The cache is safe for concurrent use. It never holds its lock across
 // a Pinner call: in the model a pin sleeps in virtual time, and another

@@ -56,3 +56,40 @@ func Example() {
 	// send 2: region [0x1000000000, 0x1000100000), registration took 0s
 	// hits 2, misses 2, invalidations 1, pins 2, unpins 1
 }
+
+// Host memory registered through the cache and then freed by the
+// program: the process's unmap event invalidates the region, and the
+// next Get, on memory malloc handed back at the same address,
+// unregisters the old range and registers the new memory.
+func ExampleHostPinner() {
+	spec, _ := platform.Preset("h200-pcie")
+	m, _ := machine.New(spec, 1)
+	defer m.Close()
+	x, _ := dma.New(m, m.Mem)
+	sys, _ := gpu.New(x)
+	cu, _ := cuda.New(sys)
+	app, _ := cu.NewProcess("app", 0)
+	ctx, _ := app.PrimaryContext(0)
+	cache, _ := regcache.New(&regcache.HostPinner{Ctx: ctx}, regcache.Config{})
+	m.Engine.Spawn("app", func(p *sim.Proc) {
+		va, _ := app.Malloc(cuda.HugePage)
+		r, _ := cache.Get(p, uint64(va), 64<<10)
+		cache.Put(p, r)
+		app.FreePageable(va)
+		s := cache.Stats()
+		fmt.Printf("after free: invalidations %d, served %d, still pinned %d\n", s.Invalidations, s.Regions, s.Pinned)
+		again, _ := app.Malloc(cuda.HugePage)
+		r, err := cache.Get(p, uint64(again), 64<<10)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		cache.Put(p, r)
+		s = cache.Stats()
+		fmt.Printf("same address %v: misses %d, pins %d, unpins %d\n", again == va, s.Misses, s.Pins, s.Unpins)
+	})
+	m.Engine.Run()
+	// Output:
+	// after free: invalidations 1, served 0, still pinned 1
+	// same address true: misses 2, pins 2, unpins 1
+}

@@ -71,8 +71,8 @@ func TestRules(t *testing.T) {
 		}, map[string]int{}},
 		{"use after free", func(t *testing.T, x *rcachecheck.Pack, _ regcache.Pinner, c *regcache.Cache, _ *fake) {
 			r := get(t, c, x)
-			x.Freed(regcache.Range{Addr: 0x10000, Len: 0x1000})
-			x.Used(r)
+			x.Freed(nil, regcache.Range{Addr: 0x10000, Len: 0x1000}, "free")
+			x.Used(nil, r)
 		}, map[string]int{rcachecheck.StaleRegion: 1, rcachecheck.FreedPinned: 1}},
 		{"unpin in use", func(t *testing.T, x *rcachecheck.Pack, w regcache.Pinner, c *regcache.Cache, _ *fake) {
 			r := get(t, c, x)
@@ -80,7 +80,7 @@ func TestRules(t *testing.T) {
 		}, map[string]int{rcachecheck.UnpinInUse: 1}},
 		{"put then flush", func(t *testing.T, x *rcachecheck.Pack, _ regcache.Pinner, c *regcache.Cache, _ *fake) {
 			r := get(t, c, x)
-			x.Used(r)
+			x.Used(nil, r)
 			c.Put(nil, r)
 			x.Put(r)
 			if err := c.Flush(nil); err != nil {
@@ -91,14 +91,14 @@ func TestRules(t *testing.T) {
 			r := get(t, c, x)
 			c.Put(nil, r)
 			x.Put(r)
-			x.Freed(regcache.Range{Addr: 0x10000, Len: 0x1000}) // no Invalidate: the pin lingers
+			x.Freed(nil, regcache.Range{Addr: 0x10000, Len: 0x1000}, "free") // no Invalidate: the pin lingers
 		}, map[string]int{rcachecheck.FreedPinned: 1}},
 		{"freed and invalidated", func(t *testing.T, x *rcachecheck.Pack, _ regcache.Pinner, c *regcache.Cache, _ *fake) {
 			r := get(t, c, x)
 			c.Put(nil, r)
 			x.Put(r)
 			rg := regcache.Range{Addr: 0x10000, Len: 0x1000}
-			x.Freed(rg)
+			x.Freed(nil, rg, "free")
 			c.Invalidate(rg)
 			if err := c.Flush(nil); err != nil {
 				t.Fatal(err)
