@@ -47,8 +47,13 @@ type Options struct {
 	// Check attaches the checker to the DMA API, to memory and to the
 	// CUDA façade.
 	Check bool
-	// Trace collects a Chrome trace of links and engines.
+	// Trace collects a Chrome trace of links, engines and CPU threads.
 	Trace bool
+	// TraceTo, when Trace is set, is where the trace streams as the run
+	// goes (a file the caller opened before the run, so that a path
+	// that cannot be written fails before it); nil keeps the trace in
+	// memory for Trace.Write. Close ends the document.
+	TraceTo io.Writer
 	// Progress, when set, receives a line per step of a long program
 	// (System.Progressf).
 	Progress io.Writer
@@ -83,13 +88,14 @@ type System struct {
 	// Checker sees every DMA call, memory access and CUDA call when the
 	// system booted with Options.Check; nil otherwise.
 	Checker *check.Checker
-	// Trace collects the trace when the system booted with
-	// Options.Trace; nil otherwise.
+	// Trace is the trace when the system booted with Options.Trace;
+	// nil otherwise. Close ends it.
 	Trace *report.Trace
 	// Result is the result document programs and scenarios fill.
 	Result *report.Result
 
 	opt     Options
+	tracer  *tracer
 	cuda    *cuda.Driver
 	cudaErr error
 	// bufs is the DMA-BUF layer (heaps, buffers, fences).
@@ -162,8 +168,14 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	// memory, by the platform's distances.
 	s.Kernel.SetMemory(m.Mem)
 	if opt.Trace {
-		s.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", opt.Name, spec.Name))
-		traceMachine(m, d, s.Trace)
+		title := fmt.Sprintf("dmalab %s on %s", opt.Name, spec.Name)
+		if opt.TraceTo != nil {
+			s.Trace = report.NewTraceTo(opt.TraceTo, title)
+		} else {
+			s.Trace = report.NewTrace(title)
+		}
+		s.Trace.SetMeta(report.TraceMeta{Version: Version()})
+		s.tracer = newTracer(s, s.Trace)
 	}
 	if opt.Check {
 		// The DMA-API pack judges cache-line sharing and sg segments with
@@ -182,6 +194,9 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	}
 	s.video = v4l2.New(v4l2.Env{Machine: m, Mem: m.Mem, DMA: d, Kernel: s.Kernel, Bufs: s.bufs})
 	s.cuda, s.cudaErr = s.bootCUDA()
+	if s.tracer != nil && s.cuda != nil {
+		s.tracer.hookGPU(s.cuda.System())
+	}
 	if s.cuda != nil && s.Checker != nil {
 		gpumem.Attach(s.Checker, s.cuda)
 	}
@@ -488,5 +503,9 @@ func (s *System) progressDone() {
 	}
 }
 
-// Close ends the system: threads still blocked are unwound.
-func (s *System) Close() { s.Machine.Close() }
+// Close ends the system: the trace is closed (its document ended and
+// flushed), then threads still blocked are unwound.
+func (s *System) Close() {
+	s.closeTrace(nil)
+	s.Machine.Close()
+}

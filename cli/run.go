@@ -77,14 +77,23 @@ on the wire, and waiting for unified-memory faults ("time_split" in JSON).`)
 	if e.isTerminal {
 		opt.Progress = e.stderr
 	}
-	out, err := scenario.Run(s, opt)
-	if err != nil {
-		return scenarioError(e, "run", name, err)
-	}
+	var trace *traceFile
 	if *tracePath != "" {
-		if err := writeFile(*tracePath, out.Trace.Write); err != nil {
+		// Opened before the run, so that a path that cannot be written
+		// fails at once; the trace streams into it as the run goes.
+		if trace, err = createTrace(*tracePath); err != nil {
 			return usageError(e, "run", "--trace: %v", err)
 		}
+		opt.TraceTo = trace
+	}
+	out, err := scenario.Run(s, opt)
+	if trace != nil {
+		if cerr := trace.close(err != nil); cerr != nil && err == nil {
+			return usageError(e, "run", "--trace: %v", cerr)
+		}
+	}
+	if err != nil {
+		return scenarioError(e, "run", name, err)
 	}
 	if *asJSON {
 		err = report.WriteJSON(e.stdout, out.Result)
@@ -122,4 +131,34 @@ func writeFile(path string, fn func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// traceFile is the --trace file, counting what was written to it.
+type traceFile struct {
+	f *os.File
+	n int64
+}
+
+func createTrace(path string) (*traceFile, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &traceFile{f: f}, nil
+}
+
+func (t *traceFile) Write(b []byte) (int, error) {
+	n, err := t.f.Write(b)
+	t.n += int64(n)
+	return n, err
+}
+
+// close closes the file; a run that failed before its trace began (bad
+// input) leaves no empty file behind.
+func (t *traceFile) close(failed bool) error {
+	err := t.f.Close()
+	if failed && t.n == 0 {
+		os.Remove(t.f.Name())
+	}
+	return err
 }
