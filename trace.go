@@ -100,6 +100,10 @@ type tracer struct {
 	hardware []string
 }
 
+// maxCPUTracks bounds the CPU's tracks: a scenario that spawns a thread
+// per measurement (transfers) would otherwise get a track for each.
+const maxCPUTracks = 16
+
 type linkDir struct {
 	l   *fabric.Link
 	dir fabric.Dir
@@ -116,12 +120,14 @@ type linkLoad struct {
 // cpuThread is one thread's CPU track, with its last span held back
 // until the event that names it (a call reports as it returns) can come.
 type cpuThread struct {
-	track *report.Track
-	pend  cpuSpan
-	has   bool
+	track  *report.Track
+	shared bool
+	pend   cpuSpan
+	has    bool
 }
 
 type cpuSpan struct {
+	proc       string
 	name, cat  string
 	start, end sim.Time
 	named      bool
@@ -206,14 +212,24 @@ func (tc *tracer) dmaEvent(e *dma.Event) {
 	if tr.Err != nil {
 		cat = sim.CauseFault.String()
 	}
-	tc.device(e.Device).Thread(thread).Slice(cat, tr.Name, tr.Start, tr.End,
-		report.Arg{Key: "bytes", Value: tr.Bytes},
-		report.Arg{Key: "src", Value: tr.Src.String()},
-		report.Arg{Key: "dst", Value: tr.Dst.String()},
-		report.Arg{Key: "call_us", Value: tr.Call},
-		report.Arg{Key: "overhead_us", Value: tr.Overhead},
-		report.Arg{Key: "queue_us", Value: tr.Queue},
-		report.Arg{Key: "translate_us", Value: tr.Translate})
+	args := []report.Arg{
+		{Key: "bytes", Value: tr.Bytes},
+		{Key: "src", Value: tr.Src.String()},
+		{Key: "dst", Value: tr.Dst.String()},
+		{Key: "call_us", Value: tr.Call},
+		{Key: "overhead_us", Value: tr.Overhead},
+		{Key: "queue_us", Value: tr.Queue},
+		{Key: "translate_us", Value: tr.Translate},
+	}
+	if tr.Engine == "" {
+		// Without a queue, a master's transfers overlap as far as its
+		// rings or queue depth let them: an async group, not a lane
+		// per transfer in flight.
+		args = append(args, report.Arg{Key: "transfer", Value: tr.Name})
+		tc.device(e.Device).Async(cat, thread, tr.Start, tr.End, args...)
+		return
+	}
+	tc.device(e.Device).Thread(thread).Slice(cat, tr.Name, tr.Start, tr.End, args...)
 }
 
 // flowEvent keeps each link direction's load and writes its counter
@@ -347,12 +363,19 @@ func (tc *tracer) cpuWork(w *sim.CPUWork) {
 	if th == nil {
 		return
 	}
-	tc.flushThread(th)
 	name := "cpu"
 	if w.Charged {
 		name = "cpu copy"
 	}
-	th.pend = cpuSpan{name: name, cat: w.Cause.String(), start: w.Time, end: w.End}
+	cat := w.Cause.String()
+	if th.has && !th.pend.named && th.pend.end == w.Time && th.pend.cat == cat {
+		// Back-to-back work of one kind (cache maintenance line after
+		// line) is one slice.
+		th.pend.end = w.End
+		return
+	}
+	tc.flushThread(th)
+	th.pend = cpuSpan{proc: w.Proc, name: name, cat: cat, start: w.Time, end: w.End}
 	th.has = true
 }
 
@@ -388,7 +411,14 @@ func (tc *tracer) thread(proc string) *cpuThread {
 	if label == "" {
 		label = "(unnamed thread)"
 	}
-	th := &cpuThread{track: tc.cpu.Thread(label)}
+	th := &cpuThread{}
+	if len(tc.threads) < maxCPUTracks {
+		th.track = tc.cpu.Thread(label)
+	} else {
+		// Past the bound, threads share one track; their slices carry
+		// the thread's name.
+		th.shared = true
+	}
 	tc.threads[proc] = th
 	return th
 }
@@ -398,7 +428,14 @@ func (tc *tracer) flushThread(th *cpuThread) {
 		return
 	}
 	p := th.pend
-	th.track.Slice(p.cat, p.name, p.start, p.end)
+	if th.shared {
+		// An async group: the held spans of many threads come out of
+		// order of start, which lanes would spread over many tracks.
+		tc.cpu.Async(p.cat, "other threads", p.start, p.end,
+			report.Arg{Key: "thread", Value: p.proc}, report.Arg{Key: "work", Value: p.name})
+	} else {
+		th.track.Slice(p.cat, p.name, p.start, p.end)
+	}
 	th.has = false
 }
 

@@ -49,6 +49,7 @@ type Trace struct {
 	slices  int
 	events  int
 	tracks  int
+	asyncID int64
 	meta    TraceMeta
 	scratch []byte
 }
@@ -74,6 +75,7 @@ type TraceProcess struct {
 	name     string
 	threads  map[string]*Track
 	counters map[string]*Counter
+	async    map[string]bool
 }
 
 // Track is one track of slices (a thread, split into lanes as needed).
@@ -205,6 +207,43 @@ func (tr *Track) Slice(cat, name string, start, end sim.Time, args ...Arg) {
 	b = appendArgs(b, args)
 	b = append(b, '}')
 	t.end(b)
+}
+
+// Async adds a slice named name on p's async track group (the viewers
+// gather async slices of one name in one group, rows added as they
+// overlap), of category cat, from start to end, with args: for work
+// that overlaps without bound, a device's transfers in flight.
+func (p *TraceProcess) Async(cat, name string, start, end sim.Time, args ...Arg) {
+	t := p.t
+	if t.done {
+		return
+	}
+	if !p.async[name] {
+		if p.async == nil {
+			p.async = map[string]bool{}
+		}
+		p.async[name] = true
+		t.tracks++
+	}
+	t.slices++
+	t.asyncID++
+	for _, ph := range [2]string{"b", "e"} {
+		b := t.begin(ph, cat)
+		b = appendPidTid(b, p.pid, 0)
+		b = append(b, `,"id":`...)
+		b = strconv.AppendInt(b, t.asyncID, 10)
+		b = append(b, `,"name":`...)
+		b = appendString(b, name)
+		b = append(b, `,"ts":`...)
+		if ph == "b" {
+			b = appendMicros(b, start)
+			b = appendArgs(b, args)
+		} else {
+			b = appendMicros(b, end)
+		}
+		b = append(b, '}')
+		t.end(b)
+	}
 }
 
 // nameLane writes the metadata of lane i of tr, a new thread.
