@@ -480,7 +480,7 @@ func (s *System) closeTrace(runErr error) error {
 	m.Scenario, m.Platform = s.Result.Scenario, s.Result.Platform
 	m.Params = s.Result.Params
 	if runErr != nil && m.Error == "" {
-		m.Error = runErr.Error()
+		m.Error = UsageMessage(runErr)
 	}
 	s.Trace.SetMeta(m)
 	return s.Trace.Close()
