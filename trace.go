@@ -193,7 +193,14 @@ func linkKind(l platform.PCIeLink) string {
 }
 
 func (tc *tracer) dmaEvent(e *dma.Event) {
-	tc.named(e.Proc, e.Time, e.Op.String(), e.Cause)
+	if e.Proc != "" {
+		// The call as its C name ("dma_map_single"), else the op.
+		name, _, ok := strings.Cut(e.Call, "(")
+		if !ok || name == "" {
+			name = e.Op.String()
+		}
+		tc.named(e.Proc, e.Time, name, e.Cause)
+	}
 	tr := e.Transfer
 	if e.Op != dma.OpTransfer || tr == nil {
 		return
