@@ -174,7 +174,7 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 		} else {
 			s.Trace = report.NewTrace(title)
 		}
-		s.Trace.SetMeta(report.TraceMeta{Version: Version()})
+		s.Trace.SetMeta(report.TraceMeta{Version: buildVersion()})
 		s.tracer = newTracer(s, s.Trace)
 	}
 	if opt.Check {

@@ -47,10 +47,10 @@ func factors(spec *platform.Spec) map[string]report.Factor {
 	return f
 }
 
-// Version is the program's module version and VCS revision, as the Go
+// buildVersion is the program's module version and VCS revision, as the Go
 // toolchain stamped them in the binary ("(devel)" for a build from a
 // work tree), for the trace's metadata.
-func Version() string {
+func buildVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return ""
