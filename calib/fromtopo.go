@@ -60,7 +60,9 @@ type skeleton struct {
 	swOf map[topo.BDF]string
 }
 
-func (b *skeleton) notef(format string, a ...any) { b.notes = append(b.notes, fmt.Sprintf(format, a...)) }
+func (b *skeleton) notef(format string, a ...any) {
+	b.notes = append(b.notes, fmt.Sprintf(format, a...))
+}
 
 // assume replaces the source of every parameter in v (a pointer) with
 // an assumption taken from the base platform.
@@ -75,7 +77,7 @@ func assume(v any, base string) {
 			}
 		case reflect.Struct:
 			if f := v.FieldByName("Source"); f.IsValid() && f.Kind() == reflect.String && v.FieldByName("V").IsValid() {
-				if !v.FieldByName("V").IsZero() {
+				if f.String() != "" {
 					f.SetString(src)
 				}
 				return
