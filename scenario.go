@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 )
@@ -198,6 +199,7 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	sys.Result.NUMAStat = numaStat(sys.Kernel)
 	return &Outcome{Result: sys.Result, Trace: sys.Trace, Check: sys.Report()}, nil
 }
 
@@ -207,4 +209,18 @@ func paramNames(s *Scenario) []string {
 		names = append(names, p.Name)
 	}
 	return names
+}
+
+// numaStat is the kernel's numastat for the result, nil when the run
+// placed no anonymous memory (so that the field stays out of the JSON).
+func numaStat(k *kernel.Kernel) []report.NUMANode {
+	if k.AnonPages() == 0 {
+		return nil
+	}
+	var out []report.NUMANode
+	for n, s := range k.NUMAStats() {
+		out = append(out, report.NUMANode{Node: n, NumaHit: s.NumaHit, NumaMiss: s.NumaMiss, NumaForeign: s.NumaForeign,
+			InterleaveHit: s.InterleaveHit, LocalNode: s.LocalNode, OtherNode: s.OtherNode})
+	}
+	return out
 }

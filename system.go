@@ -158,6 +158,9 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 		},
 		opt: opt,
 	}
+	// The kernel places anonymous memory (MmapAnon) in the machine's
+	// memory, by the platform's distances.
+	s.Kernel.SetMemory(m.Mem)
 	if opt.Trace {
 		s.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", opt.Name, spec.Name))
 		traceMachine(m, d, s.Trace)

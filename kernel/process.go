@@ -48,6 +48,12 @@ type Process struct {
 	onExit          []exitFn
 	exited          bool
 	threads         []*sim.Proc
+
+	// NUMA (anon.go): the cpuset's mems and CPUs (nil: all), the CPU
+	// each bound thread runs on, the anonymous mappings.
+	mems, cpus []int
+	threadCPU  map[*sim.Proc]int
+	anon       []*anonMap
 }
 
 type exitFn struct {

@@ -75,7 +75,7 @@ func (m *Memory) cpuTranslate(node int, va VirtAddr, size uint64) ([]PhysRange, 
 	if node < 0 || node >= len(m.nodes) {
 		return nil, Cached, fmt.Errorf("CPU of node %d: no such node: %w", node, ErrInvalid)
 	}
-	segs, _, attr, err := m.translate(va, size, m.segs[:0])
+	segs, _, attr, err := m.translate(va, size, m.segs[:0], node)
 	m.segs = segs
 	return segs, attr, err
 }
@@ -305,6 +305,12 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 	if p == nil {
 		return
 	}
+	m.copyCost(p, node, src, dst, size, cached)
+}
+
+// copyCost makes p, a CPU on node, spend the time of copying size bytes
+// from src to dst (CopyPhys, a page migration).
+func (m *Memory) copyCost(p *sim.Proc, node int, src, dst PhysAddr, size uint64, cached bool) {
 	srcNode, dstNode := m.homeNode(src), m.homeNode(dst)
 	if srcNode < 0 {
 		srcNode = node

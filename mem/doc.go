@@ -30,6 +30,16 @@
 //     virtually consecutive pages are never physically adjacent: code
 //     that treats a vmalloc buffer as contiguous reads the wrong memory.
 //     Kernel text (_text, TextStart) is backed by RAM.
+//   - Anonymous user memory (MapAnon, ClassAnon), also in the vmalloc
+//     space: its pages are absent until first touched. A CPU access
+//     (Read, Write and their byte forms, with the accessing CPU's node)
+//     or Populate (get_user_pages, for pinners) of an absent page calls
+//     the area's FaultHandler, which the kernel installs and which picks
+//     the node by policy and allocates the page; the page then reads as
+//     zeros (clear_page). Translate does not fault (ErrNotPresent).
+//     MovePage migrates a placed page to a new physical page, carrying
+//     its versions and bytes (no stale data), at one page of CPU copy;
+//     PageNode says where a page lives (move_pages's query).
 //   - The CPU cache: one per node, the last-level cache its cores share,
 //     with the node's CPUCache parameters: write-allocate, write-back,
 //     lines evicted in fill order beyond its size (dirty ones written

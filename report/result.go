@@ -29,6 +29,26 @@ type Result struct {
 	// one to give first (camera-pipeline: what zero-copy saves, what to
 	// try next). Text output prints it under the title.
 	Summary []string `json:"summary,omitempty"`
+	// NUMAStat is numastat per node, set when the run placed anonymous
+	// memory by NUMA policy (omitted otherwise).
+	NUMAStat []NUMANode `json:"numastat,omitempty"`
+}
+
+// NUMANode is one node's numastat counters, in pages
+// (/sys/devices/system/node/nodeN/numastat; zone_statistics in
+// mm/page_alloc.c): numa_hit, allocated on the node that was intended;
+// numa_miss, allocated here though another was; numa_foreign, intended
+// here, allocated elsewhere; interleave_hit, an interleave policy's page
+// on the node it chose; local_node and other_node, allocated here for a
+// CPU of this node or of another.
+type NUMANode struct {
+	Node          int    `json:"node"`
+	NumaHit       uint64 `json:"numa_hit"`
+	NumaMiss      uint64 `json:"numa_miss"`
+	NumaForeign   uint64 `json:"numa_foreign"`
+	InterleaveHit uint64 `json:"interleave_hit"`
+	LocalNode     uint64 `json:"local_node"`
+	OtherNode     uint64 `json:"other_node"`
 }
 
 // TimeSplit is time summed over a run's transfers and accesses by what
