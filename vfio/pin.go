@@ -1,8 +1,8 @@
 package vfio
 
 import (
-	"errors"
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"syscall"
