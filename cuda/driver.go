@@ -141,7 +141,9 @@ func New(sys *gpu.System, opts ...Option) (*Driver, error) {
 		return nil, errors.New("cuda: the dma-buf layer given runs on another engine")
 	}
 	if d.k == nil {
+		// Its own kernel places memory by policy on the machine's nodes.
 		d.k = kern.New(m.Engine, m.Mem.Nodes())
+		d.k.SetMemory(m.Mem)
 	} else if d.k.Engine() != m.Engine || d.k.Nodes() != m.Mem.Nodes() {
 		return nil, fmt.Errorf("cuda: the kernel given runs another machine (%d node(s), the GPUs' has %d)", d.k.Nodes(), m.Mem.Nodes())
 	}
