@@ -472,10 +472,17 @@ func gaSummary(s *dmalab.System, first int, res []gaResult, links []*fabric.Link
 		return strings.Join(parts, ", "), worst
 	}
 	var out []string
-	if txt, _ := pair(xfer.Pinned, "1gpu-local", "1gpu-remote"); txt != "" {
-		out = append(out, fmt.Sprintf("%s: what do I lose if my GPU sits on the other socket? With pinned memory, next to nothing: %s per GPU and direction. "+
-			"%s's PCIe link (%.1f GB/s a direction) binds below %s's %s, so the remote copy pays only the socket round trip (2 × %v) in its latency.",
-			spec.Name, txt, g.Name, pcie, sl.Name, structure, spec.SocketLatency(near, far)))
+	if txt, worst := pair(xfer.Pinned, "1gpu-local", "1gpu-remote"); txt != "" {
+		q := fmt.Sprintf("%s: what do I lose if my GPU sits on the other socket? With pinned memory, ", spec.Name)
+		if worst < 1 {
+			out = append(out, q+fmt.Sprintf("next to nothing: %s per GPU and direction. "+
+				"%s's PCIe link (%.1f GB/s a direction) binds below %s's %s, so the remote copy pays only the socket round trip (2 × %v) in its latency.",
+				txt, g.Name, pcie, sl.Name, structure, spec.SocketLatency(near, far)))
+		} else {
+			out = append(out, q+fmt.Sprintf("the socket link's rate: %s per GPU and direction. "+
+				"%s's %s binds below %s's PCIe link (%.1f GB/s a direction).",
+				txt, sl.Name, structure, g.Name, pcie))
+		}
 	}
 	if txt, _ := pair(xfer.Pageable, "1gpu-local", "1gpu-remote"); txt != "" {
 		out = append(out, fmt.Sprintf("%s: with pageable memory on the other socket the staging memcpy pays it: %s. "+
