@@ -476,7 +476,7 @@ func gaSummary(s *dmalab.System, first int, res []gaResult, links []*fabric.Link
 		q := fmt.Sprintf("%s: what do I lose if my GPU sits on the other socket? With pinned memory, ", spec.Name)
 		if worst < 1 {
 			out = append(out, q+fmt.Sprintf("next to nothing: %s per GPU and direction. "+
-				"%s's PCIe link (%.1f GB/s a direction) binds below %s's %s, so the remote copy pays only the socket round trip (2 × %v) in its latency.",
+				"%s's PCIe link (%.1f GB/s a direction) binds below %s's %s, so the remote copy pays only the socket link's latency (%v) once more per copy.",
 				txt, g.Name, pcie, sl.Name, structure, spec.SocketLatency(near, far)))
 		} else {
 			out = append(out, q+fmt.Sprintf("the socket link's rate: %s per GPU and direction. "+
