@@ -467,7 +467,7 @@ func gaSummary(s *dmalab.System, first int, res []gaResult, links []*fabric.Link
 			}
 			loss := 100 * (1 - r.row.GBps/l.row.GBps)
 			worst = max(worst, loss)
-			parts = append(parts, fmt.Sprintf("%s %.1f → %.1f GB/s (−%.1f%%)", d, l.row.GBps, r.row.GBps, loss))
+			parts = append(parts, fmt.Sprintf("%s %.1f → %.1f GB/s (%s)", d, l.row.GBps, r.row.GBps, gaChange(loss)))
 		}
 		return strings.Join(parts, ", "), worst
 	}
@@ -506,7 +506,7 @@ func gaSummary(s *dmalab.System, first int, res []gaResult, links []*fabric.Link
 				continue
 			}
 			loss := 100 * (1 - r.agg/l.agg)
-			parts = append(parts, fmt.Sprintf("%s %.1f → %.1f GB/s (−%.1f%%)", d, l.agg, r.agg, loss))
+			parts = append(parts, fmt.Sprintf("%s %.1f → %.1f GB/s (%s)", d, l.agg, r.agg, gaChange(loss)))
 			if r.share > peak {
 				peak, peakDir = r.share, d
 			}
@@ -532,4 +532,16 @@ func gaSummary(s *dmalab.System, first int, res []gaResult, links []*fabric.Link
 		out = append(out, line)
 	}
 	return out
+}
+
+// gaChange writes a loss in percent as a signed change: −x % for a
+// loss, +x % for a gain, ±0.0 % for none (under a tenth of a percent).
+func gaChange(loss float64) string {
+	switch {
+	case loss >= 0.05:
+		return fmt.Sprintf("−%.1f%%", loss)
+	case loss <= -0.05:
+		return fmt.Sprintf("+%.1f%%", -loss)
+	}
+	return "±0.0%"
 }
