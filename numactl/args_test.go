@@ -102,7 +102,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, n := range append(append(append([]int{}, a.Nodes...), a.CPUNodes...)) {
+		for _, n := range append(append([]int{}, a.Nodes...), a.CPUNodes...) {
 			if n < 0 || n >= top.Nodes {
 				t.Fatalf("Parse(%q): node %d", line, n)
 			}
