@@ -159,7 +159,7 @@ type Row struct {
 
 // LocalShare is the share of the row's CPU accesses that were to the
 // accessing thread's own node, 0 to 1; -1 when it has none.
-func (r *Row) LocalShare() float64 {
+func (r Row) LocalShare() float64 {
 	if r.LocalBytes+r.RemoteBytes == 0 {
 		return -1
 	}
