@@ -208,7 +208,24 @@ func runNUMAFirstTouch(c *Context) error {
 		results = append(results, res)
 	}
 	c.Result.Summary = ftSummary(results, nodes)
+	if note := dramNote(c, threads); note != "" {
+		c.Result.Summary = append(c.Result.Summary, note)
+	}
 	return nil
+}
+
+// dramNote warns when one node's threads together stream faster than
+// its DRAM: the model charges a thread's accesses to its own node's
+// memory at its memcpy rate, without sharing the node's DRAM bandwidth
+// (remote accesses do share it, and the socket links), so local
+// bandwidth beyond DRAM's is overstated.
+func dramNote(c *Context, threads int) string {
+	n := c.Spec.Nodes[0]
+	if float64(threads)*float64(n.MemcpyRate.V) <= float64(n.DRAMBandwidth.V) {
+		return ""
+	}
+	return fmt.Sprintf("note: %d threads x %s exceed node 0's DRAM bandwidth of %s; the model does not share local DRAM among threads, so local rates here are overstated",
+		threads, n.MemcpyRate.V, n.DRAMBandwidth.V)
 }
 
 // ftVariant runs one variant in a process of its own.

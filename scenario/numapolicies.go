@@ -103,6 +103,7 @@ func runNUMAPolicies(c *Context) error {
 		}
 	}
 	for _, pl := range c.List("placements") {
+		var best, worst report.Row
 		nodes := map[string][]int{"node0": {0}, "node1": {1}, "both": {0, 1}}[pl]
 		cpus, err := numaWorkers(c, nodes, threads)
 		if err != nil {
@@ -118,7 +119,18 @@ func runNUMAPolicies(c *Context) error {
 				return fmt.Errorf("%s on %s: %w", pol, pl, err)
 			}
 			c.Result.Results = append(c.Result.Results, row)
+			if best.Path == "" || row.GBps > best.GBps {
+				best = row
+			}
+			if worst.Path == "" || row.GBps < worst.GBps {
+				worst = row
+			}
 		}
+		c.Result.Summary = append(c.Result.Summary, fmt.Sprintf("threads on %s: best %s, %s GB/s (%s local); worst %s, %s GB/s (%s local)",
+			pl, best.Path, report.FormatGBps(best.GBps), share(best.LocalShare()), worst.Path, report.FormatGBps(worst.GBps), share(worst.LocalShare())))
+	}
+	if note := dramNote(c, threads); note != "" {
+		c.Result.Summary = append(c.Result.Summary, note)
 	}
 	return nil
 }
