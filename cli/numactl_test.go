@@ -34,7 +34,7 @@ func TestNumactlFlag(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"\nnumastat (pages):\n", "  first-touch all workers:\n"} {
+	for _, want := range []string{"\nnumastat (pages):\n", "\nnumastat by row (pages):\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)
 		}
@@ -45,6 +45,12 @@ func TestNumactlFlag(t *testing.T) {
 	if len(lines) < 3 || strings.Join(strings.Fields(lines[0]), " ") != "node0 node1" ||
 		strings.Join(strings.Fields(lines[1]), " ") != "numa_hit 1024 0" {
 		t.Errorf("numastat block:\n%s", block)
+	}
+	// By row: the variant's row, node 0 holding the 1024 pages.
+	_, byRow, _ := strings.Cut(out, "numastat by row (pages):\n")
+	if !strings.Contains(byRow, "first-touch all workers") ||
+		!strings.Contains(strings.Join(strings.Fields(byRow), " "), "first-touch all workers 0 1024 0 0 0 1024 0 1 0 0 0 0 0 0") {
+		t.Errorf("numastat by row:\n%s", byRow)
 	}
 	code, out, errs = dmalab(t, "check", "numa-first-touch", "--set", "size=4MiB", "--set", "threads=2", "--numactl", "-N 1 -l")
 	if code != exitOK || !strings.Contains(out, "no diagnostics") {

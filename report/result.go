@@ -364,15 +364,21 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 	}
 	if rowStat {
+		// A line per row and node, not a block per row: a scenario
+		// with many rows stays readable.
 		fmt.Fprintln(w, "\nnumastat by row (pages):")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "  row\tnode\t"+strings.Join(numastatRows, "\t")+"\t")
 		for _, row := range r.Results {
-			if len(row.NUMAStat) == 0 {
-				continue
+			what := strings.TrimSpace(strings.Join([]string{row.Path, row.Direction, row.Mode}, " "))
+			for _, n := range row.NUMAStat {
+				fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", what, n.Node,
+					n.NumaHit, n.NumaMiss, n.NumaForeign, n.InterleaveHit, n.LocalNode, n.OtherNode)
+				what = ""
 			}
-			fmt.Fprintf(w, "  %s:\n", strings.TrimSpace(strings.Join([]string{row.Path, row.Direction, row.Mode}, " ")))
-			if err := writeNUMAStat(w, "    ", row.NUMAStat); err != nil {
-				return err
-			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
 	if t := r.Time; t != nil {
