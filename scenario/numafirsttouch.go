@@ -76,35 +76,35 @@ func numaWorkers(c *Context, nodes []int, threads int) ([]int, error) {
 	return cpus, nil
 }
 
-// needNodes refuses a platform with fewer than two NUMA nodes.
-func needNodes(c *Context) error {
+// numaNeedTwoNodes refuses a platform with fewer than two NUMA nodes.
+func numaNeedTwoNodes(c *Context) error {
 	if c.Kernel.Nodes() < 2 {
 		return usagef("platform %s has %d NUMA node(s); %s needs two (2s-4gpu-pcie, dgx-h100)", c.Spec.Name, c.Kernel.Nodes(), c.Scenario.Name)
 	}
 	return nil
 }
 
-// numaPart is the part of a buffer one thread uses.
-type numaPart struct {
+// numaThreadPart is the part of a buffer one thread uses.
+type numaThreadPart struct {
 	va   mem.VirtAddr
 	size uint64
 }
 
-// split cuts size bytes at va into n page-aligned parts of equal size
+// numaSplit cuts size bytes at va into n page-aligned parts of equal size
 // (the remainder unused).
-func split(va mem.VirtAddr, size uint64, n int) []numaPart {
+func numaSplit(va mem.VirtAddr, size uint64, n int) []numaThreadPart {
 	each := size / mem.PageSize / uint64(n) * mem.PageSize
-	out := make([]numaPart, n)
+	out := make([]numaThreadPart, n)
 	for i := range out {
-		out[i] = numaPart{va + mem.VirtAddr(uint64(i)*each), each}
+		out[i] = numaThreadPart{va + mem.VirtAddr(uint64(i)*each), each}
 	}
 	return out
 }
 
-// localBytes counts the bytes of part on node node and on other nodes,
+// numaLocalBytes counts the bytes of part on node node and on other nodes,
 // by page placement; every page must be placed. It reads the part's
 // physical pieces (Translate), not page by page, as it runs per thread.
-func localBytes(m *mem.Memory, part numaPart, node int) (local, remote int64, err error) {
+func numaLocalBytes(m *mem.Memory, part numaThreadPart, node int) (local, remote int64, err error) {
 	segs, _, _, err := m.Translate(part.va, part.size)
 	if err != nil {
 		return 0, 0, err
@@ -126,8 +126,8 @@ func localBytes(m *mem.Memory, part numaPart, node int) (local, remote int64, er
 	return local, remote, nil
 }
 
-// numaGroup sums up threads' work into a row.
-type numaGroup struct {
+// numaThreadGroup sums up threads' work into a row.
+type numaThreadGroup struct {
 	threads       int
 	bytes         int64 // per thread
 	start, end    sim.Time
@@ -135,7 +135,7 @@ type numaGroup struct {
 	threadSeconds float64 // summed over threads
 }
 
-func (g *numaGroup) add(bytes int64, start, end sim.Time, local, remote int64) {
+func (g *numaThreadGroup) add(bytes int64, start, end sim.Time, local, remote int64) {
 	if g.threads == 0 || start < g.start {
 		g.start = start
 	}
@@ -147,7 +147,7 @@ func (g *numaGroup) add(bytes int64, start, end sim.Time, local, remote int64) {
 	g.threadSeconds += (end - start).Seconds()
 }
 
-func (g *numaGroup) row(path, dir string) report.Row {
+func (g *numaThreadGroup) row(path, dir string) report.Row {
 	secs := (g.end - g.start).Seconds()
 	total := g.bytes * int64(g.threads)
 	r := report.Row{Name: path + " " + dir, Path: path, Direction: dir, Bytes: g.bytes, Ops: int64(g.threads), Seconds: secs,
@@ -161,8 +161,8 @@ func (g *numaGroup) row(path, dir string) report.Row {
 	return r
 }
 
-// numaStatDelta is the numastat counters added since before.
-func numaStatDelta(k *kernel.Kernel, before []kernel.NUMAStat) []report.NUMANode {
+// numaStatSince is the numastat counters added since before.
+func numaStatSince(k *kernel.Kernel, before []kernel.NUMAStat) []report.NUMANode {
 	var out []report.NUMANode
 	for n, s := range k.NUMAStats() {
 		b := before[n]
@@ -181,7 +181,7 @@ type ftResult struct {
 }
 
 func runNUMAFirstTouch(c *Context) error {
-	if err := needNodes(c); err != nil {
+	if err := numaNeedTwoNodes(c); err != nil {
 		return err
 	}
 	size := uint64(c.Size("size"))
@@ -208,18 +208,18 @@ func runNUMAFirstTouch(c *Context) error {
 		results = append(results, res)
 	}
 	c.Result.Summary = ftSummary(results, nodes)
-	if note := dramNote(c, threads); note != "" {
+	if note := numaDRAMNote(c, threads); note != "" {
 		c.Result.Summary = append(c.Result.Summary, note)
 	}
 	return nil
 }
 
-// dramNote warns when one node's threads together stream faster than
+// numaDRAMNote warns when one node's threads together stream faster than
 // its DRAM: the model charges a thread's accesses to its own node's
 // memory at its memcpy rate, without sharing the node's DRAM bandwidth
 // (remote accesses do share it, and the socket links), so local
 // bandwidth beyond DRAM's is overstated.
-func dramNote(c *Context, threads int) string {
+func numaDRAMNote(c *Context, threads int) string {
 	n := c.Spec.Nodes[0]
 	if float64(threads)*float64(n.MemcpyRate.V) <= float64(n.DRAMBandwidth.V) {
 		return ""
@@ -245,7 +245,7 @@ func ftVariant(c *Context, variant string, size uint64, cpus []int, passes int) 
 			if err != nil {
 				return err
 			}
-			parts := split(va, size, len(cpus))
+			parts := numaSplit(va, size, len(cpus))
 			// workers runs body in one thread per CPU of cpus, each
 			// bound to it, and waits for them all.
 			workers := func(phase string, body func(w *sim.Proc, i int) error) error {
@@ -275,14 +275,14 @@ func ftVariant(c *Context, variant string, size uint64, cpus []int, passes int) 
 			}
 			// Initialisation: one write of every byte, by the main
 			// thread or by each worker of its own part.
-			var init numaGroup
+			var init numaThreadGroup
 			if variant == "parallel-init" {
 				err = workers("init", func(w *sim.Proc, i int) error {
 					start := w.Now()
 					if v := m.Write(w, p.ThreadNode(w), parts[i].va, parts[i].size); v == 0 {
 						return fmt.Errorf("initialising part %d: write failed", i)
 					}
-					l, r, err := localBytes(m, parts[i], p.ThreadNode(w))
+					l, r, err := numaLocalBytes(m, parts[i], p.ThreadNode(w))
 					if err != nil {
 						return err
 					}
@@ -297,7 +297,7 @@ func ftVariant(c *Context, variant string, size uint64, cpus []int, passes int) 
 				if v := m.Write(t, p.ThreadNode(t), va, size); v == 0 {
 					return fmt.Errorf("initialising %#x bytes: write failed", size)
 				}
-				l, r, err := localBytes(m, numaPart{va, size}, p.ThreadNode(t))
+				l, r, err := numaLocalBytes(m, numaThreadPart{va, size}, p.ThreadNode(t))
 				if err != nil {
 					return err
 				}
@@ -313,7 +313,7 @@ func ftVariant(c *Context, variant string, size uint64, cpus []int, passes int) 
 					if k.NodeOfCPU(cpu) != 1 {
 						continue
 					}
-					_, r, err := localBytes(m, parts[i], 1)
+					_, r, err := numaLocalBytes(m, parts[i], 1)
 					if err != nil {
 						return err
 					}
@@ -330,12 +330,12 @@ func ftVariant(c *Context, variant string, size uint64, cpus []int, passes int) 
 				}
 				rows = append(rows, row)
 			}
-			groups := map[int]*numaGroup{}
-			var all numaGroup
+			groups := map[int]*numaThreadGroup{}
+			var all numaThreadGroup
 			per := int64(parts[0].size) * 2 * int64(passes)
 			err = workers("worker", func(w *sim.Proc, i int) error {
 				node := p.ThreadNode(w)
-				l, r, err := localBytes(m, parts[i], node)
+				l, r, err := numaLocalBytes(m, parts[i], node)
 				if err != nil {
 					return err
 				}
@@ -351,7 +351,7 @@ func ftVariant(c *Context, variant string, size uint64, cpus []int, passes int) 
 				l, r = l*2*int64(passes), r*2*int64(passes)
 				g := groups[node]
 				if g == nil {
-					g = &numaGroup{}
+					g = &numaThreadGroup{}
 					groups[node] = g
 				}
 				g.add(per, start, w.Now(), l, r)
@@ -361,7 +361,7 @@ func ftVariant(c *Context, variant string, size uint64, cpus []int, passes int) 
 			if err != nil {
 				return err
 			}
-			for _, n := range slices.Sorted(mapKeysInt(groups)) {
+			for _, n := range slices.Sorted(numaKeys(groups)) {
 				row := groups[n].row(variant, fmt.Sprintf("node%d workers", n))
 				res.byNode[n] = row
 				rows = append(rows, row)
@@ -379,13 +379,13 @@ func ftVariant(c *Context, variant string, size uint64, cpus []int, passes int) 
 	if runErr != nil {
 		return ftResult{}, runErr
 	}
-	res.all.NUMAStat = numaStatDelta(k, before)
+	res.all.NUMAStat = numaStatSince(k, before)
 	c.Result.Results = append(c.Result.Results, rows...)
 	c.Result.Results = append(c.Result.Results, res.all)
 	return res, nil
 }
 
-func mapKeysInt[V any](m map[int]V) func(func(int) bool) {
+func numaKeys[V any](m map[int]V) func(func(int) bool) {
 	return func(yield func(int) bool) {
 		for k := range m {
 			if !yield(k) {
@@ -409,7 +409,7 @@ func ftSummary(results []ftResult, nodes []int) []string {
 	for _, r := range results {
 		row := r.byNode[far]
 		line := fmt.Sprintf("%s: node%d workers %s local, %s GB/s a thread; all workers %s GB/s",
-			r.variant, far, share(row.LocalShare()), report.FormatGBps(row.ThreadGBps), report.FormatGBps(r.all.GBps))
+			r.variant, far, numaShare(row.LocalShare()), report.FormatGBps(row.ThreadGBps), report.FormatGBps(r.all.GBps))
 		if base != nil && r.variant != base.variant && base.all.GBps > 0 {
 			line += fmt.Sprintf(" (%.2fx the pitfall's)", r.all.GBps/base.all.GBps)
 		}
@@ -418,7 +418,7 @@ func ftSummary(results []ftResult, nodes []int) []string {
 	return out
 }
 
-func share(f float64) string {
+func numaShare(f float64) string {
 	if f < 0 {
 		return "-"
 	}

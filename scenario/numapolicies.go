@@ -44,19 +44,19 @@ of the bytes on the accessing thread's node; numastat per row.`,
 			{Name: "threads", Kind: dmalab.ParamInt, Default: "8", Min: 1, Max: 1024, Help: "threads per node used"},
 			{Name: "policies", Kind: dmalab.ParamList, Values: npPolicies, Item: "policy", Default: strings.Join(npPolicies, ","), Help: "policies: " + strings.Join(npPolicies, ", ")},
 			{Name: "placements", Kind: dmalab.ParamList, Values: npPlacements, Item: "placement", Default: strings.Join(npPlacements, ","), Help: "thread placements: " + strings.Join(npPlacements, ", ")},
-			{Name: "weights", Kind: dmalab.ParamString, Default: "3,1", Check: checkWeights, Help: "weighted interleave's weights of node 0 and node 1, 1 to 255"},
+			{Name: "weights", Kind: dmalab.ParamString, Default: "3,1", Check: npCheckWeights, Help: "weighted interleave's weights of node 0 and node 1, 1 to 255"},
 		},
 		Run: runNUMAPolicies,
 	})
 }
 
-// checkWeights checks "w0,w1", each 1 to 255.
-func checkWeights(s string) error {
-	_, err := parseWeights(s)
+// npCheckWeights checks "w0,w1", each 1 to 255.
+func npCheckWeights(s string) error {
+	_, err := npParseWeights(s)
 	return err
 }
 
-func parseWeights(s string) ([2]uint8, error) {
+func npParseWeights(s string) ([2]uint8, error) {
 	var w [2]uint8
 	parts := strings.Split(s, ",")
 	if len(parts) != 2 {
@@ -91,12 +91,12 @@ func npPolicy(name string) (mode kernel.PolicyMode, nodes []int, ok bool) {
 }
 
 func runNUMAPolicies(c *Context) error {
-	if err := needNodes(c); err != nil {
+	if err := numaNeedTwoNodes(c); err != nil {
 		return err
 	}
 	size := uint64(c.Size("size"))
 	threads := c.Int("threads")
-	w, _ := parseWeights(c.Text("weights")) // checked by the parameter
+	w, _ := npParseWeights(c.Text("weights")) // checked by the parameter
 	for n, x := range w {
 		if err := c.Kernel.SetInterleaveWeight(n, x); err != nil {
 			return err
@@ -127,9 +127,9 @@ func runNUMAPolicies(c *Context) error {
 			}
 		}
 		c.Result.Summary = append(c.Result.Summary, fmt.Sprintf("threads on %s: best %s, %s GB/s (%s local); worst %s, %s GB/s (%s local)",
-			pl, best.Path, report.FormatGBps(best.GBps), share(best.LocalShare()), worst.Path, report.FormatGBps(worst.GBps), share(worst.LocalShare())))
+			pl, best.Path, report.FormatGBps(best.GBps), numaShare(best.LocalShare()), worst.Path, report.FormatGBps(worst.GBps), numaShare(worst.LocalShare())))
 	}
-	if note := dramNote(c, threads); note != "" {
+	if note := numaDRAMNote(c, threads); note != "" {
 		c.Result.Summary = append(c.Result.Summary, note)
 	}
 	return nil
@@ -148,17 +148,17 @@ func npTriad(c *Context, pol, placement string, size uint64, cpus []int) (report
 			return report.Row{}, err
 		}
 	}
-	var g numaGroup
+	var g numaThreadGroup
 	var runErr error
 	p.Spawn("main", func(t *sim.Proc) {
 		runErr = func() error {
-			var arrays [3][]numaPart // a, b, c
+			var arrays [3][]numaThreadPart // a, b, c
 			for i := range arrays {
 				va, err := p.MmapAnon(size)
 				if err != nil {
 					return err
 				}
-				arrays[i] = split(va, size, len(cpus))
+				arrays[i] = numaSplit(va, size, len(cpus))
 			}
 			// phase runs body in one thread per CPU, bound to it, and
 			// waits for them all.
@@ -199,7 +199,7 @@ func npTriad(c *Context, pol, placement string, size uint64, cpus []int) (report
 				node := p.ThreadNode(w)
 				var local, remote int64
 				for _, a := range arrays {
-					l, r, err := localBytes(m, a[i], node)
+					l, r, err := numaLocalBytes(m, a[i], node)
 					if err != nil {
 						return err
 					}
@@ -230,7 +230,7 @@ func npTriad(c *Context, pol, placement string, size uint64, cpus []int) (report
 	}
 	row := g.row(pol, "threads on "+placement)
 	row.Name = "triad " + pol + " " + placement
-	row.NUMAStat = numaStatDelta(k, before)
+	row.NUMAStat = numaStatSince(k, before)
 	if mode, nodes, ok := npPolicy(pol); ok {
 		row.Note = fmt.Sprintf("set_mempolicy(%v, %v)", mode, nodes)
 		if pol == "weighted" {
