@@ -157,9 +157,9 @@ type Row struct {
 	NUMAStat    []NUMANode `json:"numastat,omitempty"`
 }
 
-// LocalShare is the share of the row's CPU accesses that were to the
+// LocalFraction is the share of the row's CPU accesses that were to the
 // accessing thread's own node, 0 to 1; -1 when it has none.
-func (r Row) LocalShare() float64 {
+func (r Row) LocalFraction() float64 {
 	if r.LocalBytes+r.RemoteBytes == 0 {
 		return -1
 	}
@@ -292,7 +292,7 @@ func WriteTable(w io.Writer, r *Result) error {
 			line += FormatSeconds(row.CPUSeconds) + "\t"
 		}
 		if numa {
-			line += formatThreadGBps(row.ThreadGBps) + "\t" + formatShare(row.LocalShare()) + "\t"
+			line += formatThreadGBps(row.ThreadGBps) + "\t" + formatShare(row.LocalFraction()) + "\t"
 		}
 		if lat {
 			line += FormatSeconds(row.P50Seconds) + "\t" + FormatSeconds(row.P99Seconds) + "\t"

@@ -409,7 +409,7 @@ func ftSummary(results []ftResult, nodes []int) []string {
 	for _, r := range results {
 		row := r.byNode[far]
 		line := fmt.Sprintf("%s: node%d workers %s local, %s GB/s a thread; all workers %s GB/s",
-			r.variant, far, numaShare(row.LocalShare()), report.FormatGBps(row.ThreadGBps), report.FormatGBps(r.all.GBps))
+			r.variant, far, numaShare(row.LocalFraction()), report.FormatGBps(row.ThreadGBps), report.FormatGBps(r.all.GBps))
 		if base != nil && r.variant != base.variant && base.all.GBps > 0 {
 			line += fmt.Sprintf(" (%.2fx the pitfall's)", r.all.GBps/base.all.GBps)
 		}

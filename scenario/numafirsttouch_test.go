@@ -33,30 +33,30 @@ func TestNUMAFirstTouch(t *testing.T) {
 		t.Run(plat, func(t *testing.T) {
 			_, rows := ftRun(t, Options{Platform: plat})
 			pit := rows["first-touch/node1 workers"]
-			if s := pit.LocalShare(); s > 0.05 {
+			if s := pit.LocalFraction(); s > 0.05 {
 				t.Fatalf("pitfall: node-1 workers %.1f %% local, want remote share >= 95 %%", 100*s)
 			}
-			if near := rows["first-touch/node0 workers"]; near.LocalShare() != 1 || near.ThreadGBps <= pit.ThreadGBps {
+			if near := rows["first-touch/node0 workers"]; near.LocalFraction() != 1 || near.ThreadGBps <= pit.ThreadGBps {
 				t.Errorf("pitfall: node-0 workers %.2f local at %.2f GB/s, want all local and faster than node 1's %.2f",
-					near.LocalShare(), near.ThreadGBps, pit.ThreadGBps)
+					near.LocalFraction(), near.ThreadGBps, pit.ThreadGBps)
 			}
 			base := rows["first-touch/all workers"]
 			for _, fix := range []string{"parallel-init", "interleave", "mbind-move"} {
 				far, all := rows[fix+"/node1 workers"], rows[fix+"/all workers"]
-				if far.LocalShare() <= pit.LocalShare() || far.ThreadGBps <= pit.ThreadGBps || all.GBps <= base.GBps {
+				if far.LocalFraction() <= pit.LocalFraction() || far.ThreadGBps <= pit.ThreadGBps || all.GBps <= base.GBps {
 					t.Errorf("%s: node-1 workers %.2f local at %.2f GB/s a thread, all %.2f GB/s; want more than the pitfall's %.2f, %.2f, %.2f",
-						fix, far.LocalShare(), far.ThreadGBps, all.GBps, pit.LocalShare(), pit.ThreadGBps, base.GBps)
+						fix, far.LocalFraction(), far.ThreadGBps, all.GBps, pit.LocalFraction(), pit.ThreadGBps, base.GBps)
 				}
 			}
 			for _, fix := range []string{"parallel-init", "mbind-move"} {
-				if s := rows[fix+"/all workers"].LocalShare(); s != 1 {
+				if s := rows[fix+"/all workers"].LocalFraction(); s != 1 {
 					t.Errorf("%s: %.2f local, want all", fix, s)
 				}
 			}
 			// Interleave: exactly half of the pages on each node.
 			il := rows["interleave/all workers"]
-			if len(il.NUMAStat) != 2 || il.NUMAStat[0].NumaHit != il.NUMAStat[1].NumaHit || il.NUMAStat[0].InterleaveHit != 1024 || il.LocalShare() != 0.5 {
-				t.Errorf("interleave: numastat %+v, local %.2f; want 1024 pages per node, half local", il.NUMAStat, il.LocalShare())
+			if len(il.NUMAStat) != 2 || il.NUMAStat[0].NumaHit != il.NUMAStat[1].NumaHit || il.NUMAStat[0].InterleaveHit != 1024 || il.LocalFraction() != 0.5 {
+				t.Errorf("interleave: numastat %+v, local %.2f; want 1024 pages per node, half local", il.NUMAStat, il.LocalFraction())
 			}
 			// MOVE migrates exactly the node-1 workers' half.
 			if mv := rows["mbind-move/migrate"]; mv.Bytes != 4<<20 || mv.Seconds <= 0 {
@@ -77,8 +77,8 @@ func TestNUMAFirstTouchNode1Workers(t *testing.T) {
 		t.Fatal("workers=node1 ran workers on node 0")
 	}
 	pit, il := rows["first-touch/node1 workers"], rows["interleave/node1 workers"]
-	if pit.LocalShare() != 0 || il.LocalShare() != 0.5 || il.ThreadGBps <= pit.ThreadGBps {
-		t.Errorf("node-1 workers: pitfall %.2f local at %.2f GB/s, interleave %.2f at %.2f", pit.LocalShare(), pit.ThreadGBps, il.LocalShare(), il.ThreadGBps)
+	if pit.LocalFraction() != 0 || il.LocalFraction() != 0.5 || il.ThreadGBps <= pit.ThreadGBps {
+		t.Errorf("node-1 workers: pitfall %.2f local at %.2f GB/s, interleave %.2f at %.2f", pit.LocalFraction(), pit.ThreadGBps, il.LocalFraction(), il.ThreadGBps)
 	}
 }
 
@@ -101,7 +101,7 @@ func TestNUMAFirstTouchNumactl(t *testing.T) {
 			if res.Params["numactl"] != tc.opts {
 				t.Errorf("params record numactl=%q, want %q", res.Params["numactl"], tc.opts)
 			}
-			if got := rows["first-touch/node0 workers"].LocalShare(); got != tc.wantLocal0 {
+			if got := rows["first-touch/node0 workers"].LocalFraction(); got != tc.wantLocal0 {
 				t.Errorf("node-0 workers %.2f local, want %.2f", got, tc.wantLocal0)
 			}
 			st := rows["first-touch/all workers"].NUMAStat

@@ -27,7 +27,7 @@ func TestNUMAPolicies(t *testing.T) {
 		t.Fatalf("%d rows, want %d", len(rows), len(npPolicies)*len(npPlacements))
 	}
 	gbps := func(pol, pl string) float64 { return rows[pol+"/threads on "+pl].GBps }
-	local := func(pol, pl string) float64 { return rows[pol+"/threads on "+pl].LocalShare() }
+	local := func(pol, pl string) float64 { return rows[pol+"/threads on "+pl].LocalFraction() }
 	for _, tc := range []struct {
 		what      string
 		ok        bool
