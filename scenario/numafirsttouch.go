@@ -406,10 +406,19 @@ func ftSummary(results []ftResult, nodes []int) []string {
 			base = &results[i]
 		}
 	}
+	// The bandwidth lost is against the best a far worker got, whichever
+	// variant gave it (all local when a fix ran).
+	var best float64
+	for _, r := range results {
+		best = max(best, r.byNode[far].ThreadGBps)
+	}
 	for _, r := range results {
 		row := r.byNode[far]
-		line := fmt.Sprintf("%s: node%d workers %s local, %s GB/s a thread; all workers %s GB/s",
-			r.variant, far, numaShare(row.LocalFraction()), report.FormatGBps(row.ThreadGBps), report.FormatGBps(r.all.GBps))
+		line := fmt.Sprintf("%s: node%d workers %s local, %s GB/s a thread", r.variant, far, numaShare(row.LocalFraction()), report.FormatGBps(row.ThreadGBps))
+		if row.ThreadGBps < best {
+			line += fmt.Sprintf(" (%.0f %% below %s)", 100*(1-row.ThreadGBps/best), report.FormatGBps(best))
+		}
+		line += fmt.Sprintf("; all workers %s GB/s", report.FormatGBps(r.all.GBps))
 		if base != nil && r.variant != base.variant && base.all.GBps > 0 {
 			line += fmt.Sprintf(" (%.2fx the pitfall's)", r.all.GBps/base.all.GBps)
 		}

@@ -3,6 +3,7 @@ package scenario
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/dmalab/dmalab/report"
@@ -31,7 +32,10 @@ func ftRun(t *testing.T, opt Options) (*report.Result, map[string]report.Row) {
 func TestNUMAFirstTouch(t *testing.T) {
 	for _, plat := range []string{"2s-4gpu-pcie", "dgx-h100"} {
 		t.Run(plat, func(t *testing.T) {
-			_, rows := ftRun(t, Options{Platform: plat})
+			res, rows := ftRun(t, Options{Platform: plat})
+			if len(res.Summary) == 0 || !strings.HasPrefix(res.Summary[0], "first-touch: node1 workers 0.0 % local, 5.7") || !strings.Contains(res.Summary[0], "% below 10.00") {
+				t.Errorf("summary %q: want the pitfall's remote share and the bandwidth lost first", res.Summary)
+			}
 			pit := rows["first-touch/node1 workers"]
 			if s := pit.LocalFraction(); s > 0.05 {
 				t.Fatalf("pitfall: node-1 workers %.1f %% local, want remote share >= 95 %%", 100*s)
