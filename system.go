@@ -62,9 +62,10 @@ type Options struct {
 	// --membind=0"): every process the system creates inherits their
 	// policy and CPU binding, as a program numactl starts does
 	// (kernel.Launcher). Memory a model allocates on an explicit node
-	// (Vmalloc, the drivers' buffers) stays where it is put; anonymous
-	// memory (MmapAnon, libnuma) follows the policy. Bad options are a
-	// usage error naming the word. Empty means none.
+	// (Vmalloc, the DMA scenarios' buffers) stays where it is put;
+	// anonymous memory (MmapAnon, libnuma) and the CUDA driver's host
+	// allocations (placed by the calling thread's policy) follow it.
+	// Bad options are a usage error naming the word. Empty means none.
 	NUMACtl string
 	// Engine, when set, is an engine another system runs on: the new
 	// system shares its virtual time (two hosts joined by a wire,

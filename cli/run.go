@@ -35,9 +35,10 @@ platform.<field path>=<value> to change one field of the platform
 --interleave/-i, --preferred/-p, --preferred-many/-P, --weighted-interleave/-w,
 --membind/-m, --localalloc/-l set the memory policy, --cpunodebind/-N and
 --physcpubind/-C the CPUs; lists as numactl takes them (0,2-3, all, +1, !0).
-Memory the kernel places by policy follows it (the numa-* scenarios); memory
-a scenario puts on an explicit node does not move. The options are recorded
-in the params ("numactl").
+Memory the kernel places by policy follows it: anonymous memory (numa-first-touch,
+numa-policies) and CUDA's host allocations (host-memory, gpu-affinity); buffers
+a scenario puts on an explicit node (transfers, the DMA scenarios) do not move.
+The options are recorded in the params ("numactl").
 
 --attribution adds where the transfers' time went, by cause: the calls'
 fixed overheads, queueing for a busy engine, address translation, bytes

@@ -167,3 +167,24 @@ func TestNUMAScenariosDeterministic(t *testing.T) {
 		})
 	}
 }
+
+// TestNumactlPinnedHostMemory: --numactl reaches the CUDA driver's host
+// allocations too: with the pinned buffers bound to node 1, GPU 0's
+// round trip crosses UPI and takes longer.
+func TestNumactlPinnedHostMemory(t *testing.T) {
+	s, err := Lookup("host-memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs := map[string]float64{}
+	for _, opts := range []string{"", "--membind=1"} {
+		out, err := Run(s, Options{Platform: "2s-4gpu-pcie", Sets: []string{"size=16MiB", "types=pinned"}, NUMACtl: opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secs[opts] = out.Result.Results[0].Seconds
+	}
+	if secs["--membind=1"] <= secs[""] {
+		t.Errorf("pinned round trip %g s with --membind=1, %g s without: want slower across sockets", secs["--membind=1"], secs[""])
+	}
+}
