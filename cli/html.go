@@ -187,4 +187,3 @@ parameter only when it was written with --html too (dmalab run --json
 	}
 	return exitOK
 }
-

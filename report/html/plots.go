@@ -55,7 +55,10 @@ func newPlot(title, x, y string) *plot.Plot {
 // the XML prologue, for inlining.
 func toSVG(p *plot.Plot, w, h vg.Length) (string, error) {
 	c := vgsvg.New(w, h)
-	p.Draw(draw.New(c))
+	// A margin round the plot: gonum lays text out by Liberation Sans's
+	// metrics, and a browser that draws it in a wider face (or draws a
+	// glyph such as → from a fallback face) must not clip it.
+	p.Draw(draw.Crop(draw.New(c), vg.Points(14), vg.Points(-10), vg.Points(4), vg.Points(-4)))
 	var b bytes.Buffer
 	if _, err := c.WriteTo(&b); err != nil {
 		return "", fmt.Errorf("draw %q: %w", p.Title.Text, err)
