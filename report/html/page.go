@@ -69,6 +69,7 @@ type view struct {
 	Factors   []factorView
 	Classes   []classCount
 	Checked   bool
+	DiagPlot  *figure
 }
 
 // columns says which optional columns of the results table any row
@@ -135,6 +136,10 @@ func Write(w io.Writer, p *Page) error {
 		}
 	}
 	if p.Check != nil {
+		var err error
+		if v.DiagPlot, err = diagnosticsPlot(p.Check); err != nil {
+			return fmt.Errorf("html report: %w", err)
+		}
 		idx := map[string]int{}
 		for _, d := range p.Check.Diagnostics {
 			i, ok := idx[d.Class]

@@ -16,7 +16,9 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/report"
+	"github.com/dmalab/dmalab/sim"
 )
 
 // palette is Tableau's ten colours (matplotlib's default cycle): told
@@ -38,27 +40,46 @@ func newPlot(title, x, y string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font = sans
-	p.Title.TextStyle.Font.Size = 12
+	p.Title.TextStyle.Font.Size = 14
 	p.X.Label.Text, p.Y.Label.Text = x, y
 	for _, a := range []*plot.Axis{&p.X, &p.Y} {
 		a.Label.TextStyle.Font = sans
-		a.Label.TextStyle.Font.Size = 10
+		a.Label.TextStyle.Font.Size = 12
 		a.Tick.Label.Font = sans
-		a.Tick.Label.Font.Size = 9
+		a.Tick.Label.Font.Size = 11
 	}
 	p.Legend.TextStyle.Font = sans
-	p.Legend.TextStyle.Font.Size = 9
+	p.Legend.TextStyle.Font.Size = 11
 	return p
 }
 
 // toSVG draws p on a w × h canvas and returns the <svg> element without
-// the XML prologue, for inlining.
+// the XML prologue, for inlining. The legend goes to the right of the
+// plot, where it hides no data.
 func toSVG(p *plot.Plot, w, h vg.Length) (string, error) {
+	leg := p.Legend
+	r := leg.Rectangle(draw.New(vgsvg.New(w, h)))
+	legW := r.Max.X - r.Min.X
+	if legW > 0 {
+		w += legW // the plot keeps its width
+	}
 	c := vgsvg.New(w, h)
+	dc := draw.New(c)
+	right := vg.Points(-10)
+	if legW > 0 {
+		p.Legend = plot.NewLegend()
+		right = -(legW + vg.Points(20))
+		leg.Top, leg.Left, leg.XOffs, leg.YOffs = true, true, 0, 0
+		top := vg.Points(8)
+		if p.Title.Text != "" {
+			top += p.Title.TextStyle.Height(p.Title.Text) + p.Title.Padding
+		}
+		leg.Draw(draw.Crop(dc, w-legW-vg.Points(10), 0, 0, -top))
+	}
 	// A margin round the plot: gonum lays text out by Liberation Sans's
 	// metrics, and a browser that draws it in a wider face (or draws a
 	// glyph such as → from a fallback face) must not clip it.
-	p.Draw(draw.Crop(draw.New(c), vg.Points(14), vg.Points(-10), vg.Points(4), vg.Points(-4)))
+	p.Draw(draw.Crop(dc, vg.Points(14), right, vg.Points(4), vg.Points(-4)))
 	var b bytes.Buffer
 	if _, err := c.WriteTo(&b); err != nil {
 		return "", fmt.Errorf("draw %q: %w", p.Title.Text, err)
@@ -83,7 +104,7 @@ type sizeTicks struct{}
 func (sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 	a, b := int(math.Floor(math.Log2(lo))), int(math.Ceil(math.Log2(hi)))
 	step := 1
-	for (b-a)/step > 12 {
+	for (b-a)/step > 5 {
 		step *= 2
 	}
 	var ts []plot.Tick
@@ -205,7 +226,7 @@ func bandwidthPlot(res *report.Result, dir string, ss []*series) (figure, error)
 	p.X.Tick.Marker, p.Y.Tick.Marker = sizeTicks{}, decadeTicks{}
 	p.Add(plotter.NewGrid())
 	loX, hiX, loY, hiY := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
-	measured := false
+	measured, hasModel := false, false
 	for i, s := range ss {
 		slices.SortStableFunc(s.rows, func(a, b report.Row) int { return cmp.Compare(a.Bytes, b.Bytes) })
 		var model, meas plotter.XYs
@@ -223,6 +244,7 @@ func bandwidthPlot(res *report.Result, dir string, ss []*series) (figure, error)
 		}
 		c := colour(i)
 		if len(model) > 0 {
+			hasModel = true
 			l, pts, err := plotter.NewLinePoints(model)
 			if err != nil {
 				return figure{}, fmt.Errorf("%s: %s: %w", title, s.label, err)
@@ -234,6 +256,10 @@ func bandwidthPlot(res *report.Result, dir string, ss []*series) (figure, error)
 		}
 		if len(meas) > 0 {
 			measured = true
+			label := s.label + " (measured)"
+			if len(model) == 0 {
+				label = s.label // only measurements: no need to say so
+			}
 			l, pts, err := plotter.NewLinePoints(meas)
 			if err != nil {
 				return figure{}, fmt.Errorf("%s: %s measured: %w", title, s.label, err)
@@ -241,18 +267,19 @@ func bandwidthPlot(res *report.Result, dir string, ss []*series) (figure, error)
 			l.Color, l.Width, l.Dashes = c, vg.Points(1.2), []vg.Length{vg.Points(4), vg.Points(2)}
 			pts.Color, pts.Shape, pts.Radius = c, draw.RingGlyph{}, vg.Points(3)
 			p.Add(l, pts)
-			p.Legend.Add(s.label+" (measured)", l, pts)
+			p.Legend.Add(label, l, pts)
 		}
 	}
 	p.X.Min, p.X.Max = logRange(loX, hiX, 2)
 	p.Y.Min, p.Y.Max = logRange(loY, hiY, 10)
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs, p.Legend.YOffs = vg.Points(6), vg.Points(-6)
-	h := 9*vg.Centimeter + vg.Length(max(0, len(ss)-8))*0.45*vg.Centimeter
-	svg, err := toSVG(p, 17*vg.Centimeter, h)
+	h := 10*vg.Centimeter + vg.Length(max(0, len(ss)-10))*0.5*vg.Centimeter
+	svg, err := toSVG(p, 16*vg.Centimeter, h)
 	caption := fmt.Sprintf("%s on %s: the time of one copy of each size, per-call overhead included, as GB/s. Small copies are ruled by the call's fixed cost, large ones by the slowest link or memory on the path.", dirName(dir), res.Platform)
-	if measured {
+	switch {
+	case measured && hasModel:
 		caption += " Solid lines with dots are the model; dashed lines with rings the measurement on a real machine."
+	case measured:
+		caption = fmt.Sprintf("%s on %s, measured: the median of each measurement's samples as GB/s. A path measured at one size only is a single ring.", dirName(dir), res.Platform)
 	}
 	return figure{SVG: svg, Caption: caption}, err
 }
@@ -316,8 +343,6 @@ func comparisonPlot(res *report.Result) (*figure, error) {
 		p.Add(sc)
 		p.Legend.Add(dirName(d), sc)
 	}
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs, p.Legend.YOffs = vg.Points(6), vg.Points(-6)
 	svg, err := toSVG(p, 12*vg.Centimeter, 11*vg.Centimeter)
 	return &figure{SVG: svg, Caption: "Each dot is one path, direction and size: above the dashed line the model is faster than the machine, below it slower."}, err
 }
@@ -382,10 +407,9 @@ func stagesPlot(res *report.Result) (*figure, error) {
 	}
 	p.NominalY(labels...)
 	p.X.Min = 0
-	p.X.Max = longest * 1.35 // room for the legend on the right
-	p.Legend.Top = true
+	p.X.Max = longest * 1.05
 	h := vg.Length(len(rows))*0.75*vg.Centimeter + 3*vg.Centimeter
-	svg, err := toSVG(p, 17*vg.Centimeter, h)
+	svg, err := toSVG(p, 16*vg.Centimeter, h)
 	return &figure{SVG: svg, Caption: "Each bar is one platform and mode; its segments are the mean time a frame spends in each stage, from the start of its readout to the end of the last stage."}, err
 }
 
@@ -464,9 +488,6 @@ func timelinePlots(tl *report.Timeline) ([]figure, error) {
 	link.Color, link.Shape, link.Radius = colour(0), draw.BoxGlyph{}, vg.Points(4)
 	p.Legend.Add("copy engine busy", glyph(eng))
 	p.Legend.Add("link or memory carrying data", glyph(link))
-	p.Legend.Top = true
-	p.Legend.YOffs = vg.Points(22)
-	p.Title.Padding = vg.Points(20)
 	h := vg.Length(len(tracks))*0.55*vg.Centimeter + 3.5*vg.Centimeter
 	svg, err := toSVG(p, 17*vg.Centimeter, h)
 	if err != nil {
@@ -502,7 +523,6 @@ func timelinePlots(tl *report.Timeline) ([]figure, error) {
 		q.Legend.Add(fmt.Sprintf("%s (%s)", t.Name, report.FormatSize(t.Bytes)), l)
 	}
 	q.X.Min, q.Y.Min = 0, 0
-	q.Legend.Top = true
 	svg, err = toSVG(q, 17*vg.Centimeter, 9*vg.Centimeter)
 	if err != nil {
 		return nil, err
@@ -519,3 +539,55 @@ func (g glyph) Thumbnail(c *draw.Canvas) {
 }
 
 func fmtSeconds(s float64) string { return report.FormatSeconds(s) }
+
+// diagnosticsPlot draws each diagnostic at its virtual time on its
+// class's row: when the misuse happened, and which come together.
+func diagnosticsPlot(rep *check.Report) (*figure, error) {
+	if rep == nil || len(rep.Diagnostics) == 0 {
+		return nil, nil
+	}
+	var classes []string
+	end := 0.0
+	for _, d := range rep.Diagnostics {
+		if !slices.Contains(classes, d.Class) {
+			classes = append(classes, d.Class)
+		}
+		end = max(end, float64(d.Time)/float64(sim.Second))
+	}
+	unit, scale := timeUnit(end)
+	row := func(class string) float64 { return float64(len(classes) - 1 - slices.Index(classes, class)) }
+	bySeverity := map[string]plotter.XYs{}
+	var severities []string
+	for _, d := range rep.Diagnostics {
+		if _, ok := bySeverity[d.Severity]; !ok {
+			severities = append(severities, d.Severity)
+		}
+		bySeverity[d.Severity] = append(bySeverity[d.Severity], plotter.XY{X: float64(d.Time) / float64(sim.Second) * scale, Y: row(d.Class)})
+	}
+	p := newPlot("Diagnostics over virtual time, by class", "virtual time ("+unit+")", "")
+	p.Add(plotter.NewGrid())
+	for _, sev := range severities {
+		sc, err := plotter.NewScatter(bySeverity[sev])
+		if err != nil {
+			return nil, fmt.Errorf("diagnostics %s: %w", sev, err)
+		}
+		sc.Color = colour(7)
+		switch sev {
+		case "error":
+			sc.Color = colour(3)
+		case "warning":
+			sc.Color = colour(1)
+		}
+		sc.Shape, sc.Radius = draw.CircleGlyph{}, vg.Points(3)
+		p.Add(sc)
+		p.Legend.Add(sev, sc)
+	}
+	rev := slices.Clone(classes)
+	slices.Reverse(rev)
+	p.NominalY(rev...)
+	p.Y.Min, p.Y.Max = -0.5, float64(len(classes))-0.5
+	p.X.Min, p.X.Max = 0, end*scale*1.02
+	h := vg.Length(len(classes))*0.5*vg.Centimeter + 3.5*vg.Centimeter
+	svg, err := toSVG(p, 17*vg.Centimeter, h)
+	return &figure{SVG: svg, Caption: "One dot per diagnostic, at the virtual time of the call or access that revealed it, on its class's row (the first class found at the top)."}, err
+}
