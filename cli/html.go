@@ -185,5 +185,6 @@ parameter only when it was written with --html too (dmalab run --json
 	if err := WriteHTMLReport(*out, title, commandLine("report", args), res, chk, note); err != nil {
 		return usageError(e, "report", "--html: %v", err)
 	}
+	fmt.Fprintf(e.stdout, "%s: %s\n", *out, title)
 	return exitOK
 }

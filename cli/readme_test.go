@@ -124,7 +124,7 @@ func TestREADMECommands(t *testing.T) {
 		})
 	}
 	// The files the README's commands write are there and usable.
-	for _, f := range []string{"mine.yaml", "trace.json"} {
+	for _, f := range []string{"mine.yaml", "trace.json", "report.html", "run.html", "again.html", "check.html"} {
 		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
 			t.Errorf("%s after the README's commands: %v", f, err)
 		}
