@@ -64,7 +64,9 @@ func addHTMLData(res *report.Result, trace *report.Trace, plat, defaultPlat stri
 // a result whose rows carry both the model and Measured).
 func WriteHTMLReport(path, title, command string, res *report.Result, chk *check.Report, note string) error {
 	var buf bytes.Buffer
-	if err := html.Write(&buf, &html.Page{Title: title, Command: command, Result: res, Check: chk, Note: note}); err != nil {
+	// A probe's result has measurements and no model.
+	measured := res != nil && res.Scenario == probeScenario
+	if err := html.Write(&buf, &html.Page{Title: title, Command: command, Result: res, Check: chk, Note: note, Measured: measured}); err != nil {
 		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
@@ -82,11 +84,14 @@ func commandLine(cmd string, args []string) string {
 	return strings.Join(parts, " ")
 }
 
+// probeScenario names a probe's result (probeResult): no scenario has it.
+const probeScenario = "probe"
+
 // probeResult is a probe report as a result: one row per bandwidth
 // measurement (the copy engines', the SMs', synchronous copies', unified
 // memory's), with the measurement in Measured and no model number.
 func probeResult(rep *probe.Report) *report.Result {
-	res := &report.Result{Scenario: "probe", Platform: "this machine", Params: map[string]string{
+	res := &report.Result{Scenario: probeScenario, Platform: "this machine", Params: map[string]string{
 		"samples": strconv.Itoa(rep.Options.Samples),
 		"sizes":   joinSizes(rep.Options.Sizes),
 		"started": rep.Started.UTC().Format("2006-01-02 15:04 MST"),

@@ -79,7 +79,23 @@ const statsJS = `(() => {
 func TestHTMLReportInBrowser(t *testing.T) {
 	exe := browser(t)
 	dir := t.TempDir()
-	probeJSON := filepath.Join("..", "hw", "probe", "testdata", "h200-2026-11-21.json")
+	probeJSON, err := filepath.Abs(filepath.Join("..", "hw", "probe", "testdata", "h200-2026-11-21.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filepath.Abs(filepath.Join("..", "docs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pages show their command line: with the files in the current
+	// directory, it reads as a user would type it.
+	t.Chdir(dir)
+	if b, err := os.ReadFile(probeJSON); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(filepath.Base(probeJSON), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probeJSON = filepath.Base(probeJSON)
 	cases := []struct {
 		name    string
 		args    []string
@@ -90,7 +106,8 @@ func TestHTMLReportInBrowser(t *testing.T) {
 		{"run-default", []string{"run"}, 0, []string{"Latency of a frame, by stage"}, ""},
 		{"run", []string{"run", "transfers", "--set", "paths=pinned,pageable,managed-fault", "--set", "directions=h2d,d2h", "--set", "sizes=4KiB,64KiB,1MiB,16MiB,256MiB"}, 0,
 			[]string{"Bandwidth against size, host to device", "Bandwidth against size, device to host", "Timeline: when each copy engine", "Link utilisation"}, "report-run.png"},
-		{"check", []string{"check", "dma-bugs"}, 1, []string{"Diagnostics over virtual time"}, "report-check.png"},
+		{"check", []string{"check", "dma-bugs"}, 1, []string{"Diagnostics over virtual time"}, ""},
+		{"check-gpu", []string{"check", "gpu-bugs", "--set", "platform.gpus.gpu0.arch=maxwell"}, 1, []string{"Diagnostics over virtual time"}, "report-check.png"},
 		{"probe", []string{"probe", "--input", probeJSON}, 0, []string{"Bandwidth against size, host to device"}, "report-probe.png"},
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1100, 900))
@@ -98,7 +115,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	defer cancelAlloc()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out := filepath.Join(dir, c.name+".html")
+			out := c.name + ".html"
 			var stdout, stderr bytes.Buffer
 			if code := Run(append(c.args, "--html", out), &stdout, &stderr); code != c.status {
 				t.Fatalf("dmalab %s: exit %d, want %d\n%s", strings.Join(c.args, " "), code, c.status, stderr.String())
@@ -113,7 +130,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 			ctx, cancel := chromedp.NewContext(allocCtx)
 			defer cancel()
 			console := chromedp.Console(ctx)
-			if err := chromedp.Do(ctx, chromedp.Navigate("file://"+out)); err != nil {
+			if err := chromedp.Do(ctx, chromedp.Navigate("file://"+filepath.Join(dir, out))); err != nil {
 				t.Fatal(err)
 			}
 			stats, err := chromedp.Run(ctx, chromedp.Evaluate[pageStats](statsJS))
@@ -163,7 +180,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 					t.Errorf("figure %d (%s): %+v: not drawn with data", i, want, f)
 				}
 			}
-			if c.name == "check" && !slices.Contains(stats.Sections, "Diagnostics") {
+			if c.args[0] == "check" && !slices.Contains(stats.Sections, "Diagnostics") {
 				t.Errorf("check report sections %q: no Diagnostics", stats.Sections)
 			}
 			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -178,7 +195,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 				t.Fatal(err)
 			}
 			if *updateScreenshots && c.shot != "" {
-				if err := os.WriteFile(filepath.Join("..", "docs", c.shot), png, 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(docs, c.shot), png, 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -26,6 +26,9 @@ type Page struct {
 	// Note, if set, is a sentence under the title about where the data
 	// comes from (a probe's machine, a JSON file read back).
 	Note string
+	// Measured says the rows are a real machine's measurements (dmalab
+	// probe), not the model's: the page says so and shows no platform.
+	Measured bool
 }
 
 //go:embed page.tmpl
@@ -75,7 +78,7 @@ type view struct {
 // columns says which optional columns of the results table any row
 // fills.
 type columns struct {
-	Platform, Mode, Ops, Measured, Latency, CPU, FPS, Note bool
+	Platform, Mode, Ops, Model, Measured, Latency, CPU, FPS, Note bool
 }
 
 type rowView struct {
@@ -121,6 +124,7 @@ func Write(w io.Writer, p *Page) error {
 			c.Mode = c.Mode || row.Mode != ""
 			c.Ops = c.Ops || row.Ops != 0
 			c.Measured = c.Measured || row.Measured != nil
+			c.Model = c.Model || row.Seconds != 0 || row.GBps != 0
 			c.Latency = c.Latency || row.P50Seconds != 0 || row.P99Seconds != 0
 			c.CPU = c.CPU || row.CPUSeconds != 0
 			c.FPS = c.FPS || row.FPS != 0

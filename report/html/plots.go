@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -50,6 +51,7 @@ func newPlot(title, x, y string) *plot.Plot {
 	}
 	p.Legend.TextStyle.Font = sans
 	p.Legend.TextStyle.Font.Size = 11
+	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
 	return p
 }
 
@@ -145,6 +147,20 @@ func (decadeTicks) Ticks(lo, hi float64) []plot.Tick {
 }
 
 func trimFloat(v float64) string { return fmt.Sprintf("%g", v) }
+
+// plainTicks are gonum's default ticks on a linear axis, labelled
+// without trailing zeros ("25", not "25.00").
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(math.Round(ts[i].Value*1e9)/1e9, 'f', -1, 64)
+		}
+	}
+	return ts
+}
 
 // logRange widens [lo, hi] to whole powers of base, so the log axis has a
 // labelled tick at each end.
@@ -265,7 +281,7 @@ func bandwidthPlot(res *report.Result, dir string, ss []*series) (figure, error)
 				return figure{}, fmt.Errorf("%s: %s measured: %w", title, s.label, err)
 			}
 			l.Color, l.Width, l.Dashes = c, vg.Points(1.2), []vg.Length{vg.Points(4), vg.Points(2)}
-			pts.Color, pts.Shape, pts.Radius = c, draw.RingGlyph{}, vg.Points(3)
+			pts.Color, pts.Shape, pts.Radius = c, draw.TriangleGlyph{}, vg.Points(3.5)
 			p.Add(l, pts)
 			p.Legend.Add(label, l, pts)
 		}
@@ -277,9 +293,9 @@ func bandwidthPlot(res *report.Result, dir string, ss []*series) (figure, error)
 	caption := fmt.Sprintf("%s on %s: the time of one copy of each size, per-call overhead included, as GB/s. Small copies are ruled by the call's fixed cost, large ones by the slowest link or memory on the path.", dirName(dir), res.Platform)
 	switch {
 	case measured && hasModel:
-		caption += " Solid lines with dots are the model; dashed lines with rings the measurement on a real machine."
+		caption += " Solid lines with dots are the model; dashed lines with triangles the measurement on a real machine."
 	case measured:
-		caption = fmt.Sprintf("%s on %s, measured: the median of each measurement's samples as GB/s. A path measured at one size only is a single ring.", dirName(dir), res.Platform)
+		caption = fmt.Sprintf("%s on %s, measured: the median of each measurement's samples as GB/s. A path measured at one size only is a single triangle.", dirName(dir), res.Platform)
 	}
 	return figure{SVG: svg, Caption: caption}, err
 }
