@@ -1,5 +1,6 @@
 // Package cli is the dmalab command line as a library: the subcommands
-// run, check, list, platform, probe and topo, their flags, and the exit
+// run, check, list, platform (with from-topo), probe, topo, calibrate and
+// validate, their flags, and the exit
 // statuses (0 success, 1 findings, 2 bad usage or input). Command
 // cmd/dmalab is Main and nothing else.
 //

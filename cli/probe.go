@@ -35,10 +35,17 @@ and the hardware print side by side.
 Method: warm-up, then repetitions timed with CUDA events behind a spin kernel
 (nvbandwidth's method) or, for synchronous paths, host timers; at least 3
 samples, median, min and max; every buffer verified after the copy.
---format nvbandwidth writes the copy-engine and SM results in nvbandwidth's
-JSON layout. --html writes the bandwidth measurements against size as a
-page to open in a browser (with --input, those of a saved report). Without
-a driver or a GPU it exits 2 at once.
+A bidirectional copy is measured twice: with equal work both ways (the row's
+value: both directions' bytes over the whole span) and, per direction, as
+nvbandwidth measures it (the other direction given twice the work, so that it
+interferes for the whole measured span): per_direction h2d and d2h are
+nvbandwidth's, h2d_same_size and d2h_same_size the equal-work ones, where the
+slower direction finishes alone and reads higher.
+--format nvbandwidth writes the copy-engine and SM results and the
+host-device pointer-chase latency (host_device_latency_sm, ns) in
+nvbandwidth's JSON layout. --html writes the bandwidth measurements against
+size as a page to open in a browser (with --input, those of a saved report).
+Without a driver or a GPU it exits 2 at once.
 
 --numa measures the NUMA nodes instead, with no GPU and no driver, in the
 manner of Intel's Memory Latency Checker: per pair of a CPU node and a

@@ -54,6 +54,9 @@ type Process struct {
 	mems, cpus []int
 	threadCPU  map[*sim.Proc]int
 	anon       []*anonMap
+	// ilNext is the interleave rotation of allocations that have no
+	// address (AllocNodes; the task's il_prev).
+	ilNext uint64
 }
 
 type exitFn struct {
