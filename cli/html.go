@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dmalab/dmalab/calib"
 	"github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/hw/probe"
 	"github.com/dmalab/dmalab/platform"
@@ -63,13 +64,90 @@ func addHTMLData(res *report.Result, trace *report.Trace, plat, defaultPlat stri
 // --html ends in (run, check, probe, report; validate can call it with
 // a result whose rows carry both the model and Measured).
 func WriteHTMLReport(path, title, command string, res *report.Result, chk *check.Report, note string) error {
-	var buf bytes.Buffer
 	// A probe's result has measurements and no model.
 	measured := res != nil && res.Scenario == probeScenario
-	if err := html.Write(&buf, &html.Page{Title: title, Command: command, Result: res, Check: chk, Note: note, Measured: measured}); err != nil {
+	return writePage(path, &html.Page{Title: title, Command: command, Result: res, Check: chk, Note: note, Measured: measured})
+}
+
+func writePage(path string, p *html.Page) error {
+	var buf bytes.Buffer
+	if err := html.Write(&buf, p); err != nil {
 		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// writeValidationHTML is validate --html: each row of the probe report
+// beside the model's value. Bandwidth rows carry both numbers (GBps the
+// model's, Measured the probe's) and so are drawn; the others (times
+// per operation, faults) say both numbers and the error in their note.
+func writeValidationHTML(path string, v *calib.Validation, spec *platform.Spec, command string) error {
+	res := &report.Result{Scenario: "validate", Platform: v.Platform, Params: map[string]string{"probe": v.Probe}}
+	if v.MaxErrorPct != nil {
+		res.Params["max-error"] = strconv.FormatFloat(*v.MaxErrorPct, 'g', -1, 64) + "%"
+	}
+	gpus := map[int]bool{}
+	for _, r := range v.Rows {
+		gpus[r.GPU] = true
+	}
+	for _, r := range v.Rows {
+		mode := r.Family
+		if r.Operation != "" {
+			mode += " " + r.Operation
+		}
+		if r.Family == "ce_copy" {
+			mode = ""
+		}
+		row := report.Row{Name: r.Row, Path: r.Path, Direction: r.Direction, Bytes: r.SizeBytes, Mode: mode}
+		if len(gpus) > 1 {
+			row.Platform = fmt.Sprintf("gpu%d", r.GPU)
+		}
+		var notes []string
+		if r.Calibration {
+			notes = append(notes, "calibration row: the platform was fitted to it, so its error only says the fit worked")
+		}
+		switch {
+		case r.Model == nil:
+			notes = append(notes, fmt.Sprintf("measured %.4g %s; not modelled: %s", r.Measured, r.Unit, r.NotModelled))
+			if r.Unit == probe.UnitGBps {
+				row.Measured = &report.Measured{GBps: r.Measured, Source: v.Probe}
+			}
+		case r.Unit == probe.UnitGBps:
+			row.GBps = *r.Model
+			if row.GBps > 0 && r.SizeBytes > 0 {
+				row.Seconds = float64(r.SizeBytes) / (row.GBps * 1e9)
+			}
+			row.Measured = &report.Measured{GBps: r.Measured, Source: v.Probe}
+		default:
+			notes = append(notes, fmt.Sprintf("model %.4g %s, measured %.4g %s", *r.Model, r.Unit, r.Measured, r.Unit))
+		}
+		if r.ErrorPct != nil {
+			notes = append(notes, fmt.Sprintf("error %+.1f %%", *r.ErrorPct))
+		}
+		row.Note = strings.Join(notes, "; ")
+		res.Results = append(res.Results, row)
+	}
+	var summary []string
+	for _, c := range v.Classes {
+		line := fmt.Sprintf("%s: %d rows compared", c.Class, c.Rows)
+		if c.MedianAbsErrorPct != nil {
+			line += fmt.Sprintf(", median absolute error %.2f %%", *c.MedianAbsErrorPct)
+		}
+		if c.Exceeds {
+			line += " (above --max-error)"
+		}
+		line += fmt.Sprintf("; %d calibration rows left out, %d not modelled", c.CalibrationRows, c.NotModelledRows)
+		summary = append(summary, line)
+	}
+	res.Summary = summary
+	var err error
+	if res.PlatformParams, err = html.PlatformParams(spec); err != nil {
+		return err
+	}
+	return writePage(path, &html.Page{
+		Title: fmt.Sprintf("dmalab validate %s on %s", v.Probe, v.Platform), Command: command, Result: res,
+		Intro: fmt.Sprintf("The model of platform %s beside the measurements of %s, row by row: error is (model − measured) / measured.", v.Platform, v.Probe),
+	})
 }
 
 // commandLine is the command as a user would type it again.

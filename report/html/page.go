@@ -26,6 +26,9 @@ type Page struct {
 	// Note, if set, is a sentence under the title about where the data
 	// comes from (a probe's machine, a JSON file read back).
 	Note string
+	// Intro, if set, replaces the sentence under the title that says
+	// what the numbers are (validate: the model beside a measurement).
+	Intro string
 	// Measured says the rows are a real machine's measurements (dmalab
 	// probe), not the model's: the page says so and shows no platform.
 	Measured bool

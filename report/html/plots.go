@@ -312,8 +312,10 @@ func dirName(d string) string {
 		return "both directions at once (bidir, per direction)"
 	case "d2d":
 		return "device to device (d2d)"
+	case "h2h":
+		return "host to host (h2h)"
 	case "":
-		return "no direction"
+		return "no direction (one operation)"
 	}
 	return d
 }
