@@ -114,6 +114,9 @@ type RunOptions struct {
 	EventBudget uint64
 	// Attribution fills the result's time split (Options.Attribution).
 	Attribution bool
+	// NUMACtl is numactl's placement options for every process of the
+	// run (Options.NUMACtl), recorded in the params as "numactl".
+	NUMACtl string
 }
 
 // Outcome is what a run produced.
@@ -182,13 +185,16 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	seed, _ := strconv.ParseUint(seedText, 10, 64) // checked above
 	sys, err := boot(spec, Options{
 		Name: s.Name, Seed: seed, Payload: opt.Payload || s.Payload, Check: opt.Check, Trace: opt.Trace, Progress: opt.Progress,
-		EventBudget: opt.EventBudget, Attribution: opt.Attribution,
+		EventBudget: opt.EventBudget, Attribution: opt.Attribution, NUMACtl: opt.NUMACtl,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer sys.Close()
 	params := map[string]string{"seed": seedText}
+	if l, ok := sys.Result.Params["numactl"]; ok {
+		params["numactl"] = l
+	}
 	for name, text := range v.text {
 		params[name] = text
 	}

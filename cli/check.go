@@ -15,7 +15,7 @@ func init() {
 }
 
 func runCheck(e *env, args []string) int {
-	fs := newFlags(e, "check", "check SCENARIO [--platform NAME|FILE] [--set key=value]... [--json] [--html FILE] | check --classes",
+	fs := newFlags(e, "check", "check SCENARIO [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--json] [--html FILE] | check --classes",
 		`Runs a scenario with the checker attached to the DMA API and to memory: every
 misuse the kernel's DMA-API debug code (kernel/dma/debug.c) would report, plus
 CPU access to a buffer the device owns, stale reads proved by content
@@ -32,6 +32,7 @@ every parameter with its source as a page to open in a browser.`)
 	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
+	numactlOpts := fs.String("numactl", "", `numactl's placement options for every process of the run ("--cpunodebind=1 --membind=0")`)
 	asJSON := fs.Bool("json", false, `print {"diagnostics": [...]} as JSON`)
 	classes := fs.Bool("classes", false, "list the diagnostic classes and exit")
 	htmlPath := fs.String("html", "", htmlFlagHelp)
@@ -63,7 +64,7 @@ every parameter with its source as a page to open in a browser.`)
 	if err != nil {
 		return usageError(e, "check", "%s", scenario.UsageMessage(err))
 	}
-	opt := scenario.Options{Platform: *plat, Sets: sets, Check: true, Trace: *htmlPath != ""}
+	opt := scenario.Options{Platform: *plat, Sets: sets, Check: true, NUMACtl: *numactlOpts, Trace: *htmlPath != ""}
 	if e.isTerminal {
 		opt.Progress = e.stderr
 	}

@@ -56,7 +56,10 @@
 // placement is counted in numastat (NUMAStat: numa_hit, numa_miss,
 // numa_foreign, interleave_hit, local_node, other_node, as
 // zone_statistics in mm/page_alloc.c). What a remote access costs is
-// mem's and machine's business, not the kernel's.
+// mem's and machine's business, not the kernel's. SetLauncher gives
+// every process created after it a memory policy and CPUs, as a program
+// started by numactl(8) inherits what numactl set in itself (fork's
+// mpol_dup and cpus_mask); the program may change both afterwards.
 //
 // Invariants: a descriptor refers to one open file; an open file counts
 // its references (f_count: descriptors in every process and Gets) and

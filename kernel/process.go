@@ -54,6 +54,9 @@ type Process struct {
 	mems, cpus []int
 	threadCPU  map[*sim.Proc]int
 	anon       []*anonMap
+	// launchCPUs are the CPUs the launcher allowed (nil: any): a thread
+	// nobody bound runs on the first of them on the process's node.
+	launchCPUs []int
 	// ilNext is the interleave rotation of allocations that have no
 	// address (AllocNodes; the task's il_prev).
 	ilNext uint64
