@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "report", summary: "turn a saved JSON document (run, check or probe --json) into an HTML report", run: runReport})
+	register(&command{name: "report", summary: "turn a saved JSON document (run, check, probe, validate --json) into an HTML report", run: runReport})
 }
 
 // htmlFlagHelp is the --html flag's help, the same on every command.
@@ -61,8 +61,8 @@ func addHTMLData(res *report.Result, trace *report.Trace, plat, defaultPlat stri
 
 // WriteHTMLReport writes the HTML report of a result (and of a check,
 // when chk is not nil) to path: the one function every command with
-// --html ends in (run, check, probe, report; validate can call it with
-// a result whose rows carry both the model and Measured).
+// --html ends in (run, check, probe, report; validate's rows carry both
+// the model and Measured, through writeValidationHTML).
 func WriteHTMLReport(path, title, command string, res *report.Result, chk *check.Report, note string) error {
 	// A probe's result has measurements and no model.
 	measured := res != nil && res.Scenario == probeScenario
@@ -140,9 +140,11 @@ func writeValidationHTML(path string, v *calib.Validation, spec *platform.Spec, 
 		summary = append(summary, line)
 	}
 	res.Summary = summary
-	var err error
-	if res.PlatformParams, err = html.PlatformParams(spec); err != nil {
-		return err
+	if spec != nil {
+		var err error
+		if res.PlatformParams, err = html.PlatformParams(spec); err != nil {
+			return err
+		}
 	}
 	return writePage(path, &html.Page{
 		Title: fmt.Sprintf("dmalab validate %s on %s", v.Probe, v.Platform), Command: command, Result: res,
@@ -211,7 +213,7 @@ func probeResult(rep *probe.Report) *report.Result {
 func runReport(e *env, args []string) int {
 	fs := newFlags(e, "report", "report FILE.json --html OUT.html",
 		`Reads a JSON document that dmalab saved (run --json, check --json, probe
---json) and writes it as an HTML report: the same page --html writes at the
+--json, validate --json) and writes it as an HTML report: the same page --html writes at the
 end of a run. A run's document carries its timeline and every platform
 parameter only when it was written with --html too (dmalab run --json
 --html r.html > r.json); without them the page says where to find them.`)
@@ -255,6 +257,19 @@ parameter only when it was written with --html too (dmalab run --json
 		}
 		title = "dmalab check"
 		note += " A check's JSON holds its diagnostics only: the scenario, platform and parameters are not in it."
+	case kind.Schema == calib.ValidateSchema:
+		v := new(calib.Validation)
+		if err := json.Unmarshal(data, v); err != nil {
+			return usageError(e, "report", "%s: %v", pos[0], err)
+		}
+		// The platform's fields, where its name is a preset's; a
+		// platform file's are not in the document.
+		spec, _ := platform.Preset(v.Platform)
+		if err := writeValidationHTML(*out, v, spec, commandLine("report", args)); err != nil {
+			return usageError(e, "report", "--html: %v", err)
+		}
+		fmt.Fprintf(e.stdout, "%s: dmalab validate %s on %s\n", *out, v.Probe, v.Platform)
+		return exitOK
 	case kind.Schema == probe.Schema:
 		rep, err := probe.ReadJSON(bytes.NewReader(data))
 		if err != nil {
@@ -263,7 +278,7 @@ parameter only when it was written with --html too (dmalab run --json
 		res = probeResult(rep)
 		title = "dmalab probe on " + res.Platform
 	default:
-		return usageError(e, "report", "%s: not a document of dmalab run, check or probe --json", pos[0])
+		return usageError(e, "report", "%s: not a document of dmalab run, check, probe or validate --json", pos[0])
 	}
 	if err := WriteHTMLReport(*out, title, commandLine("report", args), res, chk, note); err != nil {
 		return usageError(e, "report", "--html: %v", err)

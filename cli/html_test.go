@@ -270,6 +270,13 @@ func TestReportCommand(t *testing.T) {
 		t.Errorf("run --json without --html carries the report's fields")
 	}
 
+	probeJSON := filepath.Join("..", "hw", "probe", "testdata", "h200-2026-11-21.json")
+	stdout.Reset()
+	if code := Run([]string{"validate", probeJSON, "--platform", "h200-pcie", "--json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("validate: exit %d: %s", code, stderr.String())
+	}
+	os.WriteFile(filepath.Join(dir, "validation.json"), stdout.Bytes(), 0o644)
+
 	checkJSON := filepath.Join(dir, "check.json")
 	stdout.Reset()
 	Run([]string{"check", "dma-bugs", "--json"}, &stdout, &stderr)
@@ -281,6 +288,7 @@ func TestReportCommand(t *testing.T) {
 	}{
 		{[]string{"report", checkJSON, "--html", filepath.Join(dir, "c.html")}, 0, "provenance"},
 		{[]string{"report", filepath.Join("..", "hw", "probe", "testdata", "h200x2-2026-11-21.json"), "--html", filepath.Join(dir, "p.html")}, 0, "measured"},
+		{[]string{"report", filepath.Join(dir, "validation.json"), "--html", filepath.Join(dir, "v.html")}, 0, "Model against measurement"},
 		{[]string{"report", checkJSON}, 2, ""},
 		{[]string{"report", "--html", filepath.Join(dir, "x.html")}, 2, ""},
 		{[]string{"report", filepath.Join("..", "go.mod"), "--html", filepath.Join(dir, "y.html")}, 2, ""},

@@ -145,7 +145,7 @@ func TestREADMECommands(t *testing.T) {
 	}
 	// The files the README's commands write are there and usable.
 	for _, f := range []string{"mine.yaml", "trace.json", "calibrated.yaml", "validation.json", "skeleton.yaml", "mine-calibrated.yaml",
-		"report.html", "run.html", "again.html", "check.html"} {
+		"report.html", "run.html", "again.html", "check.html", "validate.html"} {
 		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
 			t.Errorf("%s after the README's commands: %v", f, err)
 		}
