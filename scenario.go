@@ -107,6 +107,9 @@ type RunOptions struct {
 	// TraceTo, when Trace is set, is where the trace streams as the run
 	// goes (Options.TraceTo); nil keeps it in memory (Outcome.Trace).
 	TraceTo io.Writer
+	// TraceTimeline keeps what the trace's Timeline draws
+	// (Options.TraceTimeline).
+	TraceTimeline bool
 	// Check attaches the checker (dmalab check).
 	Check bool
 	// Payload keeps real bytes in memory (mem.Options.Payload).
@@ -188,7 +191,7 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	}
 	seed, _ := strconv.ParseUint(seedText, 10, 64) // checked above
 	sys, err := boot(spec, Options{
-		Name: s.Name, Seed: seed, Payload: opt.Payload || s.Payload, Check: opt.Check, Trace: opt.Trace, TraceTo: opt.TraceTo, Progress: opt.Progress,
+		Name: s.Name, Seed: seed, Payload: opt.Payload || s.Payload, Check: opt.Check, Trace: opt.Trace, TraceTo: opt.TraceTo, TraceTimeline: opt.TraceTimeline, Progress: opt.Progress,
 		EventBudget: opt.EventBudget, Attribution: opt.Attribution, NUMACtl: opt.NUMACtl,
 	})
 	if err != nil {

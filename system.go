@@ -54,6 +54,9 @@ type Options struct {
 	// that cannot be written fails before it); nil keeps the trace in
 	// memory for Trace.Write. Close ends the document.
 	TraceTo io.Writer
+	// TraceTimeline, when Trace is set, keeps what report.Trace.Timeline
+	// draws (for an HTML report), growing with the run.
+	TraceTimeline bool
 	// Progress, when set, receives a line per step of a long program
 	// (System.Progressf).
 	Progress io.Writer
@@ -188,6 +191,9 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 			s.Trace = report.NewTrace(title)
 		}
 		s.Trace.SetMeta(report.TraceMeta{Version: buildVersion()})
+		if opt.TraceTimeline {
+			s.Trace.RecordTimeline()
+		}
 		s.tracer = newTracer(s, s.Trace)
 	}
 	if opt.Check {

@@ -64,7 +64,7 @@ every parameter with its source as a page to open in a browser.`)
 	if err != nil {
 		return usageError(e, "check", "%s", scenario.UsageMessage(err))
 	}
-	opt := scenario.Options{Platform: *plat, Sets: sets, Check: true, NUMACtl: *numactlOpts, Trace: *htmlPath != ""}
+	opt := scenario.Options{Platform: *plat, Sets: sets, Check: true, NUMACtl: *numactlOpts, Trace: *htmlPath != "", TraceTimeline: *htmlPath != ""}
 	if e.isTerminal {
 		opt.Progress = e.stderr
 	}

@@ -89,7 +89,7 @@ With --json too, the document carries what the page draws ("timeline",
 	if err != nil {
 		return usageError(e, "run", "%s", scenario.UsageMessage(err))
 	}
-	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != "" || *htmlPath != "", Attribution: *attribution, NUMACtl: *numactlOpts}
+	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != "" || *htmlPath != "", TraceTimeline: *htmlPath != "", Attribution: *attribution, NUMACtl: *numactlOpts}
 	if e.isTerminal {
 		opt.Progress = e.stderr
 	}

@@ -13,12 +13,18 @@ import (
 func TestTimeline(t *testing.T) {
 	us := sim.Microsecond
 	tr := NewTrace("test")
+	if tr.Timeline(100, 10) != nil {
+		t.Error("a timeline without RecordTimeline")
+	}
+	tr.RecordTimeline()
 	// 1000 µs in all, resolution 100: spans closer than 10 µs merge.
-	tr.Slice("gpu0.pcie A→B", "a", 0, 100*us, map[string]any{"bytes": int64(1000)})
-	tr.Slice("gpu0.pcie A→B", "b", 50*us, 200*us, map[string]any{"bytes": int64(1000)})  // overlaps a
-	tr.Slice("gpu0.pcie A→B", "c", 205*us, 300*us, map[string]any{"bytes": int64(1000)}) // 5 µs gap: merged
-	tr.Slice("gpu0.pcie A→B", "d", 900*us, 1000*us, map[string]any{"bytes": int64(1000)})
-	tr.Slice("gpu0.ce0", "copy", 0, 300*us, map[string]any{"bytes": int64(3000), "src": "host", "dst": "gpu0"})
+	pcie := tr.Machine().Thread("gpu0.pcie A→B")
+	b := func(n int64) Arg { return Arg{Key: "bytes", Value: n} }
+	pcie.Slice("transfer", "a", 0, 100*us, b(1000))
+	pcie.Slice("transfer", "b", 50*us, 200*us, b(1000))  // overlaps a
+	pcie.Slice("transfer", "c", 205*us, 300*us, b(1000)) // 5 µs gap: merged
+	pcie.Slice("transfer", "d", 900*us, 1000*us, b(1000))
+	tr.Process("gpu0").Thread("gpu0.ce0").Slice("transfer", "copy", 0, 300*us, b(3000), Arg{Key: "src", Value: "host"}, Arg{Key: "dst", Value: "gpu0"})
 	tl := tr.Timeline(100, 10)
 	if tl == nil {
 		t.Fatal("no timeline")
@@ -56,7 +62,33 @@ func TestTimeline(t *testing.T) {
 	if g := link.GBps[9]; math.Abs(g-0.01) > 1e-12 {
 		t.Errorf("last bin %g GB/s, want 0.01", g)
 	}
-	if NewTrace("empty").Timeline(100, 10) != nil {
+	empty := NewTrace("empty")
+	empty.RecordTimeline()
+	if empty.Timeline(100, 10) != nil {
 		t.Error("an empty trace has a timeline")
+	}
+}
+
+// TestTimelineCounters: a link's load counter (bytes/s from each change
+// on) becomes busy spans and bytes: 1 GB/s for 100 µs is 100 kB.
+func TestTimelineCounters(t *testing.T) {
+	us := sim.Microsecond
+	tr := NewTrace("test")
+	tr.RecordTimeline()
+	c := tr.Machine().Counter("upi A→B", "bytes/s")
+	c.Set(0, 1e9)
+	c.Set(100*us, 0)
+	c.Set(500*us, 2e9)
+	c.Set(600*us, 0)
+	tl := tr.Timeline(100, 10)
+	if tl == nil || len(tl.Tracks) != 1 {
+		t.Fatalf("timeline %+v: want one link track", tl)
+	}
+	l := tl.Tracks[0]
+	if l.Kind != "link" || l.Slices != 2 || l.Bytes != 300000 {
+		t.Errorf("track %+v: want a link with 2 spans and 300000 bytes", l)
+	}
+	if len(l.Busy) != 2 || math.Abs(l.Busy[1][0]-500e-6) > 1e-15 {
+		t.Errorf("busy %v: want two spans, the second from 500 µs", l.Busy)
 	}
 }

@@ -52,6 +52,8 @@ type Trace struct {
 	asyncID int64
 	meta    TraceMeta
 	scratch []byte
+	// tl, when RecordTimeline was called, keeps what Timeline draws.
+	tl *timelineRec
 }
 
 // TraceMeta is what the run was: written as the document's top-level
@@ -196,6 +198,9 @@ func (tr *Track) Slice(cat, name string, start, end sim.Time, args ...Arg) {
 		tr.lanes[i].busy = end
 	}
 	t.slices++
+	if t.tl != nil {
+		t.tl.slice(tr.name, start, end, args)
+	}
 	b := t.begin("X", cat)
 	b = appendPidTid(b, tr.p.pid, tr.lanes[i].tid)
 	b = append(b, `,"name":`...)
@@ -226,6 +231,9 @@ func (p *TraceProcess) Async(cat, name string, start, end sim.Time, args ...Arg)
 		t.tracks++
 	}
 	t.slices++
+	if t.tl != nil {
+		t.tl.slice(name, start, end, args)
+	}
 	t.asyncID++
 	for _, ph := range [2]string{"b", "e"} {
 		b := t.begin(ph, cat)
@@ -279,6 +287,9 @@ func (c *Counter) Set(ts sim.Time, v float64) {
 		t.tracks++
 	}
 	c.last, c.set = v, true
+	if t.tl != nil {
+		t.tl.step(c.name, ts, v)
+	}
 	b := t.begin("C", "")
 	b = appendPidTid(b, c.p.pid, 0)
 	b = append(b, `,"name":`...)

@@ -32,8 +32,10 @@ func TestWrite(t *testing.T) {
 	}}
 	timeline := copies()
 	tr := report.NewTrace("t")
-	tr.Slice("gpu0.ce0", "x", 0, 1000, map[string]any{"bytes": int64(10), "src": "a"})
-	tr.Slice("gpu0.pcie A→B", "x", 0, 1000, map[string]any{"bytes": int64(10)})
+	tr.RecordTimeline()
+	tr.Machine().Thread("gpu0.ce0").Slice("transfer", "x", 0, 1000, report.Arg{Key: "bytes", Value: int64(10)}, report.Arg{Key: "src", Value: "a"})
+	tr.Machine().Counter("gpu0.pcie A→B", "bytes/s").Set(0, 1e10)
+	tr.Machine().Counter("gpu0.pcie A→B", "bytes/s").Set(1000, 0)
 	timeline.Timeline = tr.Timeline(600, 200)
 	diag := &check.Report{Diagnostics: []check.Diagnostic{{Class: "unmap-size", Severity: "error", Time: 6025000, Device: "gem0",
 		Message: "freed with size 1000, mapped with size 1500", Origin: "dma_map_single(gem0, ...) at 6.025us by driver"}}}
