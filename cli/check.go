@@ -29,10 +29,10 @@ error. --classes lists every class with a one-line explanation: the
 DMA-API classes, then those of GPU memory (the CUDA driver API façade).
 --html writes the diagnostics with their provenance, the run's results and
 every parameter with its source as a page to open in a browser.`)
-	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
+	plat := fs.String("platform", "", "the platform: a preset name or a YAML file (`NAME|FILE`; default: the scenario's)")
 	var sets setFlags
-	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
-	numactlOpts := fs.String("numactl", "", `numactl's placement options for every process of the run ("--cpunodebind=1 --membind=0")`)
+	fs.Var(&sets, "set", "set a parameter: `key=value` (repeatable)")
+	numactlOpts := fs.String("numactl", "", "numactl's placement `OPTIONS` for every process of the run (\"--cpunodebind=1 --membind=0\")")
 	asJSON := fs.Bool("json", false, `print {"diagnostics": [...]} as JSON`)
 	classes := fs.Bool("classes", false, "list the diagnostic classes and exit")
 	htmlPath := fs.String("html", "", htmlFlagHelp)
