@@ -93,6 +93,9 @@ func dispatch(e *env, args []string) (code int) {
 		}
 		usage(e.stdout)
 		return exitOK
+	case "--version", "-version":
+		writeVersion(e.stdout)
+		return exitOK
 	}
 	if strings.HasPrefix(name, "-") {
 		// Flags without a subcommand belong to "run".
@@ -149,6 +152,9 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, help := flag.UnquoteUsage(f)
 		line := "  --" + f.Name
+		if len(f.Name) == 1 {
+			line = "  -" + f.Name
+		}
 		if typ != "" {
 			line += " " + typ
 		}

@@ -303,9 +303,9 @@ func WriteTable(w io.Writer, r *Result) error {
 		// A line per row and node, not a block per row: a scenario
 		// with many rows stays readable.
 		fmt.Fprintln(w, "\nnumastat by row (pages):")
-		t := &Table{Columns: []Column{{"row", AlignLeft}, {"node", AlignRight}}}
+		t := &Table{Columns: []Column{{Name: "row"}, {Name: "node", Align: AlignRight}}}
 		for _, name := range numastatRows {
-			t.Columns = append(t.Columns, Column{name, AlignRight})
+			t.Columns = append(t.Columns, Column{Name: name, Align: AlignRight})
 		}
 		for _, row := range r.Results {
 			what := strings.TrimSpace(strings.Join([]string{row.Path, row.Direction, row.Mode}, " "))
@@ -428,9 +428,9 @@ var numastatRows = []string{"numa_hit", "numa_miss", "numa_foreign", "interleave
 // writeNUMAStat writes per-node counters as numastat does without
 // options: a column per node ("node0"), a line per counter.
 func writeNUMAStat(w io.Writer, indent string, nodes []NUMANode) error {
-	t := &Table{Columns: []Column{{"", AlignLeft}}}
+	t := &Table{Columns: []Column{{Name: ""}}}
 	for _, n := range nodes {
-		t.Columns = append(t.Columns, Column{fmt.Sprintf("node%d", n.Node), AlignRight})
+		t.Columns = append(t.Columns, Column{Name: fmt.Sprintf("node%d", n.Node), Align: AlignRight})
 	}
 	for i, name := range numastatRows {
 		row := []string{name}

@@ -58,7 +58,7 @@ func resultTable(r *Result) (*Table, sections) {
 	gbps := sec.gbps || !frames
 	sec.gbps = gbps
 	t := &Table{}
-	col := func(name string, a Align) { t.Columns = append(t.Columns, Column{name, a}) }
+	col := func(name string, a Align) { t.Columns = append(t.Columns, Column{Name: name, Align: a}) }
 	if plat {
 		col("platform", AlignLeft)
 	}

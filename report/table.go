@@ -25,6 +25,11 @@ const (
 type Column struct {
 	Name  string
 	Align Align
+	// Wrap, when positive, wraps a left-aligned column's text at word
+	// boundaries to this many characters in text output, continuing on
+	// lines of their own (a line break in a cell starts one too), so
+	// that a table of sentences stays within a terminal's width.
+	Wrap int
 }
 
 // Table is a table as data, so that the same rows print as aligned
@@ -65,13 +70,14 @@ func (t *Table) WriteCSV(w io.Writer) error {
 func (t *Table) WriteText(w io.Writer, indent string) error {
 	n := len(t.Columns)
 	var werr error
+	rows := t.wrapped()
 	// For decimal columns, the widths of the integer part, the
 	// fraction and the unit, each aligned in its own right.
 	intW := make([]int, n)
 	fracW := make([]int, n)
 	unitW := make([]int, n)
 	width := make([]int, n)
-	for _, row := range t.Rows {
+	for _, row := range rows {
 		for i, cell := range row {
 			if t.Columns[i].Align == AlignDecimal {
 				in, fr, un := splitDecimal(cell)
@@ -126,10 +132,64 @@ func (t *Table) WriteText(w io.Writer, indent string) error {
 		head[i] = c.Name
 	}
 	line(head, true)
-	for _, row := range t.Rows {
+	for _, row := range rows {
 		line(row, false)
 	}
 	return werr
+}
+
+// wrapped is the rows as text prints them: a row whose wrapped cells
+// take several lines becomes several rows, the other cells blank on all
+// but the first.
+func (t *Table) wrapped() [][]string {
+	wraps := false
+	for _, c := range t.Columns {
+		wraps = wraps || c.Wrap > 0
+	}
+	if !wraps {
+		return t.Rows
+	}
+	var out [][]string
+	for _, row := range t.Rows {
+		lines := [][]string{}
+		for i, cell := range row {
+			var ls []string
+			if t.Columns[i].Wrap > 0 {
+				for _, para := range strings.Split(cell, "\n") {
+					ls = append(ls, wrapText(para, t.Columns[i].Wrap)...)
+				}
+			} else {
+				ls = []string{cell}
+			}
+			for j, l := range ls {
+				if j >= len(lines) {
+					lines = append(lines, make([]string, len(t.Columns)))
+				}
+				lines[j][i] = l
+			}
+		}
+		out = append(out, lines...)
+	}
+	return out
+}
+
+// wrapText breaks s at spaces into lines of at most width characters (a
+// longer word has a line of its own).
+func wrapText(s string, width int) []string {
+	var lines []string
+	cur := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case cur == "":
+			cur = word
+		case textWidth(cur)+1+textWidth(word) <= width:
+			cur += " " + word
+		default:
+			lines = append(lines, cur)
+			cur = word
+		}
+	}
+	return append(lines, cur)
 }
 
 // splitDecimal splits a cell into its number's integer part, its
