@@ -114,14 +114,14 @@ func validationTable(v *calib.Validation) *report.Table {
 		{Name: "measured", Align: report.AlignDecimal}, {Name: "unit"}, {Name: "error %", Align: report.AlignDecimal}, {Name: "note"}}}
 	for _, r := range v.Rows {
 		if r.ErrorPct == nil {
-			t.AddRow(r.Row, string(r.Class), "-", fmt.Sprintf("%.4g", r.Measured), r.Unit, "-", "not modelled: "+r.NotModelled)
+			t.AddRow(r.Row, string(r.Class), "-", report.FormatSig(r.Measured, 3), r.Unit, "-", "not modelled: "+r.NotModelled)
 			continue
 		}
 		note := ""
 		if r.Calibration {
 			note = "cal"
 		}
-		t.AddRow(r.Row, string(r.Class), fmt.Sprintf("%.4g", *r.Model), fmt.Sprintf("%.4g", r.Measured), r.Unit, fmt.Sprintf("%+.1f", *r.ErrorPct), note)
+		t.AddRow(r.Row, string(r.Class), report.FormatSig(*r.Model, 3), report.FormatSig(r.Measured, 3), r.Unit, fmt.Sprintf("%+.1f", *r.ErrorPct), note)
 	}
 	return t
 }

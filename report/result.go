@@ -322,10 +322,20 @@ func WriteTable(w io.Writer, r *Result) error {
 	if t := r.Time; t != nil {
 		fmt.Fprintf(w, "\ntime by cause (%d transfers, %d fault stalls):\n", t.Transfers, t.Stalls)
 		total := t.Call + t.Queue + t.Translate + t.Transfer + t.Fault
-		fmt.Fprintf(w, "  call %s%s  queue %s%s  translate %s%s  transfer %s%s  fault %s%s\n",
-			FormatSeconds(t.Call), percentOf(t.Call, total), FormatSeconds(t.Queue), percentOf(t.Queue, total),
-			FormatSeconds(t.Translate), percentOf(t.Translate, total), FormatSeconds(t.Transfer), percentOf(t.Transfer, total),
-			FormatSeconds(t.Fault), percentOf(t.Fault, total))
+		var parts []string
+		for _, c := range []struct {
+			name string
+			s    float64
+		}{{"call", t.Call}, {"queue", t.Queue}, {"translate", t.Translate}, {"transfer", t.Transfer}, {"fault", t.Fault}} {
+			// Causes that took no time say nothing.
+			if c.s > 0 {
+				parts = append(parts, c.name+" "+FormatSeconds(c.s)+percentOf(c.s, total))
+			}
+		}
+		if len(parts) == 0 {
+			parts = []string{"none"}
+		}
+		fmt.Fprintf(w, "  %s\n", strings.Join(parts, "  "))
 	}
 	if len(r.Factors) > 0 {
 		fmt.Fprintln(w, "\nfactors:")
@@ -381,6 +391,11 @@ func FormatSize(n int64) string {
 	}
 	return formatSig(v, 3, false) + " " + units[i]
 }
+
+// FormatSig writes x with digits significant digits in plain decimal
+// notation, trailing zeros kept: the rule for rates and ratios in
+// tables (FormatGBps is FormatSig(g, 3)).
+func FormatSig(x float64, digits int) string { return formatSig(x, digits, true) }
 
 // formatSig writes x with digits significant digits in plain decimal
 // notation (never an exponent): 0.00121, 0.610, 55.5, 1230. keepZeros
