@@ -136,7 +136,7 @@ func writeDiagnostics(e *env, name, platform string, rep *check.Report) {
 		counts[d.Class]++
 	}
 	fmt.Fprintln(e.stdout, "\nby class:")
-	t := &report.Table{Columns: []report.Column{{Name: "class"}, {Name: "count", Align: report.AlignRight}}}
+	t := &report.Table{Columns: []report.Column{{Name: "class"}, {Name: "count", Align: report.AlignRight}}, NoHeader: true}
 	for _, c := range order {
 		t.AddRow(c, fmt.Sprint(counts[c]))
 	}

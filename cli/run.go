@@ -119,6 +119,10 @@ With --json too, the document carries what the page draws ("timeline",
 	if err != nil {
 		return scenarioError(e, "run", name, err)
 	}
+	if t := out.Result.Time; t != nil && !*attribution && t.Transfers == 0 && t.Stalls == 0 {
+		// A split asked for by default only: nothing to split.
+		out.Result.Time = nil
+	}
 	if *htmlPath != "" {
 		if err := addHTMLData(out.Result, out.Trace, *plat, s.Platform, sets); err != nil {
 			return usageError(e, "run", "--html: %v", err)

@@ -119,7 +119,7 @@ func validationTable(v *calib.Validation) *report.Table {
 		}
 		note := ""
 		if r.Calibration {
-			note = "cal"
+			note = "(cal)"
 		}
 		t.AddRow(r.Row, string(r.Class), report.FormatSig(*r.Model, 3), report.FormatSig(r.Measured, 3), r.Unit, fmt.Sprintf("%+.1f", *r.ErrorPct), note)
 	}

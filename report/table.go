@@ -38,6 +38,9 @@ type Column struct {
 type Table struct {
 	Columns []Column
 	Rows    [][]string
+	// NoHeader leaves the header line out of the text (a list of
+	// name and count pairs says what it is by its title); CSV keeps it.
+	NoHeader bool
 }
 
 // AddRow appends a row; cells beyond the columns are dropped and missing
@@ -93,7 +96,9 @@ func (t *Table) WriteText(w io.Writer, indent string) error {
 		if c.Align == AlignDecimal {
 			width[i] = max(width[i], intW[i]+fracW[i]+unitW[i])
 		}
-		width[i] = max(width[i], textWidth(c.Name))
+		if !t.NoHeader {
+			width[i] = max(width[i], textWidth(c.Name))
+		}
 	}
 	var b strings.Builder
 	line := func(cells []string, head bool) {
@@ -131,7 +136,9 @@ func (t *Table) WriteText(w io.Writer, indent string) error {
 	for i, c := range t.Columns {
 		head[i] = c.Name
 	}
-	line(head, true)
+	if !t.NoHeader {
+		line(head, true)
+	}
 	for _, row := range rows {
 		line(row, false)
 	}
