@@ -339,16 +339,88 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	if len(r.Factors) > 0 {
 		fmt.Fprintln(w, "\nfactors:")
+		// Factors with one value and one source are one line: eight
+		// GPUs' links calibrated alike say it once.
+		type group struct {
+			f    Factor
+			keys []string
+		}
+		var groups []*group
 		for _, k := range slices.Sorted(mapKeys(r.Factors)) {
 			f := r.Factors[k]
-			fmt.Fprintf(w, "  %s = %.6g", k, f.Value)
-			if f.Source != "" {
-				fmt.Fprintf(w, "  (%s)", f.Source)
+			i := slices.IndexFunc(groups, func(g *group) bool { return g.f == f })
+			if i < 0 {
+				groups = append(groups, &group{f: f})
+				i = len(groups) - 1
+			}
+			groups[i].keys = append(groups[i].keys, k)
+		}
+		for _, g := range groups {
+			fmt.Fprintf(w, "  %s = %.6g", strings.Join(compressKeys(g.keys), ", "), g.f.Value)
+			if g.f.Source != "" {
+				fmt.Fprintf(w, "  (%s)", g.f.Source)
 			}
 			fmt.Fprintln(w)
 		}
 	}
 	return nil
+}
+
+// compressKeys writes runs of keys that differ only in one number as a
+// range: gpu0.link.efficiency ... gpu7.link.efficiency is
+// gpu[0-7].link.efficiency. keys are sorted; the result keeps their
+// order.
+func compressKeys(keys []string) []string {
+	type parsed struct {
+		pre, post string
+		n         int
+		ok        bool
+	}
+	parse := func(k string) parsed {
+		i := strings.IndexAny(k, "0123456789")
+		if i < 0 {
+			return parsed{pre: k}
+		}
+		j := i
+		for j < len(k) && k[j] >= '0' && k[j] <= '9' {
+			j++
+		}
+		n, err := strconv.Atoi(k[i:j])
+		return parsed{k[:i], k[j:], n, err == nil}
+	}
+	ps := make([]parsed, len(keys))
+	for i, k := range keys {
+		ps[i] = parse(k)
+	}
+	// Sorted as strings, gpu10 comes before gpu2: order each prefix's
+	// keys by number.
+	slices.SortStableFunc(ps, func(a, b parsed) int {
+		if c := strings.Compare(a.pre, b.pre); c != 0 || !a.ok || !b.ok {
+			return c
+		}
+		if c := strings.Compare(a.post, b.post); c != 0 {
+			return c
+		}
+		return a.n - b.n
+	})
+	var out []string
+	for i := 0; i < len(ps); {
+		p := ps[i]
+		j := i + 1
+		for p.ok && j < len(ps) && ps[j].ok && ps[j].pre == p.pre && ps[j].post == p.post && ps[j].n == ps[j-1].n+1 {
+			j++
+		}
+		switch {
+		case !p.ok:
+			out = append(out, p.pre)
+		case j-i > 1:
+			out = append(out, fmt.Sprintf("%s[%d-%d]%s", p.pre, p.n, ps[j-1].n, p.post))
+		default:
+			out = append(out, fmt.Sprintf("%s%d%s", p.pre, p.n, p.post))
+		}
+		i = j
+	}
+	return out
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,16 @@ func TestTableCSV(t *testing.T) {
 	WriteCSV(&rb, &Result{Results: []Row{{Path: "pinned", Direction: "h2d", Bytes: 1 << 30, Seconds: 0.0194, GBps: 55.48}}})
 	if want := "path,direction,size,time,GB/s\npinned,h2d,1 GiB,19.4 ms,55.5\n"; !strings.HasPrefix(rb.String(), want) {
 		t.Errorf("WriteCSV = %q, want %q", rb.String(), want)
+	}
+}
+
+// TestCompressKeys: runs of numbered keys become ranges, numbers in
+// numeric order; lone keys and keys without numbers stay as they are.
+func TestCompressKeys(t *testing.T) {
+	in := []string{"fabric.x", "gpu0.link.efficiency", "gpu1.link.efficiency", "gpu10.link.efficiency", "gpu2.link.efficiency",
+		"gpu9.link.efficiency", "nic3.link.efficiency", "nvlink.gpu0-nvswitch.efficiency", "nvlink.gpu1-nvswitch.efficiency"}
+	want := []string{"fabric.x", "gpu[0-2].link.efficiency", "gpu[9-10].link.efficiency", "nic3.link.efficiency", "nvlink.gpu[0-1]-nvswitch.efficiency"}
+	if got := compressKeys(in); !slices.Equal(got, want) {
+		t.Errorf("compressKeys = %q, want %q", got, want)
 	}
 }
