@@ -33,6 +33,7 @@ var hints = map[string]hint{
 	"um-oversubscribe": {"platform.gpus.gpu0.link.gen=4", "migrations over PCIe Gen4", "um-prefetch"},
 	"um-prefetch":      {"platform.gpus.gpu0.link.gen=4", "migrations over PCIe Gen4", "um-oversubscribe"},
 	"vfio-user-driver": {"platform.iommu.mode=lazy", "the IOMMU's lazy invalidation", "iommu-modes"},
+	"camera-pipeline":  {"", "", "gpudirect"},
 	"dma-bugs":         {"", "", "dma-streaming"},
 	"gpu-bugs":         {"", "", "host-memory"},
 }
