@@ -141,9 +141,13 @@ func TestFormatters(t *testing.T) {
 	// so that a column never shows "0.02" beside "0.00033".
 	for g, want := range map[float64]string{0.0012: "0.00120", 0.00033: "0.000330", 0.02: "0.0200", 0.614: "0.614",
 		8.417: "8.42", 55.48: "55.5", 99.96: "100", 123.4: "123", 2190.4: "2190", 0: "0"} {
-		if got := FormatGBps(g); got != want {
-			t.Errorf("FormatGBps(%g) = %q, want %q", g, got, want)
+		if got := FormatRate(g); got != want {
+			t.Errorf("FormatRate(%g) = %q, want %q", g, got, want)
 		}
+	}
+	// Sentences keep their old form: they are part of the JSON.
+	if got := FormatGBps(0.0012); got != "0.0012" {
+		t.Errorf("FormatGBps(0.0012) = %q", got)
 	}
 }
 

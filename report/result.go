@@ -466,7 +466,7 @@ func FormatSize(n int64) string {
 
 // FormatSig writes x with digits significant digits in plain decimal
 // notation, trailing zeros kept: the rule for rates and ratios in
-// tables (FormatGBps is FormatSig(g, 3)).
+// tables (FormatRate is FormatSig(g, 3)).
 func FormatSig(x float64, digits int) string { return formatSig(x, digits, true) }
 
 // formatSig writes x with digits significant digits in plain decimal
@@ -502,11 +502,27 @@ func FormatSeconds(s float64) string {
 	}
 }
 
-// FormatGBps writes a bandwidth in GB/s with three significant digits,
-// in plain decimal notation (0.00121, 0.610, 8.42, 55.5, 123): the
-// one rule for rates in every table and sentence.
-func FormatGBps(g float64) string {
+// FormatRate writes a bandwidth in GB/s with three significant digits,
+// in plain decimal notation (0.00121, 0.610, 8.42, 55.5, 123): the one
+// rule for rates in every table, text, CSV and HTML alike, so that a
+// column never shows "0.02" beside "0.00033".
+func FormatRate(g float64) string {
 	return formatSig(g, 3, true)
+}
+
+// FormatGBps writes a bandwidth in GB/s as scenarios' sentences have
+// always written it (two decimals, one above 100, two significant digits
+// below 0.01). Those sentences are part of the JSON documents
+// (summary, note), which do not change under text formatting; tables
+// use FormatRate.
+func FormatGBps(g float64) string {
+	if g >= 100 {
+		return fmt.Sprintf("%.1f", g)
+	}
+	if g >= 0.01 {
+		return fmt.Sprintf("%.2f", g)
+	}
+	return fmt.Sprintf("%.2g", g)
 }
 
 // numastatRows are numastat's counter names, in its order.
@@ -547,10 +563,10 @@ func formatShare(f float64) string {
 	return strconv.FormatFloat(100*f, 'f', 1, 64) + " %"
 }
 
-// formatThreadGBps is FormatGBps, "-" for a row without threads.
+// formatThreadGBps is FormatRate, "-" for a row without threads.
 func formatThreadGBps(g float64) string {
 	if g == 0 {
 		return "-"
 	}
-	return FormatGBps(g)
+	return FormatRate(g)
 }

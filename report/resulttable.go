@@ -135,7 +135,7 @@ func resultTable(r *Result) (*Table, sections) {
 		}
 		c = append(c, FormatSeconds(row.Seconds))
 		if gbps {
-			c = append(c, FormatGBps(row.GBps))
+			c = append(c, FormatRate(row.GBps))
 		}
 		if cpu {
 			c = append(c, FormatSeconds(row.CPUSeconds))
