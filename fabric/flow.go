@@ -25,6 +25,11 @@ type Flow struct {
 	rate      float64 // while active
 	remaining float64 // bytes left at fab.last, while active
 	slot      int     // index in fab.active, while active
+	seq       uint64  // activation order, while active
+	// share is the flow's rate per unit of filling level: 1 under plain
+	// max-min, 1/penalty under LV08's weighted sharing (Factors.WeightS).
+	share float64
+	mark  uint64 // the recompute epoch whose component holds it
 
 	// Progressive-filling scratch.
 	frozen, changed bool
@@ -112,6 +117,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 		}
 	}
 	lat := r.Latency()
+	fl.share = f.share(r, lat)
 	if f.fac.Latency != 1 {
 		lat = sim.Time(math.Round(float64(lat) * f.fac.Latency))
 	}
@@ -131,7 +137,15 @@ func (fl *Flow) activate() {
 	}
 	fl.remaining = float64(fl.bytes)
 	fl.slot = len(f.active)
+	f.actSeq++
+	fl.seq = f.actSeq
 	f.active = append(f.active, fl)
+	for _, ld := range fl.loads {
+		r := &f.res[ld.r]
+		r.members = append(r.members, fl)
+		f.seed(ld.r)
+	}
+	f.seedFlows = append(f.seedFlows, fl)
 	f.markDirty()
 }
 
@@ -144,6 +158,9 @@ func (f *Fabric) onTimer() {
 	for _, fl := range f.active {
 		if fl.endAt <= now {
 			ending = append(ending, fl)
+			for _, ld := range fl.loads {
+				f.seed(ld.r)
+			}
 			continue
 		}
 		fl.slot = len(kept)

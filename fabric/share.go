@@ -22,15 +22,30 @@ func (f *Fabric) markDirty() {
 	}
 }
 
-// recompute brings every active flow's progress up to now, shares the
-// capacity anew, reschedules the ends of the flows whose rate changed and
-// re-arms the completion timer for the earliest end.
+// seed marks resource r as changed since the last recompute.
+func (f *Fabric) seed(r int32) {
+	if res := &f.res[r]; !res.seeded {
+		res.seeded = true
+		f.seeds = append(f.seeds, r)
+	}
+}
+
+// recompute brings every active flow's progress up to now, shares anew
+// the capacity of the component that the flows started or ended since the
+// last recompute reach, reschedules the ends of the flows whose rate
+// changed and re-arms the completion timer for the earliest end.
 //
-// Cost: O(F·H + R·S) for F active flows of at most H loads, R loaded
-// resources and S filling steps, S ≤ R + C for C capped flows (each step
-// freezes a resource or a capped flow), plus O(C log C) to order the caps.
-// The single completion timer keeps event-queue work out of it: one
-// cancel and one insert per recompute, not one per changed flow.
+// Flows outside that component keep their rates: max-min fairness is
+// separable over connected components (no resource is shared across
+// them), so sharing them anew would give the same rates again.
+//
+// Cost: O(F) for F active flows (their progress and the earliest end:
+// a multiply-add and a compare each), plus, for the component's Fc flows
+// of at most H loads and Rc resources, O(Fc·H·log Rc + C log C) for C
+// capped flows: each filling step takes the lowest level from a heap of
+// resources, and freezing a flow updates only the heap entries of its
+// own resources. The single completion timer keeps event-queue work out
+// of it: one cancel and one insert per recompute, not one per changed flow.
 func (f *Fabric) recompute() {
 	f.pending = false
 	f.recomputes++
@@ -44,11 +59,11 @@ func (f *Fabric) recompute() {
 	}
 	f.last = now
 
-	f.share()
+	f.component()
+	f.fill()
 
-	next := sim.Forever
 	changed := false
-	for _, fl := range f.active {
+	for _, fl := range f.compFlows {
 		// A flow whose rate is unchanged keeps its end, which so stays
 		// exact, free of the rounding that advancing its progress adds.
 		fl.changed = fl.newRate != fl.rate
@@ -57,6 +72,9 @@ func (f *Fabric) recompute() {
 			fl.endAt = endTime(now, fl.remaining, fl.rate)
 			changed = true
 		}
+	}
+	next := sim.Forever
+	for _, fl := range f.active {
 		next = min(next, fl.endAt)
 	}
 	f.restartStats()
@@ -69,12 +87,17 @@ func (f *Fabric) recompute() {
 	if changed && f.Hooks.Active() {
 		// Observers see a consistent fabric: rates, ends and the timer
 		// are all set before the first FlowRate.
-		for _, fl := range f.active {
+		for _, fl := range f.compFlows {
 			if fl.changed {
 				f.emit(Event{Header: sim.Header{Time: now}, Kind: FlowRate, Flow: fl, Rate: fl.rate})
 			}
 		}
 	}
+	for _, fl := range f.compFlows {
+		fl.changed = false
+	}
+	clear(f.compFlows) // drop pointers to flows that may end
+	f.compFlows = f.compFlows[:0]
 }
 
 // endTime is when bytes at rate, from now, are through; sim.Forever when
@@ -102,88 +125,243 @@ func (f *Fabric) arm(t sim.Time) {
 	f.timer = f.eng.At(t, f.timerFn)
 }
 
-// share sets newRate of every active flow by weighted progressive
-// filling: all unfrozen flows rise together at one level; a resource
-// saturates when the level reaches (capacity left by frozen flows) /
-// (weights of its unfrozen flows), and its unfrozen flows freeze there; a
-// capped flow freezes alone when the level reaches its cap.
-func (f *Fabric) share() {
+// component collects, from the seeds, the resources (f.comp) and the
+// active flows (f.compFlows, in activation order) of their connected
+// component, dropping ended flows from the members of the resources it
+// visits, and clears the seeds.
+func (f *Fabric) component() {
 	f.epoch++
-	touched, capped := f.touched[:0], f.capped[:0]
-	for _, fl := range f.active {
+	ep := f.epoch
+	comp := f.comp[:0]
+	nflows := 0
+	visit := func(r int32) {
+		if res := &f.res[r]; res.epoch != ep {
+			res.epoch = ep
+			comp = append(comp, r)
+		}
+	}
+	for _, r := range f.seeds {
+		f.res[r].seeded = false
+		visit(r)
+	}
+	for _, fl := range f.seedFlows {
+		if fl.state == flowActive && fl.mark != ep {
+			fl.mark = ep
+			nflows++
+			for _, ld := range fl.loads {
+				visit(ld.r)
+			}
+		}
+	}
+	clear(f.seedFlows)
+	f.seeds, f.seedFlows = f.seeds[:0], f.seedFlows[:0]
+	for i := 0; i < len(comp); i++ {
+		res := &f.res[comp[i]]
+		kept := res.members[:0]
+		for _, fl := range res.members {
+			if fl.state != flowActive {
+				continue
+			}
+			kept = append(kept, fl)
+			if fl.mark != ep {
+				fl.mark = ep
+				nflows++
+				for _, ld := range fl.loads {
+					visit(ld.r)
+				}
+			}
+		}
+		clear(res.members[len(kept):])
+		res.members = kept
+	}
+	f.comp = comp
+	// Activation order, which the active set keeps: the filling visits
+	// flows in it, so that the rates are those of a recompute of every
+	// flow, bit for bit.
+	cf := f.compFlows[:0]
+	if nflows == len(f.active) {
+		cf = append(cf, f.active...)
+	} else if nflows > 0 {
+		for _, fl := range f.active {
+			if fl.mark == ep {
+				cf = append(cf, fl)
+			}
+		}
+	}
+	f.compFlows = cf
+}
+
+// fill sets newRate of every flow of the component by weighted
+// progressive filling: all unfrozen flows rise together with one level
+// (a flow's rate is the level times its share); a resource saturates when
+// the level reaches (capacity left by frozen flows) / (weighted shares of
+// its unfrozen flows), and its unfrozen flows freeze there; a capped flow
+// freezes alone when the level reaches its cap over its share.
+func (f *Fabric) fill() {
+	for _, r := range f.comp {
+		res := &f.res[r]
+		res.rem, res.w, res.n, res.order = res.cap, 0, 0, -1
+	}
+	capped, order := f.capped[:0], int32(0)
+	for _, fl := range f.compFlows {
 		fl.frozen, fl.newRate = false, 0
 		if fl.cap > 0 {
 			capped = append(capped, fl)
 		}
 		for _, ld := range fl.loads {
 			r := &f.res[ld.r]
-			if r.epoch != f.epoch {
-				r.epoch, r.rem, r.w, r.n, r.flows = f.epoch, r.cap, 0, 0, r.flows[:0]
-				touched = append(touched, ld.r)
+			if r.order < 0 {
+				r.order, order = order, order+1
 			}
-			r.w += ld.w
+			r.w += ld.w * fl.share
 			r.n++
-			r.flows = append(r.flows, fl)
 		}
 	}
 	// Stable: equal caps keep activation order, for determinism.
-	slices.SortStableFunc(capped, func(a, b *Flow) int { return cmp.Compare(a.cap, b.cap) })
-	live := append(f.live[:0], touched...)
+	slices.SortStableFunc(capped, func(a, b *Flow) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
+	h := f.heap[:0]
+	for _, r := range f.comp {
+		if res := &f.res[r]; res.n > 0 {
+			res.heapPos = int32(len(h))
+			h = append(h, r)
+		}
+	}
+	f.heap = h
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		f.heapDown(i)
+	}
 
-	unfrozen, level, ci := len(f.active), 0.0, 0
+	unfrozen, level, ci := len(f.compFlows), 0.0, 0
 	for unfrozen > 0 {
 		best, bestLevel := int32(-1), math.Inf(1)
-		for i := 0; i < len(live); {
-			r := &f.res[live[i]]
-			if r.n == 0 {
-				live[i] = live[len(live)-1]
-				live = live[:len(live)-1]
-				continue
-			}
-			if l := r.rem / r.w; l < bestLevel {
-				best, bestLevel = live[i], l
-			}
-			i++
+		if len(f.heap) > 0 {
+			best = f.heap[0]
+			bestLevel = f.level(best)
 		}
 		for ci < len(capped) && capped[ci].frozen {
 			ci++
 		}
-		if ci < len(capped) && capped[ci].cap <= bestLevel {
-			unfrozen -= f.freeze(capped[ci], capped[ci].cap)
+		if ci < len(capped) && capped[ci].cap/capped[ci].share <= bestLevel {
+			f.freeze(capped[ci], capped[ci].cap)
+			unfrozen--
 			ci++
 			continue
 		}
 		// best ≥ 0 here: an active flow has a load or a cap (activate
 		// ends at once a flow that has neither), so an unfrozen uncapped
-		// flow keeps a resource live. Rounding can put a level a hair
-		// below the one already reached; the level never goes down.
+		// flow keeps a resource in the heap. Rounding can put a level a
+		// hair below the one already reached; the level never goes down.
 		level = max(level, bestLevel)
-		for _, fl := range f.res[best].flows {
+		for _, fl := range f.res[best].members {
 			if !fl.frozen {
-				unfrozen -= f.freeze(fl, level)
+				f.freeze(fl, level*fl.share)
+				unfrozen--
 			}
 		}
 	}
-	f.touched, f.capped, f.live = touched, capped, live
+	for _, r := range f.heap {
+		f.res[r].heapPos = -1
+	}
+	f.heap = f.heap[:0]
+	f.capped = capped
 	clear(capped) // drop pointers to flows that may end
 }
 
-// freeze fixes fl's rate at x and takes its loads off the unfrozen sums.
-// It returns 1, the number of flows frozen.
-func (f *Fabric) freeze(fl *Flow, x float64) int {
+// level is the filling level at which resource r saturates.
+func (f *Fabric) level(r int32) float64 {
+	res := &f.res[r]
+	return res.rem / res.w
+}
+
+// freeze fixes fl's rate at x and takes its loads off the unfrozen sums,
+// moving each of its resources in the heap (out of it once it has no
+// unfrozen load).
+func (f *Fabric) freeze(fl *Flow, x float64) {
 	fl.frozen, fl.newRate = true, x
 	for _, ld := range fl.loads {
 		r := &f.res[ld.r]
 		r.rem -= ld.w * x
-		r.w -= ld.w
+		r.w -= ld.w * fl.share
 		r.n--
+		if i := int(r.heapPos); i >= 0 {
+			if r.n == 0 {
+				f.heapRemove(i)
+			} else {
+				// The level of a resource a flow froze below may rise or,
+				// by rounding, fall a hair: restore the heap both ways.
+				f.heapDown(i)
+				f.heapUp(int(r.heapPos))
+			}
+		}
 	}
-	return 1
+}
+
+// heapLess orders the heap by level, then by the order in which the
+// component's flows, in activation order, first load the resources, so
+// that equal levels saturate in one fixed order.
+func (f *Fabric) heapLess(i, j int) bool {
+	a, b := &f.res[f.heap[i]], &f.res[f.heap[j]]
+	la, lb := a.rem/a.w, b.rem/b.w
+	if la != lb {
+		return la < lb
+	}
+	return a.order < b.order
+}
+
+func (f *Fabric) heapSwap(i, j int) {
+	h := f.heap
+	h[i], h[j] = h[j], h[i]
+	f.res[h[i]].heapPos, f.res[h[j]].heapPos = int32(i), int32(j)
+}
+
+func (f *Fabric) heapUp(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !f.heapLess(i, p) {
+			return
+		}
+		f.heapSwap(i, p)
+		i = p
+	}
+}
+
+func (f *Fabric) heapDown(i int) {
+	n := len(f.heap)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && f.heapLess(c+1, c) {
+			c++
+		}
+		if !f.heapLess(c, i) {
+			return
+		}
+		f.heapSwap(i, c)
+		i = c
+	}
+}
+
+func (f *Fabric) heapRemove(i int) {
+	last := len(f.heap) - 1
+	f.res[f.heap[i]].heapPos = -1
+	if i != last {
+		f.heap[i] = f.heap[last]
+		f.res[f.heap[i]].heapPos = int32(i)
+	}
+	f.heap = f.heap[:last]
+	if i != last {
+		moved := f.heap[i]
+		f.heapDown(i)
+		f.heapUp(int(f.res[moved].heapPos))
+	}
 }
 
 // checkShare verifies max-min optimality of the current rates: no resource
 // carries more than its capacity, and every active flow is at its cap or
-// crosses a saturated resource where no flow has a higher rate. It
+// crosses a saturated resource where no flow has a higher rate per unit
+// of share (the rate itself under plain max-min). It
 // recomputes loads from scratch, independently of share's bookkeeping.
 func (f *Fabric) checkShare() error {
 	const tol = 1e-9
@@ -192,7 +370,7 @@ func (f *Fabric) checkShare() error {
 	for _, fl := range f.active {
 		for _, ld := range fl.loads {
 			load[ld.r] += ld.w * fl.rate
-			top[ld.r] = max(top[ld.r], fl.rate)
+			top[ld.r] = max(top[ld.r], fl.rate/fl.share)
 		}
 	}
 	for i, r := range f.res {
@@ -212,7 +390,7 @@ func (f *Fabric) checkShare() error {
 		}
 		ok := false
 		for _, ld := range fl.loads {
-			if load[ld.r] >= f.res[ld.r].cap*(1-tol) && fl.rate >= top[ld.r]*(1-tol) {
+			if load[ld.r] >= f.res[ld.r].cap*(1-tol) && fl.rate/fl.share >= top[ld.r]*(1-tol) {
 				ok = true
 				break
 			}
