@@ -136,9 +136,10 @@ type Fabric struct {
 
 	// Scratch reused by each recompute, so that it does not allocate.
 	epoch     uint64
-	comp      []int32 // resources of the component, in discovery order
-	compFlows []*Flow // its flows, in activation order
-	heap      []int32 // resources with unfrozen flows, by level
+	comp      []int32      // resources of the component, in discovery order
+	compFlows []*Flow      // its flows, in activation order
+	heap      []levelEntry // resources with unfrozen flows, by level
+	moved     []int32      // resources whose level changed in this filling step
 	capped    []*Flow
 	// used are the link-direction slots (link index*2 + dir) that carried
 	// flows at the last recompute, or still do; dirState.inUsed marks them.
@@ -149,8 +150,8 @@ type Fabric struct {
 	// routeCacheMax of them; toward holds the distance arrays of at most
 	// towardCacheMax destinations, oldest replaced first. Both are
 	// cleared by Connect.
-	routes map[[2]int]Route
-	toward []towardEntry
+	routes     map[[2]int]Route
+	toward     []towardEntry
 	towardNext int
 }
 
@@ -248,12 +249,13 @@ type resource struct {
 	seeded  bool // in Fabric.seeds
 
 	// Progressive-filling state, valid while epoch is the fabric's.
-	epoch   uint64
-	rem     float64 // capacity not used by frozen flows
-	w       float64 // summed weights × shares of unfrozen loads
-	n       int32   // unfrozen loads
-	heapPos int32   // index in Fabric.heap, -1 when out of it
-	order   int32   // first-load order in the component, for ties
+	epoch uint64
+	rem   float64 // capacity not used by frozen flows
+	w     float64 // summed weights × shares of unfrozen loads
+	n     int32   // unfrozen loads
+	ver   uint32  // bumped when its level changes: older heap entries are stale
+	order int32   // first-load order in the component, for ties
+	moved bool    // in Fabric.moved
 }
 
 // Connect adds a link between a and b with capacity bytes/s per direction
@@ -286,7 +288,7 @@ func (f *Fabric) Connect(name string, a, b *Node, capacity float64, latency sim.
 		if s == Shared {
 			dirs = 2
 		}
-		f.res = append(f.res, resource{link: l, cap: eff, dirs: dirs, heapPos: -1})
+		f.res = append(f.res, resource{link: l, cap: eff, dirs: dirs})
 	}
 	f.links = append(f.links, l)
 	f.linkByName[name] = l

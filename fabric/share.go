@@ -219,30 +219,23 @@ func (f *Fabric) fill() {
 	}
 	// Stable: equal caps keep activation order, for determinism.
 	slices.SortStableFunc(capped, func(a, b *Flow) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
-	h := f.heap[:0]
+	f.heap = f.heap[:0]
 	for _, r := range f.comp {
 		if res := &f.res[r]; res.n > 0 {
-			res.heapPos = int32(len(h))
-			h = append(h, r)
+			res.ver++
+			f.heapPush(levelEntry{level: res.rem / res.w, order: res.order, r: r, ver: res.ver})
 		}
-	}
-	f.heap = h
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		f.heapDown(i)
 	}
 
 	unfrozen, level, ci := len(f.compFlows), 0.0, 0
 	for unfrozen > 0 {
-		best, bestLevel := int32(-1), math.Inf(1)
-		if len(f.heap) > 0 {
-			best = f.heap[0]
-			bestLevel = f.level(best)
-		}
+		best, bestLevel := f.top()
 		for ci < len(capped) && capped[ci].frozen {
 			ci++
 		}
 		if ci < len(capped) && capped[ci].cap/capped[ci].share <= bestLevel {
 			f.freeze(capped[ci], capped[ci].cap)
+			f.settle()
 			unfrozen--
 			ci++
 			continue
@@ -258,24 +251,16 @@ func (f *Fabric) fill() {
 				unfrozen--
 			}
 		}
-	}
-	for _, r := range f.heap {
-		f.res[r].heapPos = -1
+		f.settle()
 	}
 	f.heap = f.heap[:0]
 	f.capped = capped
 	clear(capped) // drop pointers to flows that may end
 }
 
-// level is the filling level at which resource r saturates.
-func (f *Fabric) level(r int32) float64 {
-	res := &f.res[r]
-	return res.rem / res.w
-}
-
-// freeze fixes fl's rate at x and takes its loads off the unfrozen sums,
-// moving each of its resources in the heap (out of it once it has no
-// unfrozen load).
+// freeze fixes fl's rate at x and takes its loads off the unfrozen sums.
+// Its resources' heap entries are restored by settle, once per step
+// however many of a resource's flows froze in it.
 func (f *Fabric) freeze(fl *Flow, x float64) {
 	fl.frozen, fl.newRate = true, x
 	for _, ld := range fl.loads {
@@ -283,79 +268,89 @@ func (f *Fabric) freeze(fl *Flow, x float64) {
 		r.rem -= ld.w * x
 		r.w -= ld.w * fl.share
 		r.n--
-		if i := int(r.heapPos); i >= 0 {
-			if r.n == 0 {
-				f.heapRemove(i)
-			} else {
-				// The level of a resource a flow froze below may rise or,
-				// by rounding, fall a hair: restore the heap both ways.
-				f.heapDown(i)
-				f.heapUp(int(r.heapPos))
-			}
+		if !r.moved {
+			r.moved = true
+			f.moved = append(f.moved, ld.r)
 		}
 	}
 }
 
-// heapLess orders the heap by level, then by the order in which the
-// component's flows, in activation order, first load the resources, so
-// that equal levels saturate in one fixed order.
-func (f *Fabric) heapLess(i, j int) bool {
-	a, b := &f.res[f.heap[i]], &f.res[f.heap[j]]
-	la, lb := a.rem/a.w, b.rem/b.w
-	if la != lb {
-		return la < lb
+// settle gives each resource whose level changed in the last step a new
+// heap entry at its new level; its old entries are stale from now on.
+func (f *Fabric) settle() {
+	for _, r := range f.moved {
+		res := &f.res[r]
+		res.moved = false
+		res.ver++
+		if res.n > 0 {
+			f.heapPush(levelEntry{level: res.rem / res.w, order: res.order, r: r, ver: res.ver})
+		}
+	}
+	f.moved = f.moved[:0]
+}
+
+// levelEntry is a resource's level when it was pushed; it is stale once
+// the resource's ver has moved on.
+type levelEntry struct {
+	level float64
+	order int32 // first-load order in the component, for ties
+	r     int32
+	ver   uint32
+}
+
+func (a levelEntry) less(b levelEntry) bool {
+	if a.level != b.level {
+		return a.level < b.level
 	}
 	return a.order < b.order
 }
 
-func (f *Fabric) heapSwap(i, j int) {
-	h := f.heap
-	h[i], h[j] = h[j], h[i]
-	f.res[h[i]].heapPos, f.res[h[j]].heapPos = int32(i), int32(j)
+// top is the resource of lowest level with unfrozen flows and its level,
+// or -1 and +Inf; stale entries on the way are dropped.
+func (f *Fabric) top() (int32, float64) {
+	for len(f.heap) > 0 {
+		e := f.heap[0]
+		if res := &f.res[e.r]; res.ver == e.ver && res.n > 0 {
+			return e.r, e.level
+		}
+		f.heapPop()
+	}
+	return -1, math.Inf(1)
 }
 
-func (f *Fabric) heapUp(i int) {
-	for i > 0 {
+func (f *Fabric) heapPush(e levelEntry) {
+	h := append(f.heap, e)
+	for i := len(h) - 1; i > 0; {
 		p := (i - 1) / 2
-		if !f.heapLess(i, p) {
-			return
+		if !h[i].less(h[p]) {
+			break
 		}
-		f.heapSwap(i, p)
+		h[i], h[p] = h[p], h[i]
 		i = p
 	}
+	f.heap = h
 }
 
-func (f *Fabric) heapDown(i int) {
-	n := len(f.heap)
-	for {
+func (f *Fabric) heapPop() {
+	h := f.heap
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
 		c := 2*i + 1
 		if c >= n {
-			return
+			break
 		}
-		if c+1 < n && f.heapLess(c+1, c) {
+		if c+1 < n && h[c+1].less(h[c]) {
 			c++
 		}
-		if !f.heapLess(c, i) {
-			return
+		if !h[c].less(h[i]) {
+			break
 		}
-		f.heapSwap(i, c)
+		h[i], h[c] = h[c], h[i]
 		i = c
 	}
-}
-
-func (f *Fabric) heapRemove(i int) {
-	last := len(f.heap) - 1
-	f.res[f.heap[i]].heapPos = -1
-	if i != last {
-		f.heap[i] = f.heap[last]
-		f.res[f.heap[i]].heapPos = int32(i)
-	}
-	f.heap = f.heap[:last]
-	if i != last {
-		moved := f.heap[i]
-		f.heapDown(i)
-		f.heapUp(int(f.res[moved].heapPos))
-	}
+	f.heap = h
 }
 
 // checkShare verifies max-min optimality of the current rates: no resource
