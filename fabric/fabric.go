@@ -139,6 +139,8 @@ type Fabric struct {
 	comp      []int32      // resources of the component, in discovery order
 	compFlows []*Flow      // its flows, in activation order
 	heap      []levelEntry // resources with unfrozen flows, by level
+	live      []int32      // the same, unordered, when scan
+	scan      bool         // fill scans live instead of keeping heap
 	moved     []int32      // resources whose level changed in this filling step
 	capped    []*Flow
 	// used are the link-direction slots (link index*2 + dir) that carried

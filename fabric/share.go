@@ -133,46 +133,58 @@ func (f *Fabric) component() {
 	f.epoch++
 	ep := f.epoch
 	comp := f.comp[:0]
-	nflows := 0
-	visit := func(r int32) {
-		if res := &f.res[r]; res.epoch != ep {
-			res.epoch = ep
-			comp = append(comp, r)
-		}
-	}
 	for _, r := range f.seeds {
-		f.res[r].seeded = false
-		visit(r)
+		res := &f.res[r]
+		res.seeded, res.epoch = false, ep
+		comp = append(comp, r)
 	}
+	// Only seeds can hold ended flows: a flow's end seeds its resources.
+	nseeds, nflows, all := len(comp), 0, len(f.active)
 	for _, fl := range f.seedFlows {
 		if fl.state == flowActive && fl.mark != ep {
 			fl.mark = ep
 			nflows++
 			for _, ld := range fl.loads {
-				visit(ld.r)
+				if res := &f.res[ld.r]; res.epoch != ep {
+					res.epoch = ep
+					comp = append(comp, ld.r)
+				}
 			}
 		}
 	}
 	clear(f.seedFlows)
 	f.seeds, f.seedFlows = f.seeds[:0], f.seedFlows[:0]
 	for i := 0; i < len(comp); i++ {
+		if nflows == all && i >= nseeds {
+			// Every active flow is in, and so every resource they
+			// load; nothing past the seeds needs purging.
+			break
+		}
 		res := &f.res[comp[i]]
-		kept := res.members[:0]
-		for _, fl := range res.members {
-			if fl.state != flowActive {
+		members := res.members
+		if i < nseeds {
+			kept := members[:0]
+			for _, fl := range members {
+				if fl.state == flowActive {
+					kept = append(kept, fl)
+				}
+			}
+			clear(members[len(kept):])
+			res.members, members = kept, kept
+		}
+		for _, fl := range members {
+			if fl.mark == ep {
 				continue
 			}
-			kept = append(kept, fl)
-			if fl.mark != ep {
-				fl.mark = ep
-				nflows++
-				for _, ld := range fl.loads {
-					visit(ld.r)
+			fl.mark = ep
+			nflows++
+			for _, ld := range fl.loads {
+				if res := &f.res[ld.r]; res.epoch != ep {
+					res.epoch = ep
+					comp = append(comp, ld.r)
 				}
 			}
 		}
-		clear(res.members[len(kept):])
-		res.members = kept
 	}
 	f.comp = comp
 	// Activation order, which the active set keeps: the filling visits
@@ -219,9 +231,17 @@ func (f *Fabric) fill() {
 	}
 	// Stable: equal caps keep activation order, for determinism.
 	slices.SortStableFunc(capped, func(a, b *Flow) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
-	f.heap = f.heap[:0]
+	// A small component is filled by scanning its resources at each step,
+	// which costs less than keeping a heap when the steps touch most of
+	// them; a large one by the heap.
+	f.scan = len(f.comp) <= scanMax
+	f.heap, f.live = f.heap[:0], f.live[:0]
 	for _, r := range f.comp {
 		if res := &f.res[r]; res.n > 0 {
+			if f.scan {
+				f.live = append(f.live, r)
+				continue
+			}
 			res.ver++
 			f.heapPush(levelEntry{level: res.rem / res.w, order: res.order, r: r, ver: res.ver})
 		}
@@ -229,7 +249,7 @@ func (f *Fabric) fill() {
 
 	unfrozen, level, ci := len(f.compFlows), 0.0, 0
 	for unfrozen > 0 {
-		best, bestLevel := f.top()
+		best, bestLevel := f.lowest()
 		for ci < len(capped) && capped[ci].frozen {
 			ci++
 		}
@@ -268,16 +288,47 @@ func (f *Fabric) freeze(fl *Flow, x float64) {
 		r.rem -= ld.w * x
 		r.w -= ld.w * fl.share
 		r.n--
-		if !r.moved {
+		if !r.moved && !f.scan {
 			r.moved = true
 			f.moved = append(f.moved, ld.r)
 		}
 	}
 }
 
+// scanMax is the most resources a component may have for fill to find
+// each step's lowest level by a scan rather than from the heap.
+const scanMax = 64
+
+// lowest is the resource of lowest level with unfrozen flows and its
+// level, or -1 and +Inf.
+func (f *Fabric) lowest() (int32, float64) {
+	if !f.scan {
+		return f.top()
+	}
+	best, bestLevel := int32(-1), math.Inf(1)
+	live := f.live
+	for i := 0; i < len(live); {
+		r := &f.res[live[i]]
+		if r.n == 0 {
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+			continue
+		}
+		if l := r.rem / r.w; l < bestLevel {
+			best, bestLevel = live[i], l
+		}
+		i++
+	}
+	f.live = live
+	return best, bestLevel
+}
+
 // settle gives each resource whose level changed in the last step a new
 // heap entry at its new level; its old entries are stale from now on.
 func (f *Fabric) settle() {
+	if f.scan {
+		return
+	}
 	for _, r := range f.moved {
 		res := &f.res[r]
 		res.moved = false
