@@ -140,9 +140,13 @@ type Fabric struct {
 	compFlows []*Flow      // its flows, in activation order
 	heap      []levelEntry // resources with unfrozen flows, by level
 	live      []int32      // the same, unordered, when scan
-	scan      bool         // fill scans live instead of keeping heap
-	moved     []int32      // resources whose level changed in this filling step
-	capped    []*Flow
+	// allRes are the resources of the last discovered component when it
+	// held every active flow, at epoch allEpoch (0: it did not).
+	allRes   []int32
+	allEpoch uint64
+	scan     bool    // fill scans live instead of keeping heap
+	moved    []int32 // resources whose level changed in this filling step
+	capped   []*Flow
 	// used are the link-direction slots (link index*2 + dir) that carried
 	// flows at the last recompute, or still do; dirState.inUsed marks them.
 	used   []int32
@@ -258,6 +262,8 @@ type resource struct {
 	ver   uint32  // bumped when its level changes: older heap entries are stale
 	order int32   // first-load order in the component, for ties
 	moved bool    // in Fabric.moved
+	// allEpoch is Fabric.allEpoch when the resource was in Fabric.allRes.
+	allEpoch uint64
 }
 
 // Connect adds a link between a and b with capacity bytes/s per direction

@@ -2,7 +2,6 @@ package fabric
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/dmalab/dmalab/sim"
@@ -37,21 +36,30 @@ func starTopo(eng *sim.Engine, switches, perSwitch int) (*Fabric, []*Node) {
 	return fab, eps
 }
 
-// closedLoop keeps n flows running between random endpoint pairs: each
-// flow's end starts the next of its slot, until total flows have ended.
-// Sizes are uniform in [1, 10] MB. It returns the flows ended and the
-// events the engine ran.
+// splitmix64 is the draw of the closed loop, so that the SimGrid program
+// (third_party_build/bench/closedloop.cpp, outside the repository) draws
+// the same flows whatever order the slots run in.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// closedLoop keeps n flows running: slot s runs per flows one after the
+// other, its k-th drawn by splitmix64(s×1000003+k) (a pair of distinct
+// endpoints, a size uniform in [1, 10] MB), each started when the one
+// before it ends.
 type closedLoop struct {
 	fab    *Fabric
 	eps    []*Node
 	routes []Route // by from*len(eps)+to
-	rng    *rand.Rand
-	left   int
+	per    int
 	ended  int
 }
 
-func newClosedLoop(fab *Fabric, eps []*Node, seed uint64) *closedLoop {
-	c := &closedLoop{fab: fab, eps: eps, routes: make([]Route, len(eps)*len(eps)), rng: rand.New(rand.NewPCG(seed, 7))}
+func newClosedLoop(fab *Fabric, eps []*Node) *closedLoop {
+	c := &closedLoop{fab: fab, eps: eps, routes: make([]Route, len(eps)*len(eps))}
 	for i, a := range eps {
 		for j, b := range eps {
 			if i != j {
@@ -66,30 +74,27 @@ func newClosedLoop(fab *Fabric, eps []*Node, seed uint64) *closedLoop {
 	return c
 }
 
-func (c *closedLoop) start() {
-	if c.left == 0 {
+func (c *closedLoop) start(s, k int) {
+	if k == c.per {
 		return
 	}
-	c.left--
-	n := len(c.eps)
-	from := c.rng.IntN(n)
-	to := (from + 1 + c.rng.IntN(n-1)) % n
-	size := int64(1e6 + c.rng.IntN(9e6+1))
+	n := uint64(len(c.eps))
+	x := splitmix64(uint64(s)*1000003 + uint64(k))
+	from := x % n
+	to := (from + 1 + (x>>16)%(n-1)) % n
+	size := int64(1000000 + (x>>32)%9000001)
 	fl := c.fab.Start("f", c.routes[from*n+to], size)
-	fl.Done().OnComplete(c.onEnd)
+	fl.Done().OnComplete(func() {
+		c.ended++
+		c.start(s, k+1)
+	})
 }
 
-func (c *closedLoop) onEnd() {
-	c.ended++
-	c.start()
-}
-
-// run starts n flows and keeps n in flight until total have been started,
-// then drains.
+// run starts n slots of total/n flows each and runs them to the end.
 func (c *closedLoop) run(n, total int) {
-	c.left = total
-	for range n {
-		c.start()
+	c.per = total / n
+	for s := range n {
+		c.start(s, 0)
 	}
 	c.fab.Engine().Run()
 }
@@ -108,22 +113,26 @@ func BenchmarkClosedLoop(b *testing.B) {
 				const total = 20000
 				var ended int
 				var events uint64
+				var simEnd sim.Time
 				b.ReportAllocs()
 				for b.Loop() {
 					eng := sim.New(1)
 					fab, eps := starTopo(eng, topo.switches, topo.perSwitch)
-					c := newClosedLoop(fab, eps, 1)
+					c := newClosedLoop(fab, eps)
 					c.run(n, total)
 					if c.ended != total {
 						b.Fatalf("%d flows ended, want %d", c.ended, total)
 					}
 					ended += c.ended
 					events += eng.Fired()
+					simEnd = eng.Now()
 					eng.Close()
 				}
 				sec := b.Elapsed().Seconds()
 				b.ReportMetric(float64(ended)/sec, "flows/s")
 				b.ReportMetric(float64(events)/sec, "events/s")
+				// The simulated end, to compare with SimGrid's clock.
+				b.ReportMetric(simEnd.Seconds(), "sim-s")
 			})
 		}
 	}

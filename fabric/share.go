@@ -132,6 +132,32 @@ func (f *Fabric) arm(t sim.Time) {
 func (f *Fabric) component() {
 	f.epoch++
 	ep := f.epoch
+	if f.withinAll() {
+		// Every change is within the component that held every flow at
+		// the last discovery: share that one again. Ends since may have
+		// split it; sharing separate components together gives their
+		// rates all the same.
+		comp := append(f.comp[:0], f.allRes...)
+		for _, r := range comp {
+			f.res[r].epoch = ep
+		}
+		for _, r := range f.seeds {
+			res := &f.res[r]
+			res.seeded = false
+			kept := res.members[:0]
+			for _, fl := range res.members {
+				if fl.state == flowActive {
+					kept = append(kept, fl)
+				}
+			}
+			clear(res.members[len(kept):])
+			res.members = kept
+		}
+		clear(f.seedFlows)
+		f.seeds, f.seedFlows = f.seeds[:0], f.seedFlows[:0]
+		f.comp, f.compFlows = comp, append(f.compFlows[:0], f.active...)
+		return
+	}
 	comp := f.comp[:0]
 	for _, r := range f.seeds {
 		res := &f.res[r]
@@ -187,6 +213,14 @@ func (f *Fabric) component() {
 		}
 	}
 	f.comp = comp
+	if nflows == all {
+		f.allEpoch, f.allRes = ep, append(f.allRes[:0], comp...)
+		for _, r := range comp {
+			f.res[r].allEpoch = ep
+		}
+	} else {
+		f.allEpoch = 0
+	}
 	// Activation order, which the active set keeps: the filling visits
 	// flows in it, so that the rates are those of a recompute of every
 	// flow, bit for bit.
@@ -201,6 +235,27 @@ func (f *Fabric) component() {
 		}
 	}
 	f.compFlows = cf
+}
+
+// withinAll reports whether the last discovery found every flow in one
+// component and every resource changed since is one of its resources.
+func (f *Fabric) withinAll() bool {
+	if f.allEpoch == 0 {
+		return false
+	}
+	for _, r := range f.seeds {
+		if f.res[r].allEpoch != f.allEpoch {
+			return false
+		}
+	}
+	for _, fl := range f.seedFlows {
+		for _, ld := range fl.loads {
+			if f.res[ld.r].allEpoch != f.allEpoch {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // fill sets newRate of every flow of the component by weighted
