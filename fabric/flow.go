@@ -168,12 +168,16 @@ func (f *Fabric) onTimer() {
 	}
 	clear(f.active[len(kept):])
 	f.active = kept
-	f.markDirty()
 	for i, fl := range ending {
 		ending[i] = nil
 		f.finish(fl)
 	}
 	f.ending = ending[:0]
+	// After the ends: a completion callback that starts a flow with no
+	// latency activates it before this recompute, which so covers both
+	// the ends and the starts (a closed loop costs one recompute per
+	// instant, not two).
+	f.markDirty()
 }
 
 // finish marks fl done now; it is no longer in the active set.
