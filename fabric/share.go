@@ -351,8 +351,9 @@ func (f *Fabric) freeze(fl *Flow, x float64) {
 }
 
 // scanMax is the most resources a component may have for fill to find
-// each step's lowest level by a scan rather than from the heap.
-const scanMax = 64
+// each step's lowest level by a scan rather than from the heap (a
+// variable so that tests can send every component through the heap).
+var scanMax = 64
 
 // lowest is the resource of lowest level with unfrozen flows and its
 // level, or -1 and +Inf.
