@@ -100,11 +100,12 @@ func refRates(f *Fabric) []float64 {
 // reference rates. Every seed runs twice: small components scanned, and
 // every component through the heap.
 func TestRatesMatchReference(t *testing.T) {
-	defer func(v int) { scanMax = v }(scanMax)
+	def := scanMax
+	defer func() { scanMax = def }()
 	for run := range 24 {
 		seed, heap := uint64(run/2), run%2 == 1
 		t.Run(fmt.Sprint("seed=", seed, "/heap=", heap), func(t *testing.T) {
-			scanMax = 64
+			scanMax = def
 			if heap {
 				scanMax = 0
 			}
