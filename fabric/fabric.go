@@ -126,13 +126,13 @@ type Fabric struct {
 
 	recomputeFn, timerFn func() // method values, made once
 
-	// seeds are the resources whose flows changed since the last
-	// recompute (a flow became active on them or ended), seedFlows the
+	// changedRes are the resources whose flows changed since the last
+	// recompute (a flow became active on them or ended), startedFlows the
 	// flows that became active: the recompute shares anew only the
 	// component of resources and flows they reach.
-	seeds     []int32
-	seedFlows []*Flow
-	actSeq    uint64 // activation counter, for Flow.seq
+	changedRes   []int32
+	startedFlows []*Flow
+	actSeq       uint64 // activation counter, for Flow.seq
 
 	// Scratch reused by each recompute, so that it does not allocate.
 	epoch     uint64
@@ -251,8 +251,8 @@ type resource struct {
 	// members are the active flows loading it, once per load, in
 	// activation order; ended flows are dropped when the recompute that
 	// follows their end visits the resource.
-	members []*Flow
-	seeded  bool // in Fabric.seeds
+	members     []*Flow
+	changedMark bool // in Fabric.changedRes
 
 	// Progressive-filling state, valid while epoch is the fabric's.
 	epoch uint64

@@ -143,9 +143,9 @@ func (fl *Flow) activate() {
 	for _, ld := range fl.loads {
 		r := &f.res[ld.r]
 		r.members = append(r.members, fl)
-		f.seed(ld.r)
+		f.changed(ld.r)
 	}
-	f.seedFlows = append(f.seedFlows, fl)
+	f.startedFlows = append(f.startedFlows, fl)
 	f.markDirty()
 }
 
@@ -159,7 +159,7 @@ func (f *Fabric) onTimer() {
 		if fl.endAt <= now {
 			ending = append(ending, fl)
 			for _, ld := range fl.loads {
-				f.seed(ld.r)
+				f.changed(ld.r)
 			}
 			continue
 		}

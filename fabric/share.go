@@ -22,11 +22,11 @@ func (f *Fabric) markDirty() {
 	}
 }
 
-// seed marks resource r as changed since the last recompute.
-func (f *Fabric) seed(r int32) {
-	if res := &f.res[r]; !res.seeded {
-		res.seeded = true
-		f.seeds = append(f.seeds, r)
+// changed marks resource r as changed since the last recompute.
+func (f *Fabric) changed(r int32) {
+	if res := &f.res[r]; !res.changedMark {
+		res.changedMark = true
+		f.changedRes = append(f.changedRes, r)
 	}
 }
 
@@ -125,10 +125,10 @@ func (f *Fabric) arm(t sim.Time) {
 	f.timer = f.eng.At(t, f.timerFn)
 }
 
-// component collects, from the seeds, the resources (f.comp) and the
+// component collects, from the changed resources and started flows, the resources (f.comp) and the
 // active flows (f.compFlows, in activation order) of their connected
 // component, dropping ended flows from the members of the resources it
-// visits, and clears the seeds.
+// visits, and clears both lists.
 func (f *Fabric) component() {
 	f.epoch++
 	ep := f.epoch
@@ -141,9 +141,9 @@ func (f *Fabric) component() {
 		for _, r := range comp {
 			f.res[r].epoch = ep
 		}
-		for _, r := range f.seeds {
+		for _, r := range f.changedRes {
 			res := &f.res[r]
-			res.seeded = false
+			res.changedMark = false
 			kept := res.members[:0]
 			for _, fl := range res.members {
 				if fl.state == flowActive {
@@ -153,20 +153,20 @@ func (f *Fabric) component() {
 			clear(res.members[len(kept):])
 			res.members = kept
 		}
-		clear(f.seedFlows)
-		f.seeds, f.seedFlows = f.seeds[:0], f.seedFlows[:0]
+		clear(f.startedFlows)
+		f.changedRes, f.startedFlows = f.changedRes[:0], f.startedFlows[:0]
 		f.comp, f.compFlows = comp, append(f.compFlows[:0], f.active...)
 		return
 	}
 	comp := f.comp[:0]
-	for _, r := range f.seeds {
+	for _, r := range f.changedRes {
 		res := &f.res[r]
-		res.seeded, res.epoch = false, ep
+		res.changedMark, res.epoch = false, ep
 		comp = append(comp, r)
 	}
-	// Only seeds can hold ended flows: a flow's end seeds its resources.
-	nseeds, nflows, all := len(comp), 0, len(f.active)
-	for _, fl := range f.seedFlows {
+	// Only changed resources can hold ended flows: a flow's end marks its resources.
+	nchanged, nflows, all := len(comp), 0, len(f.active)
+	for _, fl := range f.startedFlows {
 		if fl.state == flowActive && fl.mark != ep {
 			fl.mark = ep
 			nflows++
@@ -178,17 +178,17 @@ func (f *Fabric) component() {
 			}
 		}
 	}
-	clear(f.seedFlows)
-	f.seeds, f.seedFlows = f.seeds[:0], f.seedFlows[:0]
+	clear(f.startedFlows)
+	f.changedRes, f.startedFlows = f.changedRes[:0], f.startedFlows[:0]
 	for i := 0; i < len(comp); i++ {
-		if nflows == all && i >= nseeds {
+		if nflows == all && i >= nchanged {
 			// Every active flow is in, and so every resource they
-			// load; nothing past the seeds needs purging.
+			// load; nothing past the changed resources needs purging.
 			break
 		}
 		res := &f.res[comp[i]]
 		members := res.members
-		if i < nseeds {
+		if i < nchanged {
 			kept := members[:0]
 			for _, fl := range members {
 				if fl.state == flowActive {
@@ -243,12 +243,12 @@ func (f *Fabric) withinAll() bool {
 	if f.allEpoch == 0 {
 		return false
 	}
-	for _, r := range f.seeds {
+	for _, r := range f.changedRes {
 		if f.res[r].allEpoch != f.allEpoch {
 			return false
 		}
 	}
-	for _, fl := range f.seedFlows {
+	for _, fl := range f.startedFlows {
 		for _, ld := range fl.loads {
 			if f.res[ld.r].allEpoch != f.allEpoch {
 				return false
