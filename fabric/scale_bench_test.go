@@ -36,8 +36,8 @@ func starTopo(eng *sim.Engine, switches, perSwitch int) (*Fabric, []*Node) {
 	return fab, eps
 }
 
-// splitmix64 is the draw of the closed loop, so that the SimGrid program
-// (third_party_build/bench/closedloop.cpp, outside the repository) draws
+// splitmix64 is the draw of the closed loop, so that a SimGrid program of
+// the same workload (docs/measurements/2026-11-25-scale-fabric.md) draws
 // the same flows whatever order the slots run in.
 func splitmix64(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
