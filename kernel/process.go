@@ -54,6 +54,9 @@ type Process struct {
 	mems, cpus []int
 	threadCPU  map[*sim.Proc]int
 	anon       []*anonMap
+	// nmm is automatic NUMA balancing's state (autonuma.go), nil until
+	// a thread starts with it on.
+	nmm *numaMM
 }
 
 type exitFn struct {
@@ -148,6 +151,7 @@ func (p *Process) Spawn(name string, body func(t *sim.Proc)) *sim.Proc {
 	}
 	t := p.k.eng.Spawn(full, body)
 	p.threads = append(p.threads, t)
+	p.threadStarted(t)
 	return t
 }
 
