@@ -137,6 +137,18 @@ func (m *Memory) Populate(va VirtAddr, size uint64, node int) error {
 // it is an anonymous page not yet placed. Memory that is not DRAM, or
 // not mapped, is ErrBadAddr.
 func (m *Memory) PageNode(va VirtAddr) (node int, present bool, err error) {
+	// An anonymous page directly: Classify would also measure the
+	// physically contiguous run from va, which costs the run's length.
+	if i := m.areaAt(uint64(va)); i >= 0 && m.areas[i].class == ClassAnon {
+		a := m.areas[i]
+		pa := a.pages[(uint64(va)-a.start)/PageSize]
+		if pa == absent {
+			return -1, false, nil
+		}
+		if n, ok := m.NodeOf(PhysAddr(pa)); ok {
+			return n, true, nil
+		}
+	}
 	c, pa, _ := m.Classify(va)
 	if c == ClassAnon && pa == 0 {
 		return -1, false, nil
