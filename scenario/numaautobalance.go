@@ -42,7 +42,7 @@ local and private.`,
 			{Name: "workers", Kind: dmalab.ParamInt, Default: "1", Min: 1, Max: 64, Help: "worker threads, bound to node 1's first CPUs, each reading its own slice (more than one is slow to simulate: pages that several threads migrate at once are scattered in physical memory, and the cache model costs per contiguous run)"},
 			{Name: "duration", Kind: dmalab.ParamDuration, Default: "8s", Help: "how long the workers read, from the end of the initialisation"},
 			{Name: "interval", Kind: dmalab.ParamDuration, Default: "500ms", Help: "the length of one row"},
-			{Name: "balancing", Kind: dmalab.ParamList, Item: "setting", Values: []string{"off", "on"}, Default: "off,on", Help: "numa_balancing settings to run: off, on"},
+			{Name: "balancing", Kind: dmalab.ParamList, Item: "setting", Values: []string{"off", "on"}, Default: "on,off", Help: "numa_balancing settings to run, in order: on, off"},
 		},
 		Run: runNUMAAutobalance,
 	})

@@ -60,7 +60,7 @@ func TestNUMAAutobalance(t *testing.T) {
 	if on[0].GBps != off[0].GBps || on[0].Faults != 0 {
 		t.Errorf("before the first scan, on %+v and off %+v should be the same", on[0], off[0])
 	}
-	if len(r.Summary) != 2 || !strings.Contains(r.Summary[1], "16384 of 16384 pages migrated") {
+	if len(r.Summary) != 2 || !strings.Contains(r.Summary[0], "numa_balancing on") || !strings.Contains(r.Summary[0], "16384 of 16384 pages migrated") {
 		t.Errorf("summary %q", r.Summary)
 	}
 }
