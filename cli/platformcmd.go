@@ -14,7 +14,11 @@ func init() {
 }
 
 func runPlatform(e *env, args []string) int {
-	fs := newFlags(e, "platform", "platform show NAME|FILE | platform numa NAME|FILE | platform check FILE... | platform list",
+	// from-topo has flags of its own.
+	if len(args) > 0 && args[0] == "from-topo" {
+		return runFromTopo(e, args[1:])
+	}
+	fs := newFlags(e, "platform", "platform show NAME|FILE | platform numa NAME|FILE | platform check FILE... | platform list | platform from-topo TOPO.json [-o FILE]",
 		`show prints a preset (or a platform file) as YAML; the output loads back to
 an identical platform, so it is the way to start a description of your own
 machine: dmalab platform show h200-pcie > mine.yaml, edit, then
@@ -24,7 +28,8 @@ platform has an IOMMU, show ends with its IOMMU groups as a comment block
 (the devices that share a group can only be isolated, or passed to VFIO,
 together): the devices below a switch without ACS share one, and so do
 the functions of one multifunction device (slot) that lack ACS.
-numa prints the platform's NUMA nodes as numactl -H prints a real
+from-topo writes a platform skeleton from "dmalab topo --json" (see
+"dmalab platform from-topo --help"). numa prints the platform's NUMA nodes as numactl -H prints a real
 machine's (and as "dmalab topo" prints this one's): each node's CPUs,
 numbered from node 0 on, its DRAM as size and as free (nothing is
 allocated before a run), and the SLIT distances (10 on the diagonal and
@@ -89,7 +94,7 @@ allocated before a run), and the SLIT distances (10 on the diagonal and
 		}
 		return exitOK
 	}
-	return usageError(e, "platform", "unknown subcommand %q (want show, numa, check or list)", pos[0])
+	return usageError(e, "platform", "unknown subcommand %q (want show, numa, check, list or from-topo)", pos[0])
 }
 
 // writeGroups ends show's output with the platform's IOMMU groups, as

@@ -90,7 +90,27 @@ func TestREADMECommands(t *testing.T) {
 		t.Fatalf("found %d commands in README.md; the extraction is broken", len(cmds))
 	}
 	driver := cuda.Load() == nil
+	// The compare commands read a probe report and a topo report; the
+	// README's own probe and topo commands write them where a driver and
+	// sysfs allow, over these recorded ones.
+	recorded := map[string]string{
+		"probe.json": "../docs/measurements/2026-11-21-h200-probe.json",
+		"topo.json":  "../docs/measurements/2026-11-21-h200-topo.json",
+	}
+	files := map[string][]byte{}
+	for name, path := range recorded {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = b
+	}
 	t.Chdir(t.TempDir())
+	for name, b := range files {
+		if err := os.WriteFile(name, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, c := range cmds {
 		t.Run(strconv.Itoa(c.line), func(t *testing.T) {
 			want := c.status
@@ -124,7 +144,8 @@ func TestREADMECommands(t *testing.T) {
 		})
 	}
 	// The files the README's commands write are there and usable.
-	for _, f := range []string{"mine.yaml", "trace.json"} {
+	for _, f := range []string{"mine.yaml", "trace.json", "calibrated.yaml", "validation.json", "skeleton.yaml", "mine-calibrated.yaml",
+		"report.html", "run.html", "again.html", "check.html", "validate.html"} {
 		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
 			t.Errorf("%s after the README's commands: %v", f, err)
 		}

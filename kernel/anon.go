@@ -164,10 +164,16 @@ func (p *Process) SetThreadAffinity(t *sim.Proc, cpus ...int) error {
 }
 
 // ThreadCPU is the CPU thread t runs on: the one SetThreadAffinity
-// chose, else the first CPU of the process's node.
+// chose, else the first CPU of the process's node that the launcher
+// allowed (SetLauncher), else the node's first CPU.
 func (p *Process) ThreadCPU(t *sim.Proc) int {
 	if c, ok := p.threadCPU[t]; ok {
 		return c
+	}
+	for _, c := range p.launchCPUs {
+		if p.k.NodeOfCPU(c) == p.node {
+			return c
+		}
 	}
 	if cs := p.k.CPUsOfNode(p.node); len(cs) > 0 {
 		return cs[0]

@@ -81,3 +81,32 @@ func ExampleKernel_SetNUMABalancing() {
 	// page 0 on node 1; pte updates 8, hint faults 8 (local 0), migrated 8
 	// faults [0 8] preferred -1 hint 8 (local 0) migrated 8 in 15.179928us
 }
+
+// A driver allocating pages for a thread (cuMemHostAlloc's pinned
+// memory) tries the nodes in the order the thread's node and the
+// process's policy give: the default starts on the thread's node, a
+// bind keeps to its nodes, and interleaving turns round them call after
+// call.
+func ExampleProcess_AllocNodes() {
+	spec, _ := platform.Preset("2s-4gpu-pcie")
+	eng := sim.New(1)
+	m, _ := mem.New(spec, eng, mem.Options{})
+	k := kernel.New(eng, m.Nodes())
+	k.SetMemory(m)
+	p, _ := k.NewProcess("app", 0)
+	p.Spawn("main", func(t *sim.Proc) {
+		fmt.Println("default:", p.AllocNodes(t))
+		_ = p.SetThreadAffinity(t, k.CPUsOfNode(1)[0])
+		fmt.Println("thread on node 1:", p.AllocNodes(t))
+		_ = p.SetMemPolicy(kernel.MPOLBind, 0)
+		fmt.Println("bind 0:", p.AllocNodes(t))
+		_ = p.SetMemPolicy(kernel.MPOLInterleave, 0, 1)
+		fmt.Println("interleave:", p.AllocNodes(t)[0], p.AllocNodes(t)[0], p.AllocNodes(t)[0])
+	})
+	eng.Run()
+	// Output:
+	// default: [0 1]
+	// thread on node 1: [1 0]
+	// bind 0: [0]
+	// interleave: 0 1 0
+}

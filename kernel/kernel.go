@@ -87,6 +87,8 @@ type Kernel struct {
 	balancing bool
 	autonuma  AutoNUMA
 	vm        VMStat
+	// launcher is the placement new processes inherit (launch.go).
+	launcher *Launcher
 	// Hooks receives every Event.
 	Hooks sim.Hooks[Event]
 }
@@ -145,6 +147,7 @@ func (k *Kernel) NewProcess(name string, node int) (*Process, error) {
 	}
 	p := &Process{k: k, pid: k.nextPID, name: name, node: node, fds: make([]*OpenFile, firstFD), nofile: MaxFDs, memlock: DefaultMemlockLimit}
 	p.aff = []int{node}
+	k.inherit(p)
 	k.nextPID++
 	k.procs = append(k.procs, p)
 	k.emit(OpSpawn, nil, p, "", -1, "")

@@ -57,6 +57,12 @@ type Process struct {
 	// nmm is automatic NUMA balancing's state (autonuma.go), nil until
 	// a thread starts with it on.
 	nmm *numaMM
+	// launchCPUs are the CPUs the launcher allowed (nil: any): a thread
+	// nobody bound runs on the first of them on the process's node.
+	launchCPUs []int
+	// ilNext is the interleave rotation of allocations that have no
+	// address (AllocNodes; the task's il_prev).
+	ilNext uint64
 }
 
 type exitFn struct {

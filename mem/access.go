@@ -212,14 +212,14 @@ func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr, toMemory 
 		p.Sleep(sim.TransferTime(float64(size), float64(rate)))
 		return
 	}
-	if local := size - min(remote, size); local > 0 {
-		p.Sleep(sim.TransferTime(float64(local), float64(rate)))
-	}
-	// The hook may run other processes' accesses while p waits: take
-	// the counts out of the scratch first.
+	// Other processes' accesses reuse the scratch while p sleeps (the
+	// local part, the hook's flows): take the counts out of it first.
 	var parts [8]uint64
 	counts := parts[:0]
 	counts = append(counts, m.remote...)
+	if local := size - min(remote, size); local > 0 {
+		p.Sleep(sim.TransferTime(float64(local), float64(rate)))
+	}
 	for home, b := range counts {
 		if b > 0 {
 			m.remoteTime(p, node, home, b, toMemory, float64(rate))

@@ -79,7 +79,9 @@
 //
 // Every write, by a CPU or a device, takes the next Version of one global
 // counter. Interval maps (sorted spans of equal value, split on write,
-// merged when equal neighbours touch) hold the version of every byte in
+// merged when equal neighbours touch, kept in a skip list so that a
+// write costs the logarithm of the spans held plus the spans it touches)
+// hold the version of every byte in
 // DRAM, of the latest write (the logical truth), and of every cached
 // copy, with its line's fill and dirty bit. A reader obtains versions
 // from where it really reads (its cache, DRAM, a snooped dirty line); a
