@@ -1,0 +1,50 @@
+package sim
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+)
+
+// liveBytes is the memory of live heap objects and of goroutine stacks
+// in use: what simulated processes cost (a process is a coroutine, whose
+// stack is not on the heap).
+func liveBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64() + s[1].Value.Uint64()
+}
+
+// BenchmarkMillionProcs spawns one million processes that each sleep
+// (all are blocked at once at the peak) and finish. The metrics are the
+// bytes one blocked process costs (heap and stack, measured after a GC at
+// the peak) and the peak in MiB. Goal (issue 17): one million concurrent
+// processes in under 1.5 GB.
+func BenchmarkMillionProcs(b *testing.B) {
+	const n = 1_000_000
+	var perProc, peak float64
+	for b.Loop() {
+		runtime.GC()
+		base := liveBytes()
+		e := New(1)
+		var at uint64
+		e.Spawn("parent", func(p *Proc) {
+			for i := range n {
+				p.Spawn(fmt.Sprint("p", i), func(p *Proc) { p.Sleep(Time(1 + i%1000)) })
+			}
+			p.Sleep(0)
+			// Every child has run to its Sleep: all are blocked now.
+			runtime.GC()
+			at = liveBytes()
+		})
+		e.Run()
+		if len(e.live) != 0 {
+			b.Fatalf("%d processes left", len(e.live))
+		}
+		perProc = float64(at-base) / n
+		peak = float64(at-base) / (1 << 20)
+	}
+	b.ReportMetric(perProc, "B/proc")
+	b.ReportMetric(peak, "peak-MiB")
+}
