@@ -129,6 +129,7 @@ type gpuState struct {
 	// batch being serviced, kept to spare an allocation per batch.
 	batch     []faultRun
 	waiters   []*faultWaiter
+	reqs      []faultReq
 	servicing bool
 	// kernels running on the GPU (KernelLaunch, KernelComplete).
 	kernels int

@@ -337,12 +337,21 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 	if need.Empty() {
 		return coalesced, false, false
 	}
-	reqs := make([]faultReq, 0, need.Count())
+	// The bottom half services one batch at a time, so its requests
+	// can live in g's scratch space until serviceFaults returns.
+	reqs := g.reqs[:0]
 	for pg := need.First(); pg >= 0; pg = need.Next(pg + 1) {
 		reqs = append(reqs, faultReq{page: pg, write: writes.Test(pg)})
 	}
+	g.reqs = reqs
 	p.Sleep(d.p.BlockServiceCost)
 	now := p.Now()
+	if d.p.DisableThrashing || b.thrash == nil || b.thrash.pages == nil {
+		// No page of the block has a thrashing history: every hint is
+		// none (thrashingHint's first test).
+		d.serviceFaults(p, b, g.id, reqs)
+		return coalesced, false, true
+	}
 	kept := reqs[:0]
 	for _, r := range reqs {
 		r.hint = d.thrashingHint(p, b, r.page, g.id, now)
