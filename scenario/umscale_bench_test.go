@@ -80,13 +80,15 @@ func BenchmarkUMFaultDriven(b *testing.B) {
 	benchScenario(b, "um-prefetch", "size=64GiB", "modes=on-demand", "kernels=1")
 }
 
-// BenchmarkUMOversubscribeH200 is the same sweep at the H200's real
-// memory (vram=platform, 141 GiB: working sets up to 282 GiB). Goal
-// (issue 17): under 10 s and 200 MiB of peak heap. It runs only when
-// named by -bench, so that a run of every benchmark stays short.
+// BenchmarkUMOversubscribeH200 is the same sweep of the managed modes
+// at the H200's real memory (vram=platform, 141 GiB: working sets up to
+// 282 GiB). Zero-copy is left out: h200-pcie's DRAM cannot pin a 141 GiB
+// working set (cuMemHostAlloc fails at 1x). Goal (issue 17): under 10 s
+// and 200 MiB of peak heap. It runs only when named by -bench, so that a
+// run of every benchmark stays short.
 func BenchmarkUMOversubscribeH200(b *testing.B) {
 	if f := flag.Lookup("test.bench"); f == nil || !strings.Contains(f.Value.String(), "UMOversubscribeH200") {
 		b.Skip("the full H200 sweep runs only when -bench names UMOversubscribeH200")
 	}
-	benchScenario(b, "um-oversubscribe", "vram=platform")
+	benchScenario(b, "um-oversubscribe", "vram=platform", "modes=on-demand,prefetch")
 }
