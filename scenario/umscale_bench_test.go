@@ -6,6 +6,7 @@ import (
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -47,9 +48,20 @@ func peakHeap() (stop func() uint64) {
 	}
 }
 
+// cpuSeconds is the CPU time of this process so far, user and system,
+// GC included: on a shared machine wall time also counts other work.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
 // benchScenario runs scenario name with sets once per iteration and
-// reports the seconds per run and the peak heap (the largest sample of
-// live heap objects during the runs, after a GC before them).
+// reports the seconds per run (wall and CPU) and the peak heap (the
+// largest sample of live heap objects during the runs, after a GC before
+// them).
 func benchScenario(b *testing.B, name string, sets ...string) {
 	s, err := Lookup(name)
 	if err != nil {
@@ -57,6 +69,7 @@ func benchScenario(b *testing.B, name string, sets ...string) {
 	}
 	runtime.GC()
 	stop := peakHeap()
+	cpu := cpuSeconds()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Run(s, Options{Sets: sets}); err != nil {
@@ -65,6 +78,7 @@ func benchScenario(b *testing.B, name string, sets ...string) {
 	}
 	peak := stop()
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/run")
+	b.ReportMetric((cpuSeconds()-cpu)/float64(b.N), "cpu-s/run")
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 }
 
