@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/kernel"
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/report"
 )
@@ -113,6 +114,9 @@ type RunOptions struct {
 	EventBudget uint64
 	// Attribution fills the result's time split (Options.Attribution).
 	Attribution bool
+	// NUMACtl is numactl's placement options for every process of the
+	// run (Options.NUMACtl), recorded in the params as "numactl".
+	NUMACtl string
 }
 
 // Outcome is what a run produced.
@@ -181,13 +185,16 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	seed, _ := strconv.ParseUint(seedText, 10, 64) // checked above
 	sys, err := boot(spec, Options{
 		Name: s.Name, Seed: seed, Payload: opt.Payload || s.Payload, Check: opt.Check, Trace: opt.Trace, Progress: opt.Progress,
-		EventBudget: opt.EventBudget, Attribution: opt.Attribution,
+		EventBudget: opt.EventBudget, Attribution: opt.Attribution, NUMACtl: opt.NUMACtl,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer sys.Close()
 	params := map[string]string{"seed": seedText}
+	if l, ok := sys.Result.Params["numactl"]; ok {
+		params["numactl"] = l
+	}
 	for name, text := range v.text {
 		params[name] = text
 	}
@@ -198,6 +205,7 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	sys.Result.NUMAStat = numaStat(sys.Kernel)
 	return &Outcome{Result: sys.Result, Trace: sys.Trace, Check: sys.Report()}, nil
 }
 
@@ -207,4 +215,18 @@ func paramNames(s *Scenario) []string {
 		names = append(names, p.Name)
 	}
 	return names
+}
+
+// numaStat is the kernel's numastat for the result, nil when the run
+// placed no anonymous memory (so that the field stays out of the JSON).
+func numaStat(k *kernel.Kernel) []report.NUMANode {
+	if k.AnonPages() == 0 {
+		return nil
+	}
+	var out []report.NUMANode
+	for n, s := range k.NUMAStats() {
+		out = append(out, report.NUMANode{Node: n, NumaHit: s.NumaHit, NumaMiss: s.NumaMiss, NumaForeign: s.NumaForeign,
+			InterleaveHit: s.InterleaveHit, LocalNode: s.LocalNode, OtherNode: s.OtherNode})
+	}
+	return out
 }

@@ -58,6 +58,15 @@ type Options struct {
 	// Attribution fills Result.Time: where the run's transfer time went,
 	// by cause (call, queueing, translation, transfer, fault service).
 	Attribution bool
+	// NUMACtl is numactl(8)'s placement options ("--cpunodebind=1
+	// --membind=0"): every process the system creates inherits their
+	// policy and CPU binding, as a program numactl starts does
+	// (kernel.Launcher). Memory a model allocates on an explicit node
+	// (Vmalloc, the DMA scenarios' buffers) stays where it is put;
+	// anonymous memory (MmapAnon, libnuma) and the CUDA driver's host
+	// allocations (placed by the calling thread's policy) follow it.
+	// Bad options are a usage error naming the word. Empty means none.
+	NUMACtl string
 	// Engine, when set, is an engine another system runs on: the new
 	// system shares its virtual time (two hosts joined by a wire,
 	// package rdma). Seed then seeds nothing; the engine keeps its own.
@@ -157,6 +166,13 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 			Factors:  factors(spec),
 		},
 		opt: opt,
+	}
+	// The kernel places anonymous memory (MmapAnon) in the machine's
+	// memory, by the platform's distances.
+	s.Kernel.SetMemory(m.Mem)
+	if err := s.launcher(opt.NUMACtl); err != nil {
+		m.Close()
+		return nil, err
 	}
 	if opt.Trace {
 		s.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", opt.Name, spec.Name))

@@ -15,7 +15,7 @@ func init() {
 }
 
 func runCheck(e *env, args []string) int {
-	fs := newFlags(e, "check", "check SCENARIO [--platform NAME|FILE] [--set key=value]... [--json] | check --classes",
+	fs := newFlags(e, "check", "check SCENARIO [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--json] | check --classes",
 		`Runs a scenario with the checker attached to the DMA API and to memory: every
 misuse the kernel's DMA-API debug code (kernel/dma/debug.c) would report, plus
 CPU access to a buffer the device owns, stale reads proved by content
@@ -30,6 +30,7 @@ DMA-API classes, then those of GPU memory (the CUDA driver API façade).`)
 	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
+	numactlOpts := fs.String("numactl", "", `numactl's placement options for every process of the run ("--cpunodebind=1 --membind=0")`)
 	asJSON := fs.Bool("json", false, `print {"diagnostics": [...]} as JSON`)
 	classes := fs.Bool("classes", false, "list the diagnostic classes and exit")
 	args, help := splitHelp(args)
@@ -60,7 +61,7 @@ DMA-API classes, then those of GPU memory (the CUDA driver API façade).`)
 	if err != nil {
 		return usageError(e, "check", "%s", scenario.UsageMessage(err))
 	}
-	opt := scenario.Options{Platform: *plat, Sets: sets, Check: true}
+	opt := scenario.Options{Platform: *plat, Sets: sets, Check: true, NUMACtl: *numactlOpts}
 	if e.isTerminal {
 		opt.Progress = e.stderr
 	}

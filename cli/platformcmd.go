@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/dmalab/dmalab/iommu"
-
+	"github.com/dmalab/dmalab/numactl"
 	"github.com/dmalab/dmalab/platform"
 )
 
@@ -14,7 +14,11 @@ func init() {
 }
 
 func runPlatform(e *env, args []string) int {
-	fs := newFlags(e, "platform", "platform show NAME|FILE | platform check FILE... | platform list",
+	// from-topo has flags of its own.
+	if len(args) > 0 && args[0] == "from-topo" {
+		return runFromTopo(e, args[1:])
+	}
+	fs := newFlags(e, "platform", "platform show NAME|FILE | platform numa NAME|FILE | platform check FILE... | platform list | platform from-topo TOPO.json [-o FILE]",
 		`show prints a preset (or a platform file) as YAML; the output loads back to
 an identical platform, so it is the way to start a description of your own
 machine: dmalab platform show h200-pcie > mine.yaml, edit, then
@@ -23,7 +27,13 @@ error as file:line: field: reason. list names the presets. Where the
 platform has an IOMMU, show ends with its IOMMU groups as a comment block
 (the devices that share a group can only be isolated, or passed to VFIO,
 together): the devices below a switch without ACS share one, and so do
-the functions of one multifunction device (slot) that lack ACS.`)
+the functions of one multifunction device (slot) that lack ACS.
+from-topo writes a platform skeleton from "dmalab topo --json" (see
+"dmalab platform from-topo --help"). numa prints the platform's NUMA nodes as numactl -H prints a real
+machine's (and as "dmalab topo" prints this one's): each node's CPUs,
+numbered from node 0 on, its DRAM as size and as free (nothing is
+allocated before a run), and the SLIT distances (10 on the diagonal and
+21 elsewhere where the platform gives none).`)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
 		return code
@@ -53,6 +63,19 @@ the functions of one multifunction device (slot) that lack ACS.`)
 		e.stdout.Write(out)
 		writeGroups(e, spec)
 		return exitOK
+	case "numa":
+		if len(pos) != 2 {
+			return usageError(e, "platform numa", "want one platform name or file")
+		}
+		spec, err := platform.Resolve(pos[1])
+		if err != nil {
+			return usageError(e, "platform numa", "%v", err)
+		}
+		if err := numactl.WriteHardware(e.stdout, numactlNodes(spec)); err != nil {
+			fmt.Fprintf(e.stderr, "dmalab platform numa: %v\n", err)
+			return exitFindings
+		}
+		return exitOK
 	case "check":
 		if len(pos) < 2 {
 			return usageError(e, "platform check", "want one or more files")
@@ -71,7 +94,7 @@ the functions of one multifunction device (slot) that lack ACS.`)
 		}
 		return exitOK
 	}
-	return usageError(e, "platform", "unknown subcommand %q (want show, check or list)", pos[0])
+	return usageError(e, "platform", "unknown subcommand %q (want show, numa, check, list or from-topo)", pos[0])
 }
 
 // writeGroups ends show's output with the platform's IOMMU groups, as
@@ -85,4 +108,23 @@ func writeGroups(e *env, spec *platform.Spec) {
 	for _, g := range groups {
 		fmt.Fprintf(e.stdout, "#   group %d: %s (%s)\n", g.ID, strings.Join(g.Devices, ", "), g.Why)
 	}
+}
+
+// numactlNodes is the model's numactl -H view: CPUs numbered node after
+// node (node 0 has 0 to cores-1) and every byte free, as at boot.
+func numactlNodes(spec *platform.Spec) []numactl.Node {
+	var out []numactl.Node
+	cpu := 0
+	for _, n := range spec.Nodes {
+		v := numactl.Node{ID: n.ID, Size: int64(n.DRAM.V), Free: int64(n.DRAM.V)}
+		for range n.Cores.V {
+			v.CPUs = append(v.CPUs, cpu)
+			cpu++
+		}
+		for _, m := range spec.Nodes {
+			v.Distance = append(v.Distance, spec.Distance(n.ID, m.ID))
+		}
+		out = append(out, v)
+	}
+	return out
 }

@@ -97,3 +97,41 @@ func TestPlatformShowFunctions(t *testing.T) {
 		})
 	}
 }
+
+// TestPlatformNUMA: platform numa prints a preset's nodes as numactl -H,
+// through the formatter topo uses for the real machine.
+func TestPlatformNUMA(t *testing.T) {
+	tests := []struct {
+		name string
+		want []string
+	}{
+		{"2s-4gpu-pcie", []string{
+			"available: 2 nodes (0-1)\n",
+			"\nnode 0 cpus: 0 1 2 ",
+			" 54 55\nnode 0 size: 524288 MB\nnode 0 free: 524288 MB\nnode 1 cpus: 56 57 ",
+			" 110 111\nnode 1 size: 524288 MB\n",
+			"node distances:\nnode   0   1\n  0:  10  21\n  1:  21  10\n",
+		}},
+		{"jetson-orin", []string{"available: 1 nodes (0)\nnode 0 cpus: 0 1 2 3 4 5 6 7 8 9 10 11\nnode 0 size: 65536 MB\nnode 0 free: 65536 MB\nnode distances:\nnode   0\n  0:  10\n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := dmalab(t, "platform", "numa", tt.name)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(out, s) {
+					t.Errorf("no %q in:\n%s", s, out)
+				}
+			}
+		})
+	}
+	code, out, errs := dmalab(t, "platform", "numa", "nosuch")
+	if code != exitUsage || !strings.Contains(errs, "dmalab platform numa:") {
+		t.Errorf("unknown platform: exit %d, %q %q", code, out, errs)
+	}
+	if code, _, _ := dmalab(t, "platform", "numa"); code != exitUsage {
+		t.Errorf("no platform: exit %d", code)
+	}
+}

@@ -3,12 +3,15 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 
 	"github.com/dmalab/dmalab/hw/cuda"
+	"github.com/dmalab/dmalab/hw/numa"
 	"github.com/dmalab/dmalab/hw/probe"
 	"github.com/dmalab/dmalab/platform"
 )
@@ -18,7 +21,7 @@ func init() {
 }
 
 func runProbe(e *env, args []string) int {
-	fs := newFlags(e, "probe", "probe [--gpu N] [--sizes LIST] [--families LIST] [--json | --format table|json|nvbandwidth]",
+	fs := newFlags(e, "probe", "probe [--gpu N] [--sizes LIST] [--families LIST] [--json | --format table|json|nvbandwidth] | probe --numa [--numa-buffer SIZE] [--numa-nodes LIST] [--json]",
 		`Measures the data paths of each NVIDIA GPU through the CUDA driver (libcuda.so.1,
 loaded at run time: no cgo, no CUDA toolkit needed): copy-engine copies from
 pinned, pageable, write-combined and registered host memory, device and peer
@@ -32,8 +35,25 @@ and the hardware print side by side.
 Method: warm-up, then repetitions timed with CUDA events behind a spin kernel
 (nvbandwidth's method) or, for synchronous paths, host timers; at least 3
 samples, median, min and max; every buffer verified after the copy.
---format nvbandwidth writes the copy-engine and SM results in nvbandwidth's
-JSON layout. Without a driver or a GPU it exits 2 at once.`)
+A bidirectional copy is measured twice: with equal work both ways (the row's
+value: both directions' bytes over the whole span) and, per direction, as
+nvbandwidth measures it (the other direction given twice the work, so that it
+interferes for the whole measured span): per_direction h2d and d2h are
+nvbandwidth's, h2d_same_size and d2h_same_size the equal-work ones, where the
+slower direction finishes alone and reads higher.
+--format nvbandwidth writes the copy-engine and SM results and the
+host-device pointer-chase latency (host_device_latency_sm, ns) in
+nvbandwidth's JSON layout. Without a driver or a GPU it exits 2 at once.
+
+--numa measures the NUMA nodes instead, with no GPU and no driver, in the
+manner of Intel's Memory Latency Checker: per pair of a CPU node and a
+memory node, the idle load latency (a pointer chase through a random
+cycle over a buffer bound to the memory node with mbind) and the read
+bandwidth (threads pinned to the CPU node's CPUs); where each buffer's
+pages are and where first touch put a thread's pages (move_pages). The
+nodes print as numactl -H. A one-node machine gives one row and column;
+a call the kernel refuses (EPERM, ENOSYS) is said in the notes, and the
+rest is still measured.`)
 	gpu := fs.Int("gpu", -1, "probe only GPU `N` (default: every GPU)")
 	sizes := fs.String("sizes", "", "copy sizes of the sweep, comma-separated with units, 4KiB..1GiB (default "+joinSizes(probe.DefaultSizes)+")")
 	small := fs.String("small-sizes", "", "sizes of the per-call synchronous copies, 1B..64KiB (default "+joinSizes(probe.DefaultSmallSizes)+")")
@@ -42,6 +62,9 @@ JSON layout. Without a driver or a GPU it exits 2 at once.`)
 	asJSON := fs.Bool("json", false, "print one JSON document (same as --format json)")
 	format := fs.String("format", "table", "output format: table, json or nvbandwidth")
 	input := fs.String("input", "", "print the saved report in `FILE` (from --json) instead of measuring")
+	numaProbe := fs.Bool("numa", false, "measure the NUMA nodes (latency and bandwidth per node pair, first touch) instead of GPUs")
+	numaBuffer := fs.String("numa-buffer", "", "with --numa: the buffer per memory node, well beyond the last-level cache (default "+platform.Bytes(numa.DefaultBuffer).String()+")")
+	numaNodes := fs.String("numa-nodes", "", "with --numa: the node IDs to measure, comma-separated (default every node)")
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
 		return code
@@ -51,6 +74,12 @@ JSON layout. Without a driver or a GPU it exits 2 at once.`)
 	}
 	if *asJSON {
 		*format = "json"
+	}
+	if *numaProbe {
+		return runNUMAProbe(e, fs, *format, *samples, *numaBuffer, *numaNodes, *input)
+	}
+	if *numaBuffer != "" || *numaNodes != "" {
+		return usageError(e, "probe", "--numa-buffer and --numa-nodes go with --numa")
 	}
 	if *format != "table" && *format != "json" && *format != "nvbandwidth" {
 		return usageError(e, "probe", "--format %q: want table, json or nvbandwidth", *format)
@@ -162,4 +191,82 @@ func joinSizes(ns []int64) string {
 		s = append(s, platform.Bytes(n).String())
 	}
 	return strings.Join(s, ",")
+}
+
+// runNUMAProbe is probe --numa: the NUMA nodes of this machine, no GPU.
+func runNUMAProbe(e *env, fs *flag.FlagSet, format string, samples int, buffer, nodes, input string) int {
+	var gpuFlags []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "gpu", "sizes", "small-sizes", "families":
+			gpuFlags = append(gpuFlags, "--"+f.Name)
+		}
+	})
+	if len(gpuFlags) > 0 {
+		return usageError(e, "probe", "--numa measures no GPU: %s do not apply", strings.Join(gpuFlags, ", "))
+	}
+	if format != "table" && format != "json" {
+		return usageError(e, "probe", "--numa --format %q: want table or json", format)
+	}
+	if input != "" {
+		f, err := os.Open(input)
+		if err != nil {
+			return usageError(e, "probe", "--input: %v", err)
+		}
+		defer f.Close()
+		rep, err := numa.ReadJSON(f)
+		if err != nil {
+			return usageError(e, "probe", "--input %s: %v", input, err)
+		}
+		return writeNUMA(e, rep, format, nil)
+	}
+	opts := numa.Options{Samples: samples}
+	if buffer != "" {
+		n, err := platform.ParseBytes(buffer)
+		if err != nil {
+			return usageError(e, "probe", "--numa-buffer: %v", err)
+		}
+		opts.BufferBytes = int64(n)
+	}
+	if nodes != "" {
+		opts.Nodes = []int{}
+		for _, f := range strings.Split(nodes, ",") {
+			id, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || id < 0 {
+				return usageError(e, "probe", "--numa-nodes: %q is not a node ID", f)
+			}
+			opts.Nodes = append(opts.Nodes, id)
+		}
+	}
+	if e.isTerminal {
+		opts.Progress = e.stderr
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	rep, err := numa.Run(ctx, opts)
+	if errors.Is(err, numa.ErrBadOptions) {
+		return usageError(e, "probe", "%v", err)
+	}
+	if rep == nil {
+		return usageError(e, "probe", "%v", err)
+	}
+	return writeNUMA(e, rep, format, err)
+}
+
+// writeNUMA prints a NUMA report, then runErr (an interrupted run).
+func writeNUMA(e *env, rep *numa.Report, format string, runErr error) int {
+	var err error
+	if format == "json" {
+		err = rep.WriteJSON(e.stdout)
+	} else {
+		err = rep.WriteTable(e.stdout)
+	}
+	if err == nil {
+		err = runErr
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "dmalab probe: %v\n", err)
+		return exitFindings
+	}
+	return exitOK
 }

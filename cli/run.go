@@ -21,7 +21,7 @@ func (s *setFlags) String() string     { return strings.Join(*s, " ") }
 func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
 
 func runRun(e *env, args []string) int {
-	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--json] [--trace FILE] [--attribution]",
+	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--json] [--trace FILE] [--attribution]",
 		`Runs a built-in scenario on a modelled platform, in virtual time, and prints
 its results. Without SCENARIO it runs `+scenario.Default+` on its default platform.
 "dmalab list" shows the scenarios and platforms; "dmalab run SCENARIO --help"
@@ -31,12 +31,22 @@ shows a scenario's parameters.
 platform.<field path>=<value> to change one field of the platform
 (platform.gpus.gpu0.copy_overhead=5us, platform.fabric.cross_traffic=0.05).
 
+--numactl runs every process of the scenario as numactl(8) would start it:
+--interleave/-i, --preferred/-p, --preferred-many/-P, --weighted-interleave/-w,
+--membind/-m, --localalloc/-l set the memory policy, --cpunodebind/-N and
+--physcpubind/-C the CPUs; lists as numactl takes them (0,2-3, all, +1, !0).
+Memory the kernel places by policy follows it: anonymous memory (numa-first-touch,
+numa-policies) and CUDA's host allocations (host-memory, gpu-affinity); buffers
+a scenario puts on an explicit node (transfers, the DMA scenarios) do not move.
+The options are recorded in the params ("numactl").
+
 --attribution adds where the transfers' time went, by cause: the calls'
 fixed overheads, queueing for a busy engine, address translation, bytes
 on the wire, and waiting for unified-memory faults ("time_split" in JSON).`)
 	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
+	numactlOpts := fs.String("numactl", "", `numactl's placement options for every process of the run ("--cpunodebind=1 --membind=0")`)
 	asJSON := fs.Bool("json", false, "print one JSON document instead of a table")
 	tracePath := fs.String("trace", "", "write a Chrome trace-event file (opens in Perfetto) to `FILE`")
 	attribution := fs.Bool("attribution", false, "add the time split by cause (call, queue, translate, transfer, fault)")
@@ -73,7 +83,7 @@ on the wire, and waiting for unified-memory faults ("time_split" in JSON).`)
 	if err != nil {
 		return usageError(e, "run", "%s", scenario.UsageMessage(err))
 	}
-	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != "", Attribution: *attribution}
+	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != "", Attribution: *attribution, NUMACtl: *numactlOpts}
 	if e.isTerminal {
 		opt.Progress = e.stderr
 	}

@@ -103,3 +103,44 @@ func TestTopoIOMMU(t *testing.T) {
 		t.Errorf("iommu in JSON: %+v", m)
 	}
 }
+
+// TestTopoNumactl: topo prints a copied tree's NUMA nodes as numactl -H.
+func TestTopoNumactl(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"sys/devices/system/node/node0/cpulist":  "0-1\n",
+		"sys/devices/system/node/node1/cpulist":  "2-3\n",
+		"sys/devices/system/node/node0/meminfo":  "Node 0 MemTotal: 2097152 kB\nNode 0 MemFree: 1048576 kB\n",
+		"sys/devices/system/node/node1/meminfo":  "Node 1 MemTotal: 2097152 kB\nNode 1 MemFree: 2097152 kB\n",
+		"sys/devices/system/node/node0/distance": "10 32\n",
+		"sys/devices/system/node/node1/distance": "32 10\n",
+	}
+	for p, c := range files {
+		p = filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := dmalab(t, "topo", "--root", root)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want := `  available: 2 nodes (0-1)
+  node 0 cpus: 0 1
+  node 0 size: 2048 MB
+  node 0 free: 1024 MB
+  node 1 cpus: 2 3
+  node 1 size: 2048 MB
+  node 1 free: 2048 MB
+  node distances:
+  node   0   1
+    0:  10  32
+    1:  32  10
+`
+	if !strings.Contains(out, want) {
+		t.Errorf("topo lacks the numactl -H view\n%s\nin:\n%s", want, out)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dmalab/dmalab/dma"
+	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -176,8 +178,10 @@ type Chan struct {
 	payload  bool
 	closed   bool
 	stats    Stats
-	// flowNames are the names of the channel's flows, made once.
+	// flowNames are the names of the channel's flows, made once; opts
+	// the options of every flow (its tag), made once too.
 	flowNames []string
+	opts      []fabric.Option
 	reapCond  *sim.Cond
 	// hwCond is broadcast when a stopped engine finishes a step.
 	hwCond *sim.Cond
@@ -191,9 +195,8 @@ type Chan struct {
 	inflight                            int
 	fifoUsed                            uint64
 	// rx is the device's data waiting for a descriptor (DevToMem),
-	// oldest first from rxHead.
-	rx     []chunk
-	rxHead int
+	// oldest first.
+	rx chunkQueue
 
 	// Interrupts: the engine masks its vector when it sends an MSI
 	// (auto-mask, as Intel NICs' EIAM does for NAPI); the handler
@@ -221,6 +224,26 @@ type slot struct {
 	failed         bool   // the fetch of the entry failed
 
 	submitted, fetched, started, landed, reaped sim.Time
+
+	// rx is the entry's DevToMem data phase, kept with the slot so
+	// that a packet allocates no transfer of its own.
+	rx rxPhase
+}
+
+// rxPhase is a DevToMem data phase's transfer and what its completion
+// needs. A slot's phase is over (landed) before the entry retires, so
+// before the driver can reap it and submit the entry again: one at a
+// time per slot.
+type rxPhase struct {
+	t     dma.Transfer
+	route fabric.Route
+	write [1]dma.Span
+	// size is the chunk's bytes (what the device's buffer frees), n the
+	// bytes written, trunc whether the chunk was cut to the buffer.
+	size, n uint64
+	trunc   bool
+	// done is the completion, made once per slot.
+	done func(*dma.TransferInfo)
 }
 
 // chunk is data the device produced, waiting for a descriptor.
@@ -228,6 +251,41 @@ type chunk struct {
 	size    uint64
 	origin  sim.Time
 	payload []byte
+}
+
+// chunkQueue is a FIFO of chunks in a circular buffer: its storage is
+// the most chunks ever waiting at once (the device's buffer bounds
+// them), never the number delivered. A slice appended at the tail and
+// consumed from the head, emptied only when drained, grew with every
+// packet under steady traffic, where it is never empty.
+type chunkQueue struct {
+	buf     []chunk
+	head, n int
+}
+
+func (q *chunkQueue) len() int { return q.n }
+
+// push appends c, doubling the buffer when full.
+func (q *chunkQueue) push(c chunk) {
+	if q.n == len(q.buf) {
+		buf := make([]chunk, max(2*len(q.buf), 8))
+		for i := range q.n {
+			buf[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = buf, 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = c
+	q.n++
+}
+
+// pop removes and returns the oldest chunk; the queue must not be empty.
+// The slot is cleared so that its payload can be collected.
+func (q *chunkQueue) pop() chunk {
+	c := q.buf[q.head]
+	q.buf[q.head] = chunk{}
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	return c
 }
 
 // NewChan creates a channel: it allocates the descriptor ring with
@@ -276,6 +334,7 @@ func (c *Controller) NewChan(p *sim.Proc, cfg Config) (*Chan, error) {
 	for _, op := range []string{"fetch", "copy", "read", "write"} {
 		ch.flowNames = append(ch.flowNames, ch.name+" "+op)
 	}
+	ch.opts = []fabric.Option{fabric.Tag(ch)}
 	return ch, nil
 }
 
@@ -328,7 +387,9 @@ func (ch *Chan) Submit(p *sim.Proc, d Descriptor) (Cookie, error) {
 	}
 	i := ch.tail
 	s := ch.slot(i)
+	done := s.rx.done // made once per slot: keep it
 	*s = slot{cookie: Cookie(i + 1), desc: d, hw: d, submitted: p.Now()}
+	s.rx.done = done
 	m, node, va := ch.c.mem, ch.c.node, ch.entryVA(i)
 	if ch.payload {
 		var b [DescSize]byte
@@ -506,10 +567,9 @@ func (ch *Chan) unmask(p *sim.Proc) {
 func (ch *Chan) Terminate(p *sim.Proc) {
 	ch.eng().After(ch.c.oneWay, func() {
 		ch.stopped = true
-		for i := ch.rxHead; i < len(ch.rx); i++ {
-			ch.fifoUsed -= ch.rx[i].size
+		for ch.rx.len() > 0 {
+			ch.fifoUsed -= ch.rx.pop().size
 		}
-		ch.rx, ch.rxHead = ch.rx[:0], 0
 		ch.hwCond.Broadcast()
 	})
 	p.Sleep(ch.t.MMIOWrite)

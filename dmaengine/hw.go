@@ -72,7 +72,7 @@ func (ch *Chan) canStart() bool {
 	}
 	switch ch.kind {
 	case DevToMem:
-		return ch.rxHead < len(ch.rx)
+		return ch.rx.len() > 0
 	case MemToDev:
 		l := ch.slot(ch.started).hw.Len
 		return ch.fifoUsed == 0 || ch.fifoUsed+l <= ch.fifoCap
@@ -126,11 +126,7 @@ func (ch *Chan) start() {
 		})
 	case DevToMem:
 		// Posted writes: no request; the data flows device → memory.
-		c := ch.rx[ch.rxHead]
-		ch.rx[ch.rxHead] = chunk{}
-		if ch.rxHead++; ch.rxHead == len(ch.rx) {
-			ch.rx, ch.rxHead = ch.rx[:0], 0
-		}
+		c := ch.rx.pop()
 		s.origin = c.origin
 		n, trunc := c.size, c.size > d.Len
 		if trunc {
@@ -143,13 +139,29 @@ func (ch *Chan) start() {
 		// Posted writes: one the IOMMU blocks is dropped and the
 		// engine never learns of it, so the descriptor completes as if
 		// the data had landed (the driver finds its buffer unchanged).
-		ch.transfer(ch.flowNames[3], ch.c.fromDev, n, nil, []dma.Span{dma.BusSpan(d.Dst, n)}, payload, func(i *dma.TransferInfo) {
-			ch.fifoUsed -= c.size
-			ch.land(s, uint32(n), trunc)
-			if ch.onSpace != nil {
-				ch.onSpace()
-			}
-		})
+		r := &s.rx
+		r.size, r.n, r.trunc = c.size, n, trunc
+		r.route = ch.c.fromDev
+		r.write[0] = dma.BusSpan(d.Dst, n)
+		r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Bytes: int64(n), Write: r.write[:], Data: payload, Opts: ch.opts}
+		if r.done == nil {
+			r.done = func(*dma.TransferInfo) { ch.rxLanded(s) }
+		}
+		if _, err := ch.c.dev.StartTransfer(&r.t, r.done); err != nil {
+			panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
+		}
+	}
+}
+
+// rxLanded ends the DevToMem data phase of s: the device's buffer frees
+// the chunk, the descriptor lands, the device hears of the room.
+func (ch *Chan) rxLanded(s *slot) {
+	r := &s.rx
+	r.t.Data = nil // the payload is the driver's to read now, not the slot's to keep
+	ch.fifoUsed -= r.size
+	ch.land(s, uint32(r.n), r.trunc)
+	if ch.onSpace != nil {
+		ch.onSpace()
 	}
 }
 
@@ -158,7 +170,7 @@ func (ch *Chan) start() {
 // bytes over route, the writes (of data, or of what was read) when they
 // land, then done.
 func (ch *Chan) transfer(name string, route fabric.Route, n uint64, read, write []dma.Span, data []byte, done func(*dma.TransferInfo)) {
-	t := &dma.Transfer{Name: name, Route: &route, Bytes: int64(n), Read: read, Write: write, Data: data, Opts: []fabric.Option{fabric.Tag(ch)},
+	t := &dma.Transfer{Name: name, Route: &route, Bytes: int64(n), Read: read, Write: write, Data: data, Opts: ch.opts,
 		Dependent: len(read) > 0 && len(write) > 0}
 	if _, err := ch.c.dev.StartTransfer(t, done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
@@ -260,7 +272,7 @@ func (ch *Chan) Deliver(size uint64, origin sim.Time, payload []byte) bool {
 		return false
 	}
 	ch.fifoUsed += size
-	ch.rx = append(ch.rx, chunk{size: size, origin: origin, payload: payload})
+	ch.rx.push(chunk{size: size, origin: origin, payload: payload})
 	ch.kick()
 	return true
 }

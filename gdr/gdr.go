@@ -477,9 +477,12 @@ func (h *Handle) CopyToMapping(t *sim.Proc, mp *Mapping, off uint64, data []byte
 	}
 	start := t.Now()
 	t.Sleep(StoreOverhead)
+	// The core issues the stores while the flow runs: CPU time too
+	// (Sleep has counted the overhead already).
+	stores := t.Now()
 	fl := d.m.Fabric.Start(call, route, int64(size), fabric.MaxRate(WCStoreRate))
 	t.Wait(fl.Done())
-	t.Charge(t.Now() - start)
+	t.Charge(t.Now() - stores)
 	payload := append([]byte(nil), data...)
 	name := h.writer()
 	memory := d.m.Mem
@@ -543,12 +546,14 @@ func (h *Handle) CopyFromMapping(t *sim.Proc, mp *Mapping, off uint64, buf []byt
 	start := t.Now()
 	t.Sleep(rtt)
 	// The first load's round trip brought its LoadBytes; the others
-	// stream behind it.
+	// stream behind it, the core stalled on them (CPU time; Sleep has
+	// counted the first round trip already).
 	if rest := int64(size) - int64(min(size, LoadBytes)); rest > 0 {
+		loads := t.Now()
 		fl := d.m.Fabric.Start(call, route, rest, fabric.MaxRate(LoadRate(rtt)))
 		t.Wait(fl.Done())
+		t.Charge(t.Now() - loads)
 	}
-	t.Charge(t.Now() - start)
 	name := h.writer()
 	memory := d.m.Mem
 	var o uint64

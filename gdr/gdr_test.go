@@ -420,3 +420,30 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyCPUTimeIsWallTime: a copy through the mapping keeps the core
+// busy for exactly its duration (the stores issue, the loads stall it),
+// counted once.
+func TestCopyCPUTimeIsWallTime(t *testing.T) {
+	for _, n := range []int{1, 64 << 10} {
+		r := newRig(t, "h200-pcie", false, nil)
+		r.run(func(p *sim.Proc) {
+			h, _, mp := r.mapped(p, r.alloc(p, 1<<20), 1<<20)
+			for _, to := range []bool{true, false} {
+				t0, cpu0 := p.Now(), p.CPUTime()
+				var err error
+				if to {
+					err = h.CopyToMapping(p, mp, 0, make([]byte, n))
+				} else {
+					err = h.CopyFromMapping(p, mp, 0, make([]byte, n))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if wall, cpu := p.Now()-t0, p.CPUTime()-cpu0; cpu != wall {
+					t.Errorf("%d B, to mapping %v: CPU time %v, wall %v: want equal", n, to, cpu, wall)
+				}
+			}
+		})
+	}
+}

@@ -28,6 +28,39 @@
 // add to it, a read returns and zeroes it, blocking the thread while it
 // is zero and charging the wake-up (EventFDWakeup) when it was.
 //
+// NUMA placement (policy.go, numa.go, anon.go; mm/mempolicy.c). Given
+// the machine's memory (SetMemory), a process maps anonymous memory
+// (MmapAnon) whose pages are placed at first touch, by the CPU node of
+// the touching thread (ThreadNode: SetThreadAffinity binds a thread to
+// CPUs, numbered node by node from platform Node.Cores) and by policy:
+// the range's (Mbind: the VMA policy) or else the process's
+// (SetMemPolicy, SetMemPolicyFlags): default/local, preferred,
+// preferred-many, bind, interleave (page i of a mapping on the (i mod
+// n)-th node, as interleave_nid with vm_pgoff) and weighted interleave
+// (SetInterleaveWeight, /sys/kernel/mm/mempolicy/weighted_interleave),
+// with MPOL_F_STATIC_NODES / MPOL_F_RELATIVE_NODES and a cpuset
+// (SetCpuset: mems intersect or remap a policy's nodes as
+// mpol_set_nodemask and mpol_rebind_nodemask do). A full node falls back
+// along node_zonelist (nearest by SLIT distance, ties by node number);
+// bind never leaves its nodes, and a page no allowed node can hold fails
+// the access with ENOMEM (Linux would OOM-kill). Mbind with
+// MPOL_MF_MOVE migrates the pages outside its nodes (MPOL_MF_STRICT:
+// EIO for those left), MovePages (move_pages, query-only with nil
+// nodes), MigratePages and GetMemPolicy complete the system calls.
+// Populate is get_user_pages before a pin (cuMemHostRegister, VFIO's
+// MAP_DMA, ibv_reg_mr): it places the untouched pages for the pinning
+// thread. AllocNodes is the order in which a driver's own page
+// allocation for a thread tries the nodes (alloc_pages with the task's
+// policy; interleave rotates per call), what cuMemHostAlloc's pages
+// follow; those pages are not counted in numastat. Every
+// placement is counted in numastat (NUMAStat: numa_hit, numa_miss,
+// numa_foreign, interleave_hit, local_node, other_node, as
+// zone_statistics in mm/page_alloc.c). What a remote access costs is
+// mem's and machine's business, not the kernel's. SetLauncher gives
+// every process created after it a memory policy and CPUs, as a program
+// started by numactl(8) inherits what numactl set in itself (fork's
+// mpol_dup and cpus_mask); the program may change both afterwards.
+//
 // Invariants: a descriptor refers to one open file; an open file counts
 // its references (f_count: descriptors in every process and Gets) and
 // is released exactly once, when the last is dropped, by the thread

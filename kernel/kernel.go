@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
 
@@ -71,14 +72,33 @@ type Kernel struct {
 	nextPID int
 	// files numbers anonymous files for their names.
 	files int
+
+	// NUMA placement (numa.go): the memory anonymous pages come from,
+	// each CPU's node, each node's fallback order, the weighted
+	// interleave weights, numastat, and the pages placed.
+	mem       *mem.Memory
+	cpuNode   []int
+	zonelists [][]int
+	weights   []uint8
+	stat      []NUMAStat
+	placed    uint64
+	// launcher is the placement new processes inherit (launch.go).
+	launcher *Launcher
 	// Hooks receives every Event.
 	Hooks sim.Hooks[Event]
 }
 
 // New returns the kernel of a machine with nodes NUMA nodes, running on
-// eng.
+// eng. Until SetMemory it knows one CPU per node (CPU n on node n) and
+// the default SLIT distances, and cannot place anonymous memory.
 func New(eng *sim.Engine, nodes int) *Kernel {
-	return &Kernel{eng: eng, nodes: nodes, nextPID: 100}
+	k := &Kernel{eng: eng, nodes: nodes, nextPID: 100, weights: make([]uint8, nodes), stat: make([]NUMAStat, nodes)}
+	for n := range nodes {
+		k.cpuNode = append(k.cpuNode, n)
+		k.weights[n] = 1
+	}
+	k.zonelists = zonelists(nodes, defaultDistance)
+	return k
 }
 
 // nextFile is the next number for an anonymous file's name.
@@ -122,6 +142,7 @@ func (k *Kernel) NewProcess(name string, node int) (*Process, error) {
 	}
 	p := &Process{k: k, pid: k.nextPID, name: name, node: node, fds: make([]*OpenFile, firstFD), nofile: MaxFDs, memlock: DefaultMemlockLimit}
 	p.aff = []int{node}
+	k.inherit(p)
 	k.nextPID++
 	k.procs = append(k.procs, p)
 	k.emit(OpSpawn, nil, p, "", -1, "")

@@ -48,6 +48,18 @@ type Process struct {
 	onExit          []exitFn
 	exited          bool
 	threads         []*sim.Proc
+
+	// NUMA (anon.go): the cpuset's mems and CPUs (nil: all), the CPU
+	// each bound thread runs on, the anonymous mappings.
+	mems, cpus []int
+	threadCPU  map[*sim.Proc]int
+	anon       []*anonMap
+	// launchCPUs are the CPUs the launcher allowed (nil: any): a thread
+	// nobody bound runs on the first of them on the process's node.
+	launchCPUs []int
+	// ilNext is the interleave rotation of allocations that have no
+	// address (AllocNodes; the task's il_prev).
+	ilNext uint64
 }
 
 type exitFn struct {

@@ -75,7 +75,7 @@ func (m *Memory) cpuTranslate(node int, va VirtAddr, size uint64) ([]PhysRange, 
 	if node < 0 || node >= len(m.nodes) {
 		return nil, Cached, fmt.Errorf("CPU of node %d: no such node: %w", node, ErrInvalid)
 	}
-	segs, _, attr, err := m.translate(va, size, m.segs[:0])
+	segs, _, attr, err := m.translate(va, size, m.segs[:0], node)
 	m.segs = segs
 	return segs, attr, err
 }
@@ -206,14 +206,14 @@ func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr, toMemory 
 		p.Sleep(sim.TransferTime(float64(size), float64(rate)))
 		return
 	}
-	if local := size - min(remote, size); local > 0 {
-		p.Sleep(sim.TransferTime(float64(local), float64(rate)))
-	}
-	// The hook may run other processes' accesses while p waits: take
-	// the counts out of the scratch first.
+	// Other processes' accesses reuse the scratch while p sleeps (the
+	// local part, the hook's flows): take the counts out of it first.
 	var parts [8]uint64
 	counts := parts[:0]
 	counts = append(counts, m.remote...)
+	if local := size - min(remote, size); local > 0 {
+		p.Sleep(sim.TransferTime(float64(local), float64(rate)))
+	}
 	for home, b := range counts {
 		if b > 0 {
 			m.remoteTime(p, node, home, b, toMemory, float64(rate))
@@ -305,6 +305,12 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 	if p == nil {
 		return
 	}
+	m.copyCost(p, node, src, dst, size, cached)
+}
+
+// copyCost makes p, a CPU on node, spend the time of copying size bytes
+// from src to dst (CopyPhys, a page migration).
+func (m *Memory) copyCost(p *sim.Proc, node int, src, dst PhysAddr, size uint64, cached bool) {
 	srcNode, dstNode := m.homeNode(src), m.homeNode(dst)
 	if srcNode < 0 {
 		srcNode = node

@@ -3,7 +3,8 @@ package mem
 // This file holds the types, errors and constructor of package mem; the
 // methods live beside the state they touch: phys.go (DRAM, device
 // memory, page allocator), kernel.go (kernel address space), access.go
-// (CPU and device accesses, cache maintenance), cache.go (the CPU
+// (CPU and device accesses, cache maintenance), anon.go (anonymous
+// memory placed at first touch, page migration), cache.go (the CPU
 // caches), spans.go (the interval map), payload.go (the bytes),
 // inspect.go (state for tests and reports).
 
@@ -33,6 +34,9 @@ var (
 	// ErrInvalid is a malformed request: a zero size, an unknown node or
 	// device, an alignment that is not a power of two (EINVAL).
 	ErrInvalid = errors.New("invalid argument")
+	// ErrNotPresent is a page of anonymous memory that nothing has
+	// touched yet: Translate does not fault it in (Populate does).
+	ErrNotPresent = errors.New("page not present")
 )
 
 // Options configure a Memory.
@@ -120,6 +124,7 @@ const (
 	ClassStack                // a kernel stack (VMAP_STACK)
 	ClassText                 // kernel text and rodata
 	ClassRemap                // a remapped range (vmap with attributes: uncached coherent buffers)
+	ClassAnon                 // anonymous user memory: pages placed at first touch (anon.go)
 )
 
 func (c Class) String() string {
@@ -136,6 +141,8 @@ func (c Class) String() string {
 		return "text"
 	case ClassRemap:
 		return "remap"
+	case ClassAnon:
+		return "anon"
 	}
 	return fmt.Sprintf("Class(%d)", int(c))
 }

@@ -30,6 +30,16 @@
 //     virtually consecutive pages are never physically adjacent: code
 //     that treats a vmalloc buffer as contiguous reads the wrong memory.
 //     Kernel text (_text, TextStart) is backed by RAM.
+//   - Anonymous user memory (MapAnon, ClassAnon), also in the vmalloc
+//     space: its pages are absent until first touched. A CPU access
+//     (Read, Write and their byte forms, with the accessing CPU's node)
+//     or Populate (get_user_pages, for pinners) of an absent page calls
+//     the area's FaultHandler, which the kernel installs and which picks
+//     the node by policy and allocates the page; the page then reads as
+//     zeros (clear_page). Translate does not fault (ErrNotPresent).
+//     MovePage migrates a placed page to a new physical page, carrying
+//     its versions and bytes (no stale data), at one page of CPU copy;
+//     PageNode says where a page lives (move_pages's query).
 //   - The CPU cache: one per node, the last-level cache its cores share,
 //     with the node's CPUCache parameters: write-allocate, write-back,
 //     lines evicted in fill order beyond its size (dirty ones written
@@ -64,7 +74,9 @@
 //
 // Every write, by a CPU or a device, takes the next Version of one global
 // counter. Interval maps (sorted spans of equal value, split on write,
-// merged when equal neighbours touch) hold the version of every byte in
+// merged when equal neighbours touch, kept in a skip list so that a
+// write costs the logarithm of the spans held plus the spans it touches)
+// hold the version of every byte in
 // DRAM, of the latest write (the logical truth), and of every cached
 // copy, with its line's fill and dirty bit. A reader obtains versions
 // from where it really reads (its cache, DRAM, a snooped dirty line); a

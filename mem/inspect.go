@@ -18,9 +18,7 @@ func (m *Memory) Latest(pa PhysAddr) Version { return m.latest.get(uint64(pa)) }
 func (m *Memory) LatestIn(pa PhysAddr, size uint64) Version {
 	s, e := uint64(pa), uint64(pa)+size
 	var v Version
-	for i := m.latest.find(s); i < len(m.latest.s) && m.latest.s[i].start < e; i++ {
-		v = max(v, m.latest.s[i].v)
-	}
+	m.latest.each(s, e, func(_, _ uint64, w Version) bool { v = max(v, w); return true })
 	return v
 }
 
@@ -35,9 +33,8 @@ func (m *Memory) CacheLine(node int, pa PhysAddr) (v Version, present, dirty boo
 		return 0, false, false
 	}
 	c := m.caches[node]
-	i := c.lines.find(uint64(pa))
-	if i < len(c.lines.s) && c.lines.s[i].start <= uint64(pa) {
-		l := c.lines.s[i].v
+	// The map holds no zero value: a line present is never lineState{}.
+	if l := c.lines.get(uint64(pa)); l != (lineState{}) {
 		return l.ver, true, l.dirty
 	}
 	return 0, false, false
@@ -92,15 +89,16 @@ func (m *Memory) verify() error {
 			return fmt.Errorf("cache %d: %w", i, err)
 		}
 		var used uint64
-		for k, sp := range c.lines.s {
+		lines := c.lines.spans()
+		for k, sp := range lines {
 			used += sp.end - sp.start
 			// A span may start or end inside a line only where its
 			// neighbour continues the same line: same fill, same dirt.
-			if sp.start%c.line != 0 && (k == 0 || c.lines.s[k-1].end != sp.start ||
-				c.lines.s[k-1].v.seq != sp.v.seq || c.lines.s[k-1].v.dirty != sp.v.dirty) {
+			if sp.start%c.line != 0 && (k == 0 || lines[k-1].end != sp.start ||
+				lines[k-1].v.seq != sp.v.seq || lines[k-1].v.dirty != sp.v.dirty) {
 				return fmt.Errorf("cache %d: span [%#x, %#x) starts inside a line alone", i, sp.start, sp.end)
 			}
-			if sp.end%c.line != 0 && (k+1 == len(c.lines.s) || c.lines.s[k+1].start != sp.end) {
+			if sp.end%c.line != 0 && (k+1 == len(lines) || lines[k+1].start != sp.end) {
 				return fmt.Errorf("cache %d: span [%#x, %#x) ends inside a line alone", i, sp.start, sp.end)
 			}
 			if sp.v.dirty {

@@ -152,8 +152,9 @@ type area struct {
 	npages uint64
 	class  Class
 	attr   Attr
-	pages  []uint64 // vmalloc, stack: the PA of each page
+	pages  []uint64 // vmalloc, stack, anon: the PA of each page (anon: absent until touched)
 	pa     uint64   // remap: the PA of the first page
+	fault  FaultHandler
 }
 
 func (a *area) end() uint64 { return a.start + a.npages*PageSize }
@@ -370,6 +371,9 @@ func (m *Memory) Classify(va VirtAddr) (c Class, pa PhysAddr, attr Attr) {
 	case va >= VmallocStart && va < VmallocEnd:
 		if i := m.areaAt(v); i >= 0 {
 			a := m.areas[i]
+			if a.class == ClassAnon && a.pages[(v-a.start)/PageSize] == absent {
+				return ClassAnon, 0, Cached
+			}
 			p, _ := a.phys(v)
 			return a.class, PhysAddr(p), a.attr
 		}
@@ -383,13 +387,19 @@ func (m *Memory) Classify(va VirtAddr) (c Class, pa PhysAddr, attr Attr) {
 // contiguous pieces in order, its class and memory type. Every byte must
 // be mapped, by one mapping (an area's guard page ends it), else
 // ErrBadAddr.
+//
+// An anonymous page not yet touched is not faulted in: Translate is
+// ErrNotPresent there (a pinner calls Populate first, as
+// get_user_pages faults pages in).
 func (m *Memory) Translate(va VirtAddr, size uint64) ([]PhysRange, Class, Attr, error) {
-	segs, c, attr, err := m.translate(va, size, nil)
+	segs, c, attr, err := m.translate(va, size, nil, noFault)
 	return segs, c, attr, err
 }
 
-// translate appends the pieces of [va, va+size) to dst.
-func (m *Memory) translate(va VirtAddr, size uint64, dst []PhysRange) ([]PhysRange, Class, Attr, error) {
+// translate appends the pieces of [va, va+size) to dst. An absent
+// anonymous page is faulted in for a CPU of node toucher (-1: no CPU,
+// a pin), or is ErrNotPresent with noFault.
+func (m *Memory) translate(va VirtAddr, size uint64, dst []PhysRange, toucher int) ([]PhysRange, Class, Attr, error) {
 	end, ok := va.Add(size)
 	if !ok || size == 0 {
 		return dst, ClassInvalid, Cached, fmt.Errorf("[%v +%#x]: empty or wrapping range: %w", va, size, ErrBadAddr)
@@ -415,6 +425,13 @@ func (m *Memory) translate(va VirtAddr, size uint64, dst []PhysRange) ([]PhysRan
 	a := m.areas[m.areaAt(uint64(va))]
 	if uint64(end) > a.end() {
 		return dst, c, attr, bad(VirtAddr(a.end()))
+	}
+	if a.class == ClassAnon {
+		for x := alignDown(uint64(va), PageSize); x < uint64(end); x += PageSize {
+			if err := m.present(a, x, toucher); err != nil {
+				return dst, c, attr, fmt.Errorf("[%v +%#x]: %w", va, size, err)
+			}
+		}
 	}
 	for x := uint64(va); x < uint64(end); {
 		p, run := a.phys(x)

@@ -8,42 +8,169 @@ type span[V comparable] struct {
 	v          V
 }
 
-// spanMap is an interval map from addresses to values: a sorted slice of
-// disjoint spans, where an address with no span holds the zero value of
-// V. Writing splits the spans it overlaps; adjacent spans with equal
+// spanMap is an interval map from addresses to values: disjoint spans
+// in address order, where an address with no span holds the zero value
+// of V. Writing splits the spans it overlaps; adjacent spans with equal
 // values are merged, so a map's size is the number of distinct regions,
-// never the number of bytes. Storing the zero value removes.
+// never the number of bytes. Storing the zero value removes. The
+// representation is canonical: one function from addresses to values
+// has one set of spans.
 //
-// Lookups are binary searches; a change costs the spans it touches plus,
-// when it changes the span count, a move of the spans after it.
+// The spans are the bottom list of a skip list (Pugh, "Skip lists: a
+// probabilistic alternative to balanced trees", CACM 1990), so that a
+// lookup, and a write that touches k spans, cost O(log n + k) whatever
+// the number n of spans and wherever the write lands. A sorted slice
+// moved every span after an insert: a streaming ring of 16,384 buffers
+// spent most of its time in memmove. A skip list rather than a B-tree
+// or a balanced binary tree because a write replaces a run of
+// consecutive spans, which in a skip list is relinking the run's
+// neighbours at each level, with no rebalancing, no node splits or
+// merges, and forward iteration is the bottom list. Levels are drawn
+// from a generator private to the map with a fixed seed: the list's
+// shape never depends on anything outside the map, and nothing a caller
+// sees depends on the shape. Nodes and their forward pointers come from
+// slabs and are reused through free lists, so that a map whose span
+// count is steady allocates nothing.
 type spanMap[V comparable] struct {
-	s []span[V]
+	head  [maxLevel]*spanNode[V] // the first node at each level
+	level int                    // levels in use
+	n     int                    // spans
+	rng   uint64                 // xorshift state for levels
+
+	free  [maxLevel + 1]*spanNode[V] // freed nodes by level, linked by next[0]
+	slab  []spanNode[V]
+	ptrs  []*spanNode[V]
+	slabN int // the next slab's size
+
+	// scratch holds the pieces update collects before it writes.
+	scratch []span[V]
 }
 
-// find is the index of the first span that ends after x.
-func (m *spanMap[V]) find(x uint64) int {
-	lo, hi := 0, len(m.s)
-	for lo < hi {
-		h := int(uint(lo+hi) >> 1)
-		if m.s[h].end <= x {
-			lo = h + 1
-		} else {
-			hi = h
+// spanNode is one span in the skip list, with its forward pointers, one
+// per level it is on.
+type spanNode[V comparable] struct {
+	span[V]
+	next []*spanNode[V]
+}
+
+const (
+	// maxLevel bounds the levels: with p = 1/4, 4^20 spans.
+	maxLevel = 20
+	// rngSeed is every map's level generator's first state.
+	rngSeed = 0x9e3779b97f4a7c15
+)
+
+// randomLevel draws a node's level: 1, and one more with probability
+// 1/4 at a time, as Pugh recommends for speed and space.
+func (m *spanMap[V]) randomLevel() int {
+	if m.rng == 0 {
+		m.rng = rngSeed
+	}
+	x := m.rng
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	m.rng = x
+	h := 1
+	for x&3 == 0 && h < maxLevel {
+		h++
+		x >>= 2
+	}
+	return h
+}
+
+// alloc returns a node of level h holding sp, from the free list or a
+// slab.
+func (m *spanMap[V]) alloc(sp span[V], h int) *spanNode[V] {
+	if n := m.free[h]; n != nil {
+		m.free[h] = n.next[0]
+		n.next[0] = nil
+		n.span = sp
+		return n
+	}
+	if len(m.slab) == 0 {
+		m.slabN = min(max(2*m.slabN, 8), 1024)
+		m.slab = make([]spanNode[V], m.slabN)
+	}
+	if len(m.ptrs) < h {
+		m.ptrs = make([]*spanNode[V], max(2*m.slabN, maxLevel))
+	}
+	n := &m.slab[0]
+	m.slab = m.slab[1:]
+	n.next, m.ptrs = m.ptrs[:h:h], m.ptrs[h:]
+	n.span = sp
+	return n
+}
+
+// release puts n on its level's free list.
+func (m *spanMap[V]) release(n *spanNode[V]) {
+	h := len(n.next)
+	clear(n.next)
+	n.span = span[V]{}
+	n.next[0] = m.free[h]
+	m.free[h] = n
+}
+
+// nextAt is the node after x at level l (x nil: the head).
+func (m *spanMap[V]) nextAt(x *spanNode[V], l int) *spanNode[V] {
+	if x == nil {
+		return m.head[l]
+	}
+	return x.next[l]
+}
+
+// setNext makes y the node after x at level l (x nil: the head).
+func (m *spanMap[V]) setNext(x *spanNode[V], l int, y *spanNode[V]) {
+	if x == nil {
+		m.head[l] = y
+	} else {
+		x.next[l] = y
+	}
+}
+
+// search fills upd with, at each level in use, the last node ending at
+// or before x (nil for the head), and returns the first node ending
+// after x (nil when none).
+func (m *spanMap[V]) search(x uint64, upd *[maxLevel]*spanNode[V]) *spanNode[V] {
+	var p *spanNode[V]
+	for l := m.level - 1; l >= 0; l-- {
+		for q := m.nextAt(p, l); q != nil && q.end <= x; q = q.next[l] {
+			p = q
+		}
+		upd[l] = p
+	}
+	return m.nextAt(p, 0)
+}
+
+// find is the first span that ends after x, nil when none.
+func (m *spanMap[V]) find(x uint64) *spanNode[V] {
+	var p *spanNode[V]
+	for l := m.level - 1; l >= 0; l-- {
+		for q := m.nextAt(p, l); q != nil && q.end <= x; q = q.next[l] {
+			p = q
 		}
 	}
-	return lo
+	return m.nextAt(p, 0)
 }
 
 // len is the number of spans.
-func (m *spanMap[V]) len() int { return len(m.s) }
+func (m *spanMap[V]) len() int { return m.n }
 
 // reset empties the map and keeps its storage.
-func (m *spanMap[V]) reset() { m.s = m.s[:0] }
+func (m *spanMap[V]) reset() {
+	for x := m.head[0]; x != nil; {
+		next := x.next[0]
+		m.release(x)
+		x = next
+	}
+	m.head = [maxLevel]*spanNode[V]{}
+	m.level, m.n = 0, 0
+}
 
 // get is the value at x.
 func (m *spanMap[V]) get(x uint64) V {
-	if i := m.find(x); i < len(m.s) && m.s[i].start <= x {
-		return m.s[i].v
+	if n := m.find(x); n != nil && n.start <= x {
+		return n.v
 	}
 	var zero V
 	return zero
@@ -55,21 +182,26 @@ func (m *spanMap[V]) set(start, end uint64, v V) {
 		return
 	}
 	var zero V
-	i := m.find(start)
-	j := i
-	for j < len(m.s) && m.s[j].start < end {
-		j++
+	var upd [maxLevel]*spanNode[V]
+	first := m.search(start, &upd)
+	// The run of spans [start, end) overlaps: first and k spans in all,
+	// last the last of them.
+	k := 0
+	last := first
+	for x := first; x != nil && x.start < end; x = x.next[0] {
+		last = x
+		k++
 	}
 	var buf [3]span[V]
 	pieces := buf[:0]
-	if i < j && m.s[i].start < start {
-		pieces = append(pieces, span[V]{m.s[i].start, start, m.s[i].v})
+	if k > 0 && first.start < start {
+		pieces = append(pieces, span[V]{first.start, start, first.v})
 	}
 	if v != zero {
 		pieces = append(pieces, span[V]{start, end, v})
 	}
-	if i < j && m.s[j-1].end > end {
-		pieces = append(pieces, span[V]{end, m.s[j-1].end, m.s[j-1].v})
+	if k > 0 && last.end > end {
+		pieces = append(pieces, span[V]{end, last.end, last.v})
 	}
 	// Merge the new pieces with each other and with the untouched
 	// neighbours on either side.
@@ -82,36 +214,104 @@ func (m *spanMap[V]) set(start, end uint64, v V) {
 		merged = append(merged, p)
 	}
 	if len(merged) > 0 {
-		if i > 0 && m.s[i-1].end == merged[0].start && m.s[i-1].v == merged[0].v {
-			i--
-			merged[0].start = m.s[i].start
+		// The node after the run: first itself when the run is empty.
+		after := first
+		if k > 0 {
+			after = last.next[0]
 		}
-		last := &merged[len(merged)-1]
-		if j < len(m.s) && m.s[j].start == last.end && m.s[j].v == last.v {
-			last.end = m.s[j].end
-			j++
+		if prev := upd[0]; prev != nil && prev.end == merged[0].start && prev.v == merged[0].v {
+			merged[0].start = prev.start
+			first = m.search(prev.start, &upd)
+			if k == 0 {
+				last = first
+			}
+			k++
+		}
+		if l := &merged[len(merged)-1]; after != nil && after.start == l.end && after.v == l.v {
+			l.end = after.end
+			if k == 0 {
+				first = after
+			}
+			last = after
+			k++
 		}
 	}
-	m.s = replace(m.s, i, j, merged)
+	m.replace(first, k, merged, &upd)
 }
 
-// replace is slices.Replace without its generic-escape allocation of
-// the inserted slice: s[i:j] becomes with.
-func replace[V comparable](s []span[V], i, j int, with []span[V]) []span[V] {
-	grow := len(with) - (j - i)
-	switch {
-	case grow > 0:
-		n := len(s)
-		for k := 0; k < grow; k++ {
-			s = append(s, span[V]{})
+// replace puts pieces (in order, disjoint) in place of the k spans
+// starting at first, which upd's nodes precede at every level: it
+// rewrites as many of them as there are pieces, unlinks the rest and
+// links new nodes for pieces left over.
+func (m *spanMap[V]) replace(first *spanNode[V], k int, pieces []span[V], upd *[maxLevel]*spanNode[V]) {
+	keep := min(k, len(pieces))
+	if k > keep {
+		// Unlink the run's spans after the first keep while the list is
+		// still in order: at each level, from the last node before them,
+		// skip every node that starts inside them.
+		d := first
+		for range keep {
+			d = d.next[0]
 		}
-		copy(s[j+grow:], s[j:n])
-	case grow < 0:
-		copy(s[j+grow:], s[j:])
-		s = s[:len(s)+grow]
+		from, to := d.start, d.end
+		var pre [maxLevel]*spanNode[V]
+		if keep > 0 {
+			m.search(from, &pre)
+		} else {
+			pre = *upd
+		}
+		x := d
+		for range k - keep {
+			to = x.end
+			x = x.next[0]
+		}
+		for l := 0; l < m.level; l++ {
+			q := m.nextAt(pre[l], l)
+			for q != nil && q.start < to && q.start >= from {
+				q = q.next[l]
+			}
+			m.setNext(pre[l], l, q)
+		}
+		for y := d; y != x; {
+			next := y.next[0]
+			m.release(y)
+			y = next
+		}
+		m.n -= k - keep
+		for m.level > 0 && m.head[m.level-1] == nil {
+			m.level--
+		}
 	}
-	copy(s[i:], with)
-	return s
+	// Rewrite the kept spans in place: the order holds, since the
+	// pieces cover what they covered.
+	x := first
+	for i := range keep {
+		x.span = pieces[i]
+		if i < keep-1 {
+			x = x.next[0]
+		}
+	}
+	if keep == len(pieces) {
+		return
+	}
+	// Link the pieces left after the last one written (or where the run
+	// was).
+	if keep > 0 {
+		m.search(x.end, upd)
+	}
+	for _, sp := range pieces[keep:] {
+		h := m.randomLevel()
+		for ; m.level < h; m.level++ {
+			upd[m.level] = nil
+		}
+		n := m.alloc(sp, h)
+		for l := range h {
+			n.next[l] = m.nextAt(upd[l], l)
+			m.setNext(upd[l], l, n)
+			upd[l] = n
+		}
+		m.n++
+	}
 }
 
 // remove makes [start, end) hold the zero value.
@@ -120,62 +320,32 @@ func (m *spanMap[V]) remove(start, end uint64) {
 	m.set(start, end, zero)
 }
 
-// split makes x a span boundary.
-func (m *spanMap[V]) split(x uint64) {
-	i := m.find(x)
-	if i < len(m.s) && m.s[i].start < x {
-		s := m.s[i]
-		m.s[i].end = x
-		tail := [1]span[V]{{x, s.end, s.v}}
-		m.s = replace(m.s, i+1, i+1, tail[:])
-	}
-}
-
 // update replaces the value v of every span piece inside [start, end)
-// with f(v); addresses holding the zero value are left alone.
+// with f(v); addresses holding the zero value are left alone. f sees
+// the pieces in address order, each once.
 func (m *spanMap[V]) update(start, end uint64, f func(V) V) {
 	if start >= end {
 		return
 	}
-	m.split(start)
-	m.split(end)
-	i := m.find(start)
-	j := i
-	for j < len(m.s) && m.s[j].start < end {
-		m.s[j].v = f(m.s[j].v)
-		j++
-	}
-	m.coalesce(max(i, 1)-1, min(j+1, len(m.s)))
-}
-
-// coalesce merges touching equal spans in s[lo:hi] and drops zero
-// values there.
-func (m *spanMap[V]) coalesce(lo, hi int) {
-	var zero V
-	w := lo
-	for r := lo; r < hi; r++ {
-		p := m.s[r]
-		if p.v == zero {
-			continue
+	m.scratch = m.scratch[:0]
+	m.each(start, end, func(s, e uint64, v V) bool {
+		if w := f(v); w != v {
+			m.scratch = append(m.scratch, span[V]{s, e, w})
 		}
-		if w > lo && m.s[w-1].end == p.start && m.s[w-1].v == p.v {
-			m.s[w-1].end = p.end
-			continue
-		}
-		m.s[w] = p
-		w++
-	}
-	if w < hi {
-		m.s = append(m.s[:w], m.s[hi:]...)
+		return true
+	})
+	// The map is canonical: writing each changed piece gives the spans
+	// of the function that results.
+	for _, sp := range m.scratch {
+		m.set(sp.start, sp.end, sp.v)
 	}
 }
 
 // each calls f for every span piece inside [start, end), clipped to it,
 // in address order, until f returns false. f must not change m.
 func (m *spanMap[V]) each(start, end uint64, f func(s, e uint64, v V) bool) {
-	for i := m.find(start); i < len(m.s) && m.s[i].start < end; i++ {
-		sp := m.s[i]
-		if !f(max(sp.start, start), min(sp.end, end), sp.v) {
+	for x := m.find(start); x != nil && x.start < end; x = x.next[0] {
+		if !f(max(x.start, start), min(x.end, end), x.v) {
 			return
 		}
 	}
@@ -184,15 +354,15 @@ func (m *spanMap[V]) each(start, end uint64, f func(s, e uint64, v V) bool) {
 // gaps calls f for every piece of [start, end) that holds the zero
 // value, in address order. f must not change m.
 func (m *spanMap[V]) gaps(start, end uint64, f func(s, e uint64)) {
-	x := start
-	for i := m.find(start); i < len(m.s) && m.s[i].start < end; i++ {
-		if m.s[i].start > x {
-			f(x, m.s[i].start)
+	p := start
+	for x := m.find(start); x != nil && x.start < end; x = x.next[0] {
+		if x.start > p {
+			f(p, x.start)
 		}
-		x = m.s[i].end
+		p = x.end
 	}
-	if x < end {
-		f(x, end)
+	if p < end {
+		f(p, end)
 	}
 }
 
@@ -204,11 +374,22 @@ func (m *spanMap[V]) covered(start, end uint64) uint64 {
 	return n
 }
 
+// spans is every span in address order (a copy), for checks and tests.
+func (m *spanMap[V]) spans() []span[V] {
+	out := make([]span[V], 0, m.n)
+	for x := m.head[0]; x != nil; x = x.next[0] {
+		out = append(out, x.span)
+	}
+	return out
+}
+
 // check verifies the representation: sorted, disjoint, non-empty,
-// non-zero, maximally merged.
+// non-zero, maximally merged; every level a sublist of the one below,
+// in order; the count right.
 func (m *spanMap[V]) check() error {
 	var zero V
-	for i, sp := range m.s {
+	s := m.spans()
+	for i, sp := range s {
 		if sp.start >= sp.end {
 			return fmt.Errorf("span %d [%#x, %#x) is empty", i, sp.start, sp.end)
 		}
@@ -216,7 +397,7 @@ func (m *spanMap[V]) check() error {
 			return fmt.Errorf("span %d [%#x, %#x) holds the zero value", i, sp.start, sp.end)
 		}
 		if i > 0 {
-			p := m.s[i-1]
+			p := s[i-1]
 			if p.end > sp.start {
 				return fmt.Errorf("spans %d and %d overlap or are unsorted", i-1, i)
 			}
@@ -225,39 +406,62 @@ func (m *spanMap[V]) check() error {
 			}
 		}
 	}
+	if len(s) != m.n {
+		return fmt.Errorf("%d spans counted, %d linked", m.n, len(s))
+	}
+	for l := 1; l < maxLevel; l++ {
+		if l >= m.level {
+			if m.head[l] != nil {
+				return fmt.Errorf("level %d linked above the %d in use", l, m.level)
+			}
+			continue
+		}
+		below := m.head[l-1]
+		for x := m.head[l]; x != nil; x = x.next[l] {
+			for below != nil && below != x {
+				below = below.next[l-1]
+			}
+			if below == nil {
+				return fmt.Errorf("level %d: span [%#x, %#x) missing from level %d or out of order", l, x.start, x.end, l-1)
+			}
+		}
+	}
+	if m.level > 0 && m.head[m.level-1] == nil {
+		return fmt.Errorf("top level %d empty", m.level-1)
+	}
 	return nil
 }
 
 // firstDiff is the first address in [start, end) where a and b differ,
 // with their values there.
 func firstDiff[V comparable](a, b *spanMap[V], start, end uint64) (at uint64, va, vb V, found bool) {
-	ia, ib := a.find(start), b.find(start)
+	na, nb := a.find(start), b.find(start)
 	for x := start; x < end; {
-		ya, na := valueAt(a, ia, x, end)
-		yb, nb := valueAt(b, ib, x, end)
+		ya, ea := valueAt(na, x, end)
+		yb, eb := valueAt(nb, x, end)
 		if ya != yb {
 			return x, ya, yb, true
 		}
-		x = min(na, nb)
-		for ia < len(a.s) && a.s[ia].end <= x {
-			ia++
+		x = min(ea, eb)
+		for na != nil && na.end <= x {
+			na = na.next[0]
 		}
-		for ib < len(b.s) && b.s[ib].end <= x {
-			ib++
+		for nb != nil && nb.end <= x {
+			nb = nb.next[0]
 		}
 	}
 	return 0, va, vb, false
 }
 
-// valueAt is m's value at x, given i = the first span ending after x,
+// valueAt is the value at x, given n = the first span ending after x,
 // and the address where that value may next change (at most end).
-func valueAt[V comparable](m *spanMap[V], i int, x, end uint64) (V, uint64) {
+func valueAt[V comparable](n *spanNode[V], x, end uint64) (V, uint64) {
 	var zero V
-	if i >= len(m.s) {
+	if n == nil {
 		return zero, end
 	}
-	if m.s[i].start <= x {
-		return m.s[i].v, min(m.s[i].end, end)
+	if n.start <= x {
+		return n.v, min(n.end, end)
 	}
-	return zero, min(m.s[i].start, end)
+	return zero, min(n.start, end)
 }

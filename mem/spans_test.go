@@ -41,8 +41,8 @@ func TestSpanMapSet(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if !slices.Equal(m.s, tc.want) {
-				t.Errorf("spans %v, want %v", m.s, tc.want)
+			if !slices.Equal(m.spans(), tc.want) {
+				t.Errorf("spans %v, want %v", m.spans(), tc.want)
 			}
 			if m.len() != len(tc.want) {
 				t.Errorf("len %d, want %d", m.len(), len(tc.want))
@@ -57,12 +57,12 @@ func TestSpanMapUpdateGapsCovered(t *testing.T) {
 	m.set(20, 30, 2)
 	m.update(5, 25, func(v int) int { return v * 10 })
 	want := []sp{{0, 5, 1}, {5, 10, 10}, {20, 25, 20}, {25, 30, 2}}
-	if !slices.Equal(m.s, want) {
-		t.Fatalf("after update: %v, want %v", m.s, want)
+	if !slices.Equal(m.spans(), want) {
+		t.Fatalf("after update: %v, want %v", m.spans(), want)
 	}
 	m.update(0, 30, func(int) int { return 3 })
-	if want := []sp{{0, 10, 3}, {20, 30, 3}}; !slices.Equal(m.s, want) {
-		t.Fatalf("update to one value leaves %v, want %v (merged, gap kept)", m.s, want)
+	if want := []sp{{0, 10, 3}, {20, 30, 3}}; !slices.Equal(m.spans(), want) {
+		t.Fatalf("update to one value leaves %v, want %v (merged, gap kept)", m.spans(), want)
 	}
 	var gaps [][2]uint64
 	m.gaps(0, 40, func(s, e uint64) { gaps = append(gaps, [2]uint64{s, e}) })
@@ -80,7 +80,7 @@ func TestSpanMapUpdateGapsCovered(t *testing.T) {
 	}
 	m.update(0, 30, func(int) int { return 0 })
 	if m.len() != 0 {
-		t.Errorf("update to zero leaves %v", m.s)
+		t.Errorf("update to zero leaves %v", m.spans())
 	}
 }
 
@@ -149,5 +149,142 @@ func TestSpanMapAgainstBytes(t *testing.T) {
 		if m.len() != runs {
 			t.Fatalf("step %d: %d spans for %d runs", step, m.len(), runs)
 		}
+	}
+}
+
+// TestSpanMapMatchesReference runs seeded random operation sequences on
+// pairs of skip-list maps and of the sorted-slice maps they replaced
+// (spans_ref_test.go) and requires the same spans, the same answers to
+// every query and the same calls of update's function, after each step.
+func TestSpanMapMatchesReference(t *testing.T) {
+	tests := []struct {
+		name   string
+		seed   uint64
+		space  uint64 // addresses used: small ones merge and split often
+		base   uint64
+		values int
+		steps  int
+	}{
+		{"dense", 1, 200, 0, 3, 6000},
+		{"sparse", 2, 1 << 20, 0, 50, 6000},
+		{"many spans", 3, 1 << 16, 0, 1000, 6000},
+		{"top of the address space", 4, 1 << 12, 1<<64 - 1<<12, 5, 4000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(tc.seed, 17))
+			var m [2]spanMap[int]
+			var ref [2]refSpanMap[int]
+			rng := func() (uint64, uint64) {
+				s := r.Uint64N(tc.space)
+				// Mostly short ranges, so that spans pile up; at times
+				// long ones that cover many.
+				n := r.Uint64N(min(tc.space-s, max(1, tc.space>>(2+r.IntN(14))))) + 1
+				return tc.base + s, tc.base + s + n
+			}
+			for step := range tc.steps {
+				k := r.IntN(2)
+				s, e := rng()
+				v := r.IntN(tc.values + 1)
+				switch op := r.IntN(1000); {
+				case op < 600:
+					m[k].set(s, e, v)
+					ref[k].set(s, e, v)
+				case op < 750:
+					m[k].remove(s, e)
+					ref[k].remove(s, e)
+				case op < 999:
+					var got, want []int
+					f := func(seen *[]int) func(int) int {
+						return func(x int) int {
+							*seen = append(*seen, x)
+							if x%3 == 0 {
+								return 0
+							}
+							return (x + v) % (tc.values + 1)
+						}
+					}
+					m[k].update(s, e, f(&got))
+					ref[k].update(s, e, f(&want))
+					if !slices.Equal(got, want) {
+						t.Fatalf("step %d: update saw %v, the reference %v", step, got, want)
+					}
+				default:
+					m[k].reset()
+					ref[k].reset()
+				}
+				for i := range m {
+					if err := m[i].check(); err != nil {
+						t.Fatalf("step %d: map %d: %v", step, i, err)
+					}
+					if got, want := m[i].spans(), ref[i].s; !slices.Equal(got, want) {
+						t.Fatalf("step %d: map %d: spans %v, want %v", step, i, got, want)
+					}
+					if m[i].len() != ref[i].len() {
+						t.Fatalf("step %d: map %d: len %d, want %d", step, i, m[i].len(), ref[i].len())
+					}
+				}
+				compareQueries(t, step, &m, &ref, rng)
+			}
+		})
+	}
+}
+
+// compareQueries asks both pairs the same queries over a random range.
+func compareQueries(t *testing.T, step int, m *[2]spanMap[int], ref *[2]refSpanMap[int], rng func() (uint64, uint64)) {
+	t.Helper()
+	s, e := rng()
+	for i := range m {
+		if got, want := m[i].get(s), ref[i].get(s); got != want {
+			t.Fatalf("step %d: get(%d) = %d, want %d", step, s, got, want)
+		}
+		type piece struct {
+			s, e uint64
+			v    int
+		}
+		var got, want []piece
+		stop := int(s % 5) // sometimes stop early
+		m[i].each(s, e, func(ps, pe uint64, v int) bool { got = append(got, piece{ps, pe, v}); return len(got) != stop })
+		ref[i].each(s, e, func(ps, pe uint64, v int) bool { want = append(want, piece{ps, pe, v}); return len(want) != stop })
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: each(%d, %d) = %v, want %v", step, s, e, got, want)
+		}
+		got, want = got[:0], want[:0]
+		m[i].gaps(s, e, func(ps, pe uint64) { got = append(got, piece{ps, pe, 0}) })
+		ref[i].gaps(s, e, func(ps, pe uint64) { want = append(want, piece{ps, pe, 0}) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: gaps(%d, %d) = %v, want %v", step, s, e, got, want)
+		}
+		if got, want := m[i].covered(s, e), ref[i].covered(s, e); got != want {
+			t.Fatalf("step %d: covered(%d, %d) = %d, want %d", step, s, e, got, want)
+		}
+	}
+	at, va, vb, ok := firstDiff(&m[0], &m[1], s, e)
+	rat, rva, rvb, rok := refFirstDiff(&ref[0], &ref[1], s, e)
+	if at != rat || va != rva || vb != rvb || ok != rok {
+		t.Fatalf("step %d: firstDiff(%d, %d) = %d %d %d %v, want %d %d %d %v", step, s, e, at, va, vb, ok, rat, rva, rvb, rok)
+	}
+}
+
+// TestSpanMapSteadyAllocs: a map whose span count stays the same, as a
+// ring's buffers rewritten in turn, allocates nothing per write.
+func TestSpanMapSteadyAllocs(t *testing.T) {
+	var m spanMap[Version]
+	const bufs, size = 4096, 1500
+	v := Version(1)
+	write := func(i int) {
+		s := uint64(i%bufs) * 2 * size
+		m.set(s, s+size, v)
+		v++
+	}
+	for i := range 2 * bufs {
+		write(i)
+	}
+	i := 0
+	if a := testing.AllocsPerRun(1000, func() { write(i); i++ }); a != 0 {
+		t.Errorf("%.1f allocations per write, want 0", a)
+	}
+	if m.len() != bufs {
+		t.Errorf("%d spans, want %d", m.len(), bufs)
 	}
 }

@@ -1,8 +1,13 @@
 package nic
 
 import (
+	"flag"
+	"fmt"
 	"runtime"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/machine"
@@ -62,4 +67,114 @@ func BenchmarkRxStream64GiB(b *testing.B) {
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(packets)*float64(b.N)/b.Elapsed().Seconds(), "packets/s")
+}
+
+// rxRun receives packets of size on 2s-4gpu-pcie's nic0 (no payload
+// mode), sampling the heap every 10 ms of virtual time, and returns the
+// largest HeapInuse seen.
+func rxRun(b *testing.B, spec *platform.Spec, size uint64, packets int) (peak uint64) {
+	m, err := machine.New(spec, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	d, err := dma.New(m, m.Mem)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := Start(m, m.Mem, d, Options{Dir: Rx, PacketSize: size, Packets: packets})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ms runtime.MemStats
+	var sample func()
+	sample = func() {
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapInuse)
+		if !n.rxDone() {
+			m.Engine.After(10*sim.Millisecond, sample)
+		}
+	}
+	m.Engine.After(0, sample)
+	m.Engine.Run()
+	r, err := n.Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.Rx.Packets != uint64(packets) {
+		b.Fatalf("received %d packets, want %d", r.Rx.Packets, packets)
+	}
+	return peak
+}
+
+// BenchmarkRxPacket receives b.N packets of 1500 B in one run: each op
+// is one packet through the whole receive path (the wire's flow, the
+// engine's transfer into the buffer, the interrupt, the driver's unmap,
+// read, map and repost), so allocs/op is allocations per packet. Goal
+// (issue 17): at most 2.
+func BenchmarkRxPacket(b *testing.B) {
+	spec, err := platform.Preset("2s-4gpu-pcie")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A first run of the path outside the timer, so that one-time
+	// set-up (the preset's machine, the fabric's routes) is left out.
+	rxRun(b, spec, 1500, 1000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	rxRun(b, spec, 1500, max(b.N, 1000))
+}
+
+// BenchmarkRxPackets receives 10k, 100k and 1M packets of 1500 B and
+// reports the peak heap (HeapInuse, sampled every 10 ms of virtual
+// time), the bytes allocated per packet and packets/s of wall clock:
+// the heap must not grow with the packet count (issue 17: 14, 28 and
+// 159 MB before). BenchmarkRxPacketsLarge is the issue's 10 million.
+func BenchmarkRxPackets(b *testing.B) { benchRxPackets(b, 10_000, 100_000, 1_000_000) }
+
+// BenchmarkRxPacketsLarge receives 10 million packets (goal: under
+// 10 s). It runs only when -bench names it ("-bench RxPacketsLarge").
+func BenchmarkRxPacketsLarge(b *testing.B) {
+	if f := flag.Lookup("test.bench"); f == nil || !strings.Contains(f.Value.String(), "Large") {
+		b.Skip("run with -bench RxPacketsLarge")
+	}
+	benchRxPackets(b, 10_000_000)
+}
+
+func benchRxPackets(b *testing.B, counts ...int) {
+	spec, err := platform.Preset("2s-4gpu-pcie")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, packets := range counts {
+		b.Run(fmt.Sprintf("packets=%d", packets), func(b *testing.B) {
+			var peak uint64
+			var ms0, ms1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms0)
+			cpu0 := cpuTime()
+			for b.Loop() {
+				peak = max(peak, rxRun(b, spec, 1500, packets))
+			}
+			cpu := cpuTime() - cpu0
+			runtime.ReadMemStats(&ms1)
+			total := float64(b.N) * float64(packets)
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+			b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/total, "B/packet")
+			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/total, "allocs/packet")
+			b.ReportMetric(total/b.Elapsed().Seconds(), "packets/s")
+			// On a shared machine the wall clock counts other programs'
+			// turns too: packets per second of this process's CPU time.
+			b.ReportMetric(total/cpu.Seconds(), "packets/cpu-s")
+		})
+	}
+}
+
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

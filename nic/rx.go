@@ -23,6 +23,11 @@ type rxState struct {
 	held    bool
 	heldAt  sim.Time
 	heldSeq uint64
+	// The packet on the wire (one at a time: the next starts when it
+	// has arrived), and its arrival, made once.
+	wireSeq   uint64
+	wireStart sim.Time
+	arrived   func()
 
 	s       Stream
 	lat     hist
@@ -230,9 +235,11 @@ func (n *NIC) rxSend() {
 	if seq == 0 {
 		rx.s.Start = start
 	}
-	n.m.Fabric.Start(n.wire.inName, n.wire.in, int64(n.opt.PacketSize)).Done().OnComplete(func() {
-		n.rxArrive(seq, start)
-	})
+	rx.wireSeq, rx.wireStart = seq, start
+	if rx.arrived == nil {
+		rx.arrived = func() { n.rxArrive(rx.wireSeq, rx.wireStart) }
+	}
+	n.m.Fabric.Start(n.wire.inName, n.wire.in, int64(n.opt.PacketSize)).Done().OnComplete(rx.arrived)
 }
 
 // rxArrive hands a packet that has fully arrived (store and forward) to

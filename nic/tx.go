@@ -18,9 +18,8 @@ type txState struct {
 	irq  *sim.Proc
 
 	// The wire: packets read from memory waiting to go out, oldest
-	// first from head; busy while one is being sent.
-	queue []txPacket
-	head  int
+	// first; busy while one is being sent.
+	queue fifo[txPacket]
 	busy  bool
 	sent  int
 
@@ -182,7 +181,7 @@ func (n *NIC) txWire(c dmaengine.Completed, payload []byte) {
 	// The driver's record of the packet is still there: the entry is
 	// reaped only after this instant.
 	t0 := tx.bufs[uint64(c.Cookie-1)%uint64(len(tx.bufs))].t0
-	tx.queue = append(tx.queue, txPacket{t0: t0, payload: payload, failed: c.Status.Error})
+	tx.queue.push(txPacket{t0: t0, payload: payload, failed: c.Status.Error})
 	n.txNext()
 }
 
@@ -190,14 +189,10 @@ func (n *NIC) txWire(c dmaengine.Completed, payload []byte) {
 // transmit direction. Its end frees the NIC's buffer (Drain).
 func (n *NIC) txNext() {
 	tx := &n.tx
-	if tx.busy || tx.head == len(tx.queue) {
+	if tx.busy || tx.queue.len() == 0 {
 		return
 	}
-	pkt := tx.queue[tx.head]
-	tx.queue[tx.head] = txPacket{}
-	if tx.head++; tx.head == len(tx.queue) {
-		tx.queue, tx.head = tx.queue[:0], 0
-	}
+	pkt := tx.queue.pop()
 	size := n.opt.PacketSize
 	if pkt.failed {
 		// Dropped in front of the wire, its buffer freed; it still

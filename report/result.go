@@ -29,6 +29,26 @@ type Result struct {
 	// one to give first (camera-pipeline: what zero-copy saves, what to
 	// try next). Text output prints it under the title.
 	Summary []string `json:"summary,omitempty"`
+	// NUMAStat is numastat per node, set when the run placed anonymous
+	// memory by NUMA policy (omitted otherwise).
+	NUMAStat []NUMANode `json:"numastat,omitempty"`
+}
+
+// NUMANode is one node's numastat counters, in pages
+// (/sys/devices/system/node/nodeN/numastat; zone_statistics in
+// mm/page_alloc.c): numa_hit, allocated on the node that was intended;
+// numa_miss, allocated here though another was; numa_foreign, intended
+// here, allocated elsewhere; interleave_hit, an interleave policy's page
+// on the node it chose; local_node and other_node, allocated here for a
+// CPU of this node or of another.
+type NUMANode struct {
+	Node          int    `json:"node"`
+	NumaHit       uint64 `json:"numa_hit"`
+	NumaMiss      uint64 `json:"numa_miss"`
+	NumaForeign   uint64 `json:"numa_foreign"`
+	InterleaveHit uint64 `json:"interleave_hit"`
+	LocalNode     uint64 `json:"local_node"`
+	OtherNode     uint64 `json:"other_node"`
 }
 
 // TimeSplit is time summed over a run's transfers and accesses by what
@@ -126,6 +146,24 @@ type Row struct {
 	// GPU's PCIe link, its switch's uplink, the root complex, the socket
 	// link); text output prints them under the table.
 	Links []LinkBytes `json:"links,omitempty"`
+	// ThreadGBps, LocalBytes and RemoteBytes are CPU threads' use of
+	// NUMA memory (numa-first-touch, numa-policies): the mean rate of
+	// one thread in GB/s, and the bytes the threads accessed on their
+	// own node's memory and on another node's; Ops is then the threads.
+	// NUMAStat is the numastat counters the row's allocations added.
+	ThreadGBps  float64    `json:"thread_gbps,omitempty"`
+	LocalBytes  int64      `json:"local_bytes,omitempty"`
+	RemoteBytes int64      `json:"remote_bytes,omitempty"`
+	NUMAStat    []NUMANode `json:"numastat,omitempty"`
+}
+
+// LocalFraction is the share of the row's CPU accesses that were to the
+// accessing thread's own node, 0 to 1; -1 when it has none.
+func (r Row) LocalFraction() float64 {
+	if r.LocalBytes+r.RemoteBytes == 0 {
+		return -1
+	}
+	return float64(r.LocalBytes) / float64(r.LocalBytes+r.RemoteBytes)
 }
 
 // LinkBytes is the bytes one fabric link carried.
@@ -168,7 +206,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
 	// Columns beyond the five of a copy appear when some row has them.
-	var mode, ops, cpu, lat, step, um, attack, lineRate, note, plat, frames, stages, links bool
+	var mode, ops, cpu, lat, step, um, attack, lineRate, note, plat, frames, stages, links, numa, rowStat bool
 	for _, row := range r.Results {
 		attack = attack || row.Direction == "attack" || row.Escapes != 0 || row.StaleEscapes != 0 || row.SecretRead || row.Changed != 0
 	}
@@ -184,6 +222,8 @@ func WriteTable(w io.Writer, r *Result) error {
 		frames = frames || row.FPS != 0 || row.Dropped != 0 || row.DRAMBytes != 0 || row.PCIeBytes != 0
 		stages = stages || len(row.Stages) > 0
 		links = links || len(row.Links) > 0
+		numa = numa || row.ThreadGBps != 0 || row.LocalBytes != 0 || row.RemoteBytes != 0
+		rowStat = rowStat || len(row.NUMAStat) > 0
 		// An attack's faults are its own column; the unified-memory
 		// columns appear for a migration only.
 		um = um || !attack && row.Faults != 0 || row.MigratedBytes != 0 || row.Evictions != 0
@@ -209,6 +249,9 @@ func WriteTable(w io.Writer, r *Result) error {
 	head += "time\tGB/s\t"
 	if cpu {
 		head += "CPU/op\t"
+	}
+	if numa {
+		head += "GB/s/thread\tlocal\t"
 	}
 	if lat {
 		head += "p50\tp99\t"
@@ -247,6 +290,9 @@ func WriteTable(w io.Writer, r *Result) error {
 		line += FormatSeconds(row.Seconds) + "\t" + FormatGBps(row.GBps) + "\t"
 		if cpu {
 			line += FormatSeconds(row.CPUSeconds) + "\t"
+		}
+		if numa {
+			line += formatThreadGBps(row.ThreadGBps) + "\t" + formatShare(row.LocalFraction()) + "\t"
 		}
 		if lat {
 			line += FormatSeconds(row.P50Seconds) + "\t" + FormatSeconds(row.P99Seconds) + "\t"
@@ -309,6 +355,30 @@ func WriteTable(w io.Writer, r *Result) error {
 			}
 			what := strings.TrimSpace(strings.Join([]string{row.Path, row.Direction, row.Mode}, " "))
 			fmt.Fprintf(w, "  %s: %s\n", what, row.Note)
+		}
+	}
+	if len(r.NUMAStat) > 0 {
+		fmt.Fprintln(w, "\nnumastat (pages):")
+		if err := writeNUMAStat(w, "  ", r.NUMAStat); err != nil {
+			return err
+		}
+	}
+	if rowStat {
+		// A line per row and node, not a block per row: a scenario
+		// with many rows stays readable.
+		fmt.Fprintln(w, "\nnumastat by row (pages):")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "  row\tnode\t"+strings.Join(numastatRows, "\t")+"\t")
+		for _, row := range r.Results {
+			what := strings.TrimSpace(strings.Join([]string{row.Path, row.Direction, row.Mode}, " "))
+			for _, n := range row.NUMAStat {
+				fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", what, n.Node,
+					n.NumaHit, n.NumaMiss, n.NumaForeign, n.InterleaveHit, n.LocalNode, n.OtherNode)
+				what = ""
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
 	if t := r.Time; t != nil {
@@ -394,4 +464,45 @@ func FormatGBps(g float64) string {
 		return fmt.Sprintf("%.2f", g)
 	}
 	return fmt.Sprintf("%.2g", g)
+}
+
+// numastatRows are numastat's counter names, in its order.
+var numastatRows = []string{"numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node"}
+
+// writeNUMAStat writes per-node counters as numastat does without
+// options: a column per node ("node0"), a line per counter.
+func writeNUMAStat(w io.Writer, indent string, nodes []NUMANode) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// Names padded to one width stay left-aligned in right-aligned
+	// columns, as numastat prints them.
+	head := fmt.Sprintf("%s%-14s\t", indent, "")
+	for _, n := range nodes {
+		head += fmt.Sprintf("node%d\t", n.Node)
+	}
+	fmt.Fprintln(tw, head)
+	for i, name := range numastatRows {
+		line := fmt.Sprintf("%s%-14s\t", indent, name)
+		for _, n := range nodes {
+			v := [...]uint64{n.NumaHit, n.NumaMiss, n.NumaForeign, n.InterleaveHit, n.LocalNode, n.OtherNode}[i]
+			line += strconv.FormatUint(v, 10) + "\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	return tw.Flush()
+}
+
+// formatShare writes a share of 0 to 1 as a percentage, "-" for none.
+func formatShare(f float64) string {
+	if f < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(100*f, 'f', 1, 64) + " %"
+}
+
+// formatThreadGBps is FormatGBps, "-" for a row without threads.
+func formatThreadGBps(g float64) string {
+	if g == 0 {
+		return "-"
+	}
+	return FormatGBps(g)
 }

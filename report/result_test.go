@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -62,6 +63,26 @@ func TestWriteTableLinks(t *testing.T) {
 		}
 		if tc.not != "" && strings.Contains(out, tc.not) {
 			t.Errorf("%q in:\n%s", tc.not, out)
+		}
+	}
+}
+
+func TestNUMAStatJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stat []NUMANode
+		want string // a piece the JSON must hold; "" for no numastat at all
+	}{
+		{"none", nil, ""},
+		{"two nodes", []NUMANode{{Node: 0, NumaHit: 8, LocalNode: 8}, {Node: 1, NumaMiss: 2, OtherNode: 2}},
+			`"numastat":[{"node":0,"numa_hit":8,"numa_miss":0,"numa_foreign":0,"interleave_hit":0,"local_node":8,"other_node":0},{"node":1,"numa_hit":0,"numa_miss":2,`},
+	} {
+		b, err := json.Marshal(&Result{Scenario: "s", NUMAStat: tc.stat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := strings.Contains(string(b), "numastat"); has != (tc.want != "") || !strings.Contains(string(b), tc.want) {
+			t.Errorf("%s: %s", tc.name, b)
 		}
 	}
 }

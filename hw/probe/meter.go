@@ -254,9 +254,21 @@ func (m *meter) ceBidir(path string, hostKind MemKind, size int64) (Measurement,
 }
 
 // bidir measures two copy-engine copies at once, up[0] ← up[1] on one
-// stream and down[0] ← down[1] on another, released together. The value is
-// the bytes of both over the span from the common start to the later end;
-// PerDirection gives each, by upName and downName, over its own span.
+// stream and down[0] ← down[1] on another, released together, in three
+// spins per sample:
+//
+//   - both directions Repetitions copies: the value is the bytes of both
+//     over the span from the common start to the later end, and
+//     PerDirection's upName+SameSizeSuffix and downName+SameSizeSuffix
+//     each direction over its own span. With equal work the faster
+//     direction finishes first and the slower one runs its tail alone,
+//     which lifts the slower one's figure.
+//   - nvbandwidth's method, once per direction: the measured direction's
+//     Repetitions copies beside twice as many of the other (nvbandwidth
+//     doubles the interfering copy "to ensure it interferes correctly",
+//     testcases_ce.cpp HostToDeviceBidirCE), timed between the measured
+//     stream's own events: PerDirection's upName and downName, the figures
+//     nvbandwidth's bidirectional testcases report.
 func (m *meter) bidir(meas Measurement, up, down [2]*Buffer, upName, downName string) (Measurement, error) {
 	size := meas.SizeBytes
 	meas.Repetitions, meas.Method, meas.Unit, meas.Warmup, meas.Samples = m.reps(size), MethodSpinEvents, UnitGBps, m.o.Warmup, m.o.Samples
@@ -266,64 +278,94 @@ func (m *meter) bidir(meas Measurement, up, down [2]*Buffer, upName, downName st
 	}
 	su, sd := ss[0], ss[1]
 	start, startDown, endUp, endDown := es[0], es[1], es[2], es[3]
-	copies := func() error {
-		return errors.Join(m.d.CopyAsync(up[0], up[1], size, su), m.d.CopyAsync(down[0], down[1], size, sd))
-	}
-	var upVals, downVals []float64
-	bytes := size * int64(meas.Repetitions)
-	for range m.o.Samples {
-		if err = m.ctx.Err(); err != nil {
-			break
+	// copies queues nUp copies up and nDown down, alternating while both
+	// have some left.
+	copies := func(nUp, nDown int) error {
+		var errs []error
+		for i := range max(nUp, nDown) {
+			if i < nUp {
+				errs = append(errs, m.d.CopyAsync(up[0], up[1], size, su))
+			}
+			if i < nDown {
+				errs = append(errs, m.d.CopyAsync(down[0], down[1], size, sd))
+			}
 		}
+		return errors.Join(errs...)
+	}
+	// run is one spin: warm-up, then nUp and nDown timed copies; the
+	// spans of each stream and from the common start to the down end.
+	run := func(nUp, nDown int) (tUp, tDown, tAll time.Duration, err error) {
 		if err = errors.Join(m.fill(up[1], m.src, size), m.fill(down[1], m.src, size),
 			m.fill(up[0], m.dst, size), m.fill(down[0], m.dst, size)); err != nil {
-			break
+			return
 		}
 		err = m.spin(func() error {
-			for range meas.Warmup {
-				if err := copies(); err != nil {
-					return err
-				}
+			if err := copies(meas.Warmup, meas.Warmup); err != nil {
+				return err
 			}
 			// nvbandwidth's alignment of the two streams: the second waits
 			// for the first's start event.
 			if err := errors.Join(m.d.Record(start, su), m.d.WaitEvent(sd, start), m.d.Record(startDown, sd)); err != nil {
 				return err
 			}
-			for range meas.Repetitions {
-				if err := copies(); err != nil {
-					return err
-				}
+			if err := copies(nUp, nDown); err != nil {
+				return err
 			}
 			return errors.Join(m.d.Record(endUp, su), m.d.Record(endDown, sd))
 		}, su, sd)
 		if err != nil {
-			break
+			return
 		}
 		if err = errors.Join(m.verify(up[0], m.src, size), m.verify(down[0], m.src, size)); err != nil {
-			break
+			return
 		}
-		var tUp, tDown, tAll time.Duration
 		var e1, e2, e3 error
 		tUp, e1 = m.d.Elapsed(start, endUp)
 		tDown, e2 = m.d.Elapsed(startDown, endDown)
 		tAll, e3 = m.d.Elapsed(start, endDown)
-		if err = errors.Join(e1, e2, e3); err != nil {
+		err = errors.Join(e1, e2, e3)
+		return
+	}
+	reps := meas.Repetitions
+	var upVals, downVals, upSame, downSame []float64
+	bytes := size * int64(reps)
+	for range m.o.Samples {
+		if err = m.ctx.Err(); err != nil {
+			break
+		}
+		tUp, tDown, tAll, e := run(reps, reps)
+		if err = e; err != nil {
+			break
+		}
+		upSame = append(upSame, gbps(bytes, tUp.Seconds()))
+		downSame = append(downSame, gbps(bytes, tDown.Seconds()))
+		meas.Values = append(meas.Values, gbps(2*bytes, max(tAll, tUp).Seconds()))
+		if tUp, _, _, err = run(reps, 2*reps); err != nil {
 			break
 		}
 		upVals = append(upVals, gbps(bytes, tUp.Seconds()))
+		if _, tDown, _, err = run(2*reps, reps); err != nil {
+			break
+		}
 		downVals = append(downVals, gbps(bytes, tDown.Seconds()))
-		meas.Values = append(meas.Values, gbps(2*bytes, max(tAll, tUp).Seconds()))
 	}
 	err = errors.Join(err, destroy())
 	if err != nil {
 		return meas, fmt.Errorf("%s: %w", meas.Key(), err)
 	}
 	meas.Stat, meas.Verified = summarize(meas.Values), true
-	meas.PerDirection = map[string]Stat{upName: summarize(upVals), downName: summarize(downVals)}
+	meas.PerDirection = map[string]Stat{
+		upName: summarize(upVals), downName: summarize(downVals),
+		upName + SameSizeSuffix: summarize(upSame), downName + SameSizeSuffix: summarize(downSame),
+	}
 	m.progress(&meas)
 	return meas, nil
 }
+
+// SameSizeSuffix ends the PerDirection keys of a bidirectional
+// measurement's equal-work figures ("h2d_same_size"); the keys without it
+// are nvbandwidth's (the other direction doubled).
+const SameSizeSuffix = "_same_size"
 
 // hostTimed measures op, a synchronous operation, with the host clock:
 // Warmup calls, then reps timed calls per sample. value turns the elapsed

@@ -43,6 +43,17 @@ type nvbCase struct {
 	family, path, dir string
 	part              string // for bidir: the PerDirection entry
 	op                string // for peers: "read" or "write"
+	// latency: the case is a pointer chase (Operation "pointer_chase"),
+	// in nanoseconds, not a bandwidth.
+	latency bool
+}
+
+// operation is the Measurement.Operation the case matches.
+func (c nvbCase) operation() string {
+	if c.latency {
+		return "pointer_chase"
+	}
+	return c.op
 }
 
 // nvbCases are the testcases dmalab measures the way nvbandwidth does
@@ -50,26 +61,35 @@ type nvbCase struct {
 // buffer of nvbandwidth's SM tests is that same pinned memory, which unified
 // addressing maps; dmalab's "mapped" path asks for the mapping explicitly.
 var nvbCases = []nvbCase{
-	{"host_to_device_memcpy_ce", "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), H2D, "", ""},
-	{"device_to_host_memcpy_ce", "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), D2H, "", ""},
-	{"host_to_device_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), Bidir, H2D, ""},
-	{"device_to_host_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), Bidir, D2H, ""},
-	{"device_local_copy", "memcpy local GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Device), D2D, "", ""},
-	{"host_to_device_memcpy_sm", "memcpy SM CPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Mapped), H2D, "", ""},
-	{"device_to_host_memcpy_sm", "memcpy SM CPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Mapped), D2H, "", ""},
+	{"host_to_device_memcpy_ce", "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), H2D, "", "", false},
+	{"device_to_host_memcpy_ce", "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), D2H, "", "", false},
+	{"host_to_device_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), Bidir, H2D, "", false},
+	{"device_to_host_bidirectional_memcpy_ce", "memcpy CE CPU(row) <-> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Pinned), Bidir, D2H, "", false},
+	{"device_local_copy", "memcpy local GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Device), D2D, "", "", false},
+	{"host_to_device_memcpy_sm", "memcpy SM CPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Mapped), H2D, "", "", false},
+	{"device_to_host_memcpy_sm", "memcpy SM CPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Mapped), D2H, "", "", false},
+	// One GPU thread chasing pointers through pinned host memory: the
+	// probe's chase spans a larger region (up to 64 MiB, a node per
+	// 16 KiB) than nvbandwidth's 2 MB buffer, so that no two loads share
+	// a page or a cache line: every load is a round trip over the bus.
+	{"host_device_latency_sm", "memory latency SM CPU(row) <-> GPU(column) (ns)", FamilyLatency, string(xfer.Mapped), H2D, "", "", true},
 	// Peer testcases have a row per GPU, the one whose context ran the copy
 	// (the copy's destination for read, its source for write), and a
 	// column per peer.
-	{"device_to_device_memcpy_read_ce", "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Peer), D2D, "", "read"},
-	{"device_to_device_memcpy_write_ce", "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Peer), D2D, "", "write"},
-	{"device_to_device_memcpy_read_sm", "memcpy SM GPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Peer), D2D, "", "read"},
-	{"device_to_device_memcpy_write_sm", "memcpy SM GPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Peer), D2D, "", "write"},
+	{"device_to_device_memcpy_read_ce", "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Peer), D2D, "", "read", false},
+	{"device_to_device_memcpy_write_ce", "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Peer), D2D, "", "write", false},
+	{"device_to_device_memcpy_read_sm", "memcpy SM GPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Peer), D2D, "", "read", false},
+	{"device_to_device_memcpy_write_sm", "memcpy SM GPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Peer), D2D, "", "write", false},
 }
 
-// WriteNVBandwidth writes the copy-engine and SM results in nvbandwidth's
-// JSON layout (as `nvbandwidth -j` prints it), so that tools which parse
-// nvbandwidth (DCGM among them) read dmalab's numbers. Each value is the
-// median at the largest size measured. GPUs not probed read "N/A".
+// WriteNVBandwidth writes the copy-engine and SM results and the
+// host-device pointer-chase latency in nvbandwidth's JSON layout (as
+// `nvbandwidth -j` prints it), so that tools which parse nvbandwidth
+// (DCGM among them) read dmalab's numbers. Each value is the median at
+// the largest size measured; a latency is in nanoseconds in the matrix
+// nvbandwidth calls bandwidth_matrix for every testcase. The
+// bidirectional testcases take PerDirection's nvbandwidth figures (the
+// other direction doubled). GPUs not probed read "N/A".
 func (r *Report) WriteNVBandwidth(w io.Writer) error {
 	n := max(r.Machine.GPUCount, len(r.GPUs))
 	for _, g := range r.GPUs {
@@ -136,7 +156,7 @@ type nvbCell struct {
 func nvbValues(g *GPUReport, c nvbCase) []nvbCell {
 	best := map[int]*Measurement{}
 	for i, m := range g.Measurements {
-		if m.Family != c.family || m.Path != c.path || m.Direction != c.dir || m.Operation != c.op {
+		if m.Family != c.family || m.Path != c.path || m.Direction != c.dir || m.Operation != c.operation() {
 			continue
 		}
 		col := g.Device.Ordinal

@@ -674,3 +674,48 @@ func ExampleRun() {
 	fmt.Printf("%s: %.1f %s, %d samples of %d copies, verified %v\n", m.Key(), m.Median, m.Unit, m.Samples, m.Repetitions, m.Verified)
 	// Output: ce_copy pinned h2d 1MiB: 25.0 GB/s, 3 samples of 16 copies, verified true
 }
+
+// TestNVBandwidthLatencyAndBidir: with the latency family, the
+// nvbandwidth layout has host_device_latency_sm, the mapped pointer
+// chase's median in nanoseconds; a bidirectional copy records
+// nvbandwidth's per-direction figures (the other direction doubled) and
+// the equal-work ones beside them, and the layout takes nvbandwidth's.
+func TestNVBandwidthLatencyAndBidir(t *testing.T) {
+	f := NewFake(FakeConfig{})
+	opts := smallOpts()
+	opts.Families = []string{FamilyLatency, FamilyCE}
+	rep, err := run(t, f, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &rep.GPUs[0]
+	bi := one(t, g, FamilyCE, "pinned", Bidir, 1<<20)
+	for _, k := range []string{H2D, D2H, H2D + SameSizeSuffix, D2H + SameSizeSuffix} {
+		if s, ok := bi.PerDirection[k]; !ok || s.Median <= 0 {
+			t.Errorf("bidir per_direction %q: %+v", k, s)
+		}
+	}
+	var out bytes.Buffer
+	if err := rep.WriteNVBandwidth(&out); err != nil {
+		t.Fatal(err)
+	}
+	var doc nvbRoot
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	chase := g.Find(FamilyLatency, "mapped", H2D)
+	if len(chase) != 1 {
+		t.Fatalf("%d mapped pointer chases", len(chase))
+	}
+	got := map[string]nvbTestcase{}
+	for _, tc := range doc.NVBandwidth.Testcases {
+		got[tc.Name] = tc
+	}
+	lat, ok := got["host_device_latency_sm"]
+	if !ok || !strings.HasSuffix(lat.BandwidthDescription, "(ns)") || !near(lat.Sum, chase[0].Median, 1e-9) {
+		t.Errorf("host_device_latency_sm %+v, chase median %g", lat, chase[0].Median)
+	}
+	if tc := got["host_to_device_bidirectional_memcpy_ce"]; !near(tc.Sum, bi.PerDirection[H2D].Median, 1e-9) {
+		t.Errorf("bidir h2d testcase %g, nvbandwidth-method figure %g", tc.Sum, bi.PerDirection[H2D].Median)
+	}
+}

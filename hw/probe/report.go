@@ -197,7 +197,13 @@ type Measurement struct {
 	// every sample (a failed check fails the measurement instead).
 	Verified bool `json:"verified"`
 	// PerDirection, for bidir: each direction's own bandwidth over its own
-	// span while the other ran.
+	// span while the other ran. The plain keys (h2d, d2h; write, read)
+	// are nvbandwidth's method, the other direction given twice the work
+	// so that it runs for the whole measured span; the keys ending in
+	// SameSizeSuffix are the equal-work run the value comes from, where
+	// the slower direction's figure includes its tail alone (higher than
+	// nvbandwidth's). Reports written before both were recorded have
+	// only the plain keys, measured with equal work.
 	PerDirection map[string]Stat `json:"per_direction,omitempty"`
 	// StrideBytes is the distance between accesses of touch and chase
 	// measurements.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/dmalab/dmalab/numactl"
 )
 
 // Format writes t for people: the NUMA nodes and distances (as
@@ -109,30 +111,16 @@ func formatNUMA(p *printer, t *Topology) {
 		p.printf("  no NUMA information (no sys/devices/system/node)\n")
 		return
 	}
-	rows := [][]string{{"NODE", "CPUS", "CPULIST", "MEMORY", "FREE"}}
-	for _, n := range t.Nodes {
-		rows = append(rows, []string{strconv.Itoa(n.ID), strconv.Itoa(n.CPUs), orQuestion(n.CPUList),
-			sizeOrUnknown(n.MemTotal), sizeOrUnknown(n.MemFree)})
+	// The nodes as numactl -H prints them, so that the machine reads
+	// like the tool people check it with, and like "dmalab platform numa".
+	var sb strings.Builder
+	if err := numactl.WriteHardware(&sb, NumactlNodes(t.Nodes)); err != nil {
+		p.err = err
+		return
 	}
-	p.table(rows)
-	p.printf("  distances:\n")
-	head := []string{""}
-	for _, n := range t.Nodes {
-		head = append(head, "node"+strconv.Itoa(n.ID))
+	for line := range strings.SplitSeq(strings.TrimSuffix(sb.String(), "\n"), "\n") {
+		p.printf("  %s\n", line)
 	}
-	rows = [][]string{head}
-	for _, n := range t.Nodes {
-		r := []string{"node" + strconv.Itoa(n.ID)}
-		for j := range t.Nodes {
-			if j < len(n.Distance) {
-				r = append(r, strconv.Itoa(n.Distance[j]))
-			} else {
-				r = append(r, "?")
-			}
-		}
-		rows = append(rows, r)
-	}
-	p.table(rows)
 }
 
 func formatIOMMU(p *printer, t *Topology) {

@@ -1,0 +1,334 @@
+package calib
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/dmalab/dmalab/hw/probe"
+	"github.com/dmalab/dmalab/hw/topo"
+	"github.com/dmalab/dmalab/platform"
+)
+
+const h200Probe = "../docs/measurements/2026-11-21-h200-cli-probe.json"
+
+func readReport(t *testing.T, path string) *probe.Report {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := probe.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func preset(t *testing.T, name string) *platform.Spec {
+	t.Helper()
+	s, err := platform.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestCalibrateValidateRoundTrip calibrates h200-pcie on a recorded
+// probe report, writes the platform as a file would hold it and reads it
+// back, then validates the same report: every calibration row is marked,
+// reproduced to within 0.1 %, and out of the medians; nothing else in the
+// platform changed.
+func TestCalibrateValidateRoundTrip(t *testing.T) {
+	rep := readReport(t, h200Probe)
+	base := preset(t, "h200-pcie")
+	spec, changes, notes, err := Calibrate(rep, h200Probe, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPaths := []string{"gpus.gpu0.link.efficiency", "gpus.gpu0.copy_overhead", "gpus.gpu0.uvm.fault_latency",
+		"gpus.gpu0.pin_cost", "gpus.gpu0.unpin_cost", "nodes.0.memcpy_rate"}
+	got := map[string]Change{}
+	for _, c := range changes {
+		got[c.Path] = c
+	}
+	for _, p := range wantPaths {
+		c, ok := got[p]
+		if !ok {
+			t.Errorf("%s not calibrated (changes %v, notes %v)", p, changes, notes)
+			continue
+		}
+		if !strings.HasPrefix(c.Source, "calibrated from 2026-11-21-h200-cli-probe.json (2026-11-21, vm, NVIDIA H200") || !strings.Contains(c.Source, "row ["+c.Row+"]") {
+			t.Errorf("%s: source %q", p, c.Source)
+		}
+	}
+	// The report has no stream_out row: stream_rate stays, with a note.
+	if _, ok := got["nodes.0.stream_rate"]; ok || !strings.Contains(strings.Join(notes, "\n"), "stream_rate keeps its value") {
+		t.Errorf("stream_rate: changes %v, notes %v", changes, notes)
+	}
+
+	// Everything outside the subset is as it was.
+	before, _ := platform.Marshal(base)
+	after, err := platform.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff := 0
+	bl, al := strings.Split(string(before), "\n"), strings.Split(string(after), "\n")
+	if len(bl) != len(al) {
+		t.Fatalf("the platform file has %d lines, was %d", len(al), len(bl))
+	}
+	for i := range bl {
+		if bl[i] != al[i] {
+			diff++
+			if !strings.Contains(al[i], "calibrated from") {
+				t.Errorf("line %d changed outside the calibration subset:\n  %s\n  %s", i+1, bl[i], al[i])
+			}
+		}
+	}
+	if diff != len(changes) {
+		t.Errorf("%d lines changed for %d changes", diff, len(changes))
+	}
+	back, err := platform.Parse("calibrated.yaml", after)
+	if err != nil {
+		t.Fatalf("the calibrated platform does not load: %v", err)
+	}
+
+	v, err := Validate(rep, "/elsewhere/"+"2026-11-21-h200-cli-probe.json", back, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := 0
+	for _, r := range v.Rows {
+		if !r.Calibration {
+			continue
+		}
+		cal++
+		if r.ErrorPct == nil || math.Abs(*r.ErrorPct) > 0.1 {
+			t.Errorf("calibration row %s: error %v, want ~0", r.Row, r.ErrorPct)
+		}
+	}
+	if cal != len(changes) {
+		t.Errorf("%d rows marked calibration, want %d", cal, len(changes))
+	}
+	sum := 0
+	for _, c := range v.Classes {
+		sum += c.CalibrationRows
+		if c.MedianAbsErrorPct == nil {
+			t.Errorf("class %s: no median", c.Class)
+		}
+	}
+	if sum != cal {
+		t.Errorf("classes count %d calibration rows, rows %d", sum, cal)
+	}
+	// A report of another file name calibrated nothing of this platform.
+	if other := CalibrationRows(back, "another-probe.json"); len(other) != 0 {
+		t.Errorf("rows of another report: %v", other)
+	}
+}
+
+// TestValidateRows: every row is listed; rows the model has no
+// mechanism for say why; the bound sets the exit.
+func TestValidateRows(t *testing.T) {
+	rep := readReport(t, h200Probe)
+	spec := preset(t, "h200-pcie")
+	zero, big := 0.0, 1e6
+	v, err := Validate(rep, h200Probe, spec, []string{"gpu0 ce_copy pinned h2d 1GiB"}, &zero)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rep.GPUs[0].Measurements); len(v.Rows) != n {
+		t.Fatalf("%d rows for %d measurements", len(v.Rows), n)
+	}
+	byRow := map[string]RowResult{}
+	for _, r := range v.Rows {
+		byRow[r.Row] = r
+	}
+	for _, c := range []struct {
+		row         string
+		notModelled string
+		class       Class
+	}{
+		{"gpu0 latency mapped h2d pointer_chase 64MiB stride 16 KiB", "pointer chase", ClassLatency},
+		{"gpu0 call_overhead null_call 0B", "does nothing", ClassLatency},
+		{"gpu0 sm_copy device d2d 1GiB", "VRAM", ClassBandwidth},
+		{"gpu0 ce_copy pinned d2h 1GiB", "", ClassBandwidth},
+		{"gpu0 unified managed-fault h2d read 64MiB stride 4 KiB", "", ClassUnified},
+		{"gpu0 sync_call pinned h2d 8B", "", ClassLatency},
+	} {
+		r, ok := byRow[c.row]
+		if !ok {
+			t.Errorf("no row %q", c.row)
+			continue
+		}
+		if r.Class != c.class {
+			t.Errorf("%s: class %s, want %s", c.row, r.Class, c.class)
+		}
+		if c.notModelled == "" && (r.ErrorPct == nil || r.NotModelled != "") {
+			t.Errorf("%s: not modelled: %s", c.row, r.NotModelled)
+		}
+		if c.notModelled != "" && (r.ErrorPct != nil || !strings.Contains(r.NotModelled, c.notModelled)) {
+			t.Errorf("%s: not modelled %q, want it to say %q", c.row, r.NotModelled, c.notModelled)
+		}
+	}
+	// The preset was calibrated on this machine: pinned copies within 1 %.
+	if e := byRow["gpu0 ce_copy pinned d2h 1GiB"].ErrorPct; e == nil || math.Abs(*e) > 1 {
+		t.Errorf("pinned d2h 1 GiB: error %v", e)
+	}
+	if !byRow["gpu0 ce_copy pinned h2d 1GiB"].Calibration {
+		t.Error("the row named as calibration is not marked")
+	}
+	if !v.Exceeded() {
+		t.Error("a 0 % bound is not exceeded")
+	}
+	v, err = Validate(rep, h200Probe, spec, nil, &big)
+	if err != nil || v.Exceeded() {
+		t.Errorf("a 1e6 %% bound: exceeded %v, %v", v.Exceeded(), err)
+	}
+	if _, err := json.Marshal(v); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestCalibratePeers: on the two-GPU report, both GPUs' links are
+// calibrated and the peer rows are modelled over the NVLink.
+func TestCalibratePeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the model for every row of a two-GPU report")
+	}
+	rep := readReport(t, "../docs/measurements/2026-11-21-h200x2-probe.json")
+	base, _ := DefaultBase(rep)
+	if base != "h200-pcie" {
+		t.Fatalf("default base %s", base)
+	}
+	spec, _, err := FromTopo(readTopo(t, "../docs/measurements/2026-11-21-h200x2-topo.json"), "h200x2", "2026-11-21", preset(t, "h200-pcie"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, changes, _, err := Calibrate(rep, "h200x2-probe.json", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]bool{}
+	for _, c := range changes {
+		paths[c.Path] = true
+	}
+	if !paths["gpus.gpu0.link.efficiency"] || !paths["gpus.gpu1.link.efficiency"] {
+		t.Errorf("changes %v", changes)
+	}
+	v, err := Validate(rep, "h200x2-probe.json", cal, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := 0
+	for _, r := range v.Rows {
+		if r.Family == probe.FamilyCE && r.Path == "peer" && r.ErrorPct != nil {
+			peer++
+		}
+	}
+	if peer == 0 {
+		t.Error("no peer copy modelled")
+	}
+}
+
+func readTopo(t *testing.T, path string) *topo.Topology {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tp topo.Topology
+	if err := json.Unmarshal(b, &tp); err != nil {
+		t.Fatal(err)
+	}
+	return &tp
+}
+
+// TestFromTopo: the skeleton of each recorded machine and of a two-socket
+// machine with a switch loads, names what topo saw with the run, and
+// marks the rest assumed.
+func TestFromTopo(t *testing.T) {
+	for _, c := range []struct {
+		file            string
+		nodes, gpus     int
+		switches, nics  int
+		nvlinks, rcs    int
+		distances, arch string
+	}{
+		{"../docs/measurements/2026-11-21-h200-topo.json", 1, 1, 0, 0, 0, 1, "", "hopper"},
+		{"../docs/measurements/2026-11-21-h200x2-topo.json", 1, 2, 0, 0, 1, 1, "", "hopper"},
+		{"../docs/measurements/2026-11-25-h100-topo.json", 1, 1, 0, 0, 0, 1, "", "hopper"},
+		{"testdata/two-socket-switch-topo.json", 2, 2, 1, 1, 1, 2, "[[10 21] [21 10]]", "hopper"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			spec, notes, err := FromTopo(readTopo(t, c.file), "host1", "2026-11-25", preset(t, "h200-pcie"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(spec.Nodes) != c.nodes || len(spec.GPUs) != c.gpus || len(spec.Switches) != c.switches ||
+				len(spec.Devices) != c.nics || len(spec.NVLinks) != c.nvlinks || len(spec.RootComplexes) != c.rcs {
+				t.Errorf("nodes %d gpus %d switches %d nics %d nvlinks %d rcs %d", len(spec.Nodes), len(spec.GPUs),
+					len(spec.Switches), len(spec.Devices), len(spec.NVLinks), len(spec.RootComplexes))
+			}
+			if c.distances != "" && fmtInts(spec.Distances) != c.distances {
+				t.Errorf("distances %v", spec.Distances)
+			}
+			if spec.GPUs[0].Arch != c.arch || spec.GPUs[0].Link.Gen == 0 {
+				t.Errorf("gpu0: arch %s, link gen %d", spec.GPUs[0].Arch, spec.GPUs[0].Link.Gen)
+			}
+			srcs := Sources(spec)
+			seen, assumed := 0, 0
+			for _, s := range srcs {
+				switch {
+				case strings.HasPrefix(s, "from dmalab topo on host1, 2026-11-25"):
+					seen++
+				case strings.HasPrefix(s, "assumed: "):
+					assumed++
+				default:
+					t.Errorf("source %q is neither seen nor assumed", s)
+				}
+			}
+			if seen == 0 || assumed == 0 {
+				t.Errorf("%d sources from topo, %d assumed", seen, assumed)
+			}
+			if len(notes) == 0 {
+				t.Error("no notes")
+			}
+		})
+	}
+	// A skeleton with a switch routes its GPUs through it.
+	spec, _, err := FromTopo(readTopo(t, "testdata/two-socket-switch-topo.json"), "h", "d", preset(t, "h200-pcie"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.GPUs[0].Parent != "sw0" || spec.Switches[0].Parent != "rc0" || spec.Devices[0].Parent != "sw0" || spec.IOMMU.Profile != "vtd" {
+		t.Errorf("gpu0 below %s, sw0 below %s, nic0 below %s, iommu %+v", spec.GPUs[0].Parent, spec.Switches[0].Parent, spec.Devices[0].Parent, spec.IOMMU)
+	}
+}
+
+func fmtInts(m [][]int) string {
+	b, _ := json.Marshal(m)
+	return strings.NewReplacer(",", " ").Replace(string(b))
+}
+
+func TestDefaultBase(t *testing.T) {
+	for _, c := range []struct {
+		gpu   string
+		count int
+		want  string
+	}{
+		{"NVIDIA H200", 1, "h200-pcie"},
+		{"NVIDIA H100 80GB HBM3", 1, "h200-pcie"},
+		{"NVIDIA H100 80GB HBM3", 8, "dgx-h100"},
+		{"Orin (nvgpu)", 1, "jetson-orin"},
+		{"NVIDIA L4", 1, "h200-pcie"},
+	} {
+		rep := &probe.Report{Machine: probe.Machine{GPUCount: c.count}, GPUs: []probe.GPUReport{{Device: probe.DeviceInfo{Name: c.gpu}}}}
+		if got, why := DefaultBase(rep); got != c.want || why == "" {
+			t.Errorf("%s x%d: %s (%s), want %s", c.gpu, c.count, got, why, c.want)
+		}
+	}
+}

@@ -1,0 +1,319 @@
+package calib
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/dmalab/dmalab/hw/probe"
+	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// Parameters lists what Calibrate may change, with the row each is
+// solved from, for the command's help.
+var Parameters = []string{
+	"gpus[i].link.efficiency (or link.bandwidth where the link has a fixed rate): ce_copy pinned h2d at the largest size, copy-engine time without the per-call overhead",
+	"gpus[i].copy_overhead: sync_call pinned h2d at the smallest size",
+	"gpus[i].uvm.fault_latency: unified managed-fault single_thread_read at the largest stride (one isolated fault)",
+	"gpus[i].pin_cost and unpin_cost: pin register and unregister at the largest size",
+	"nodes[n].memcpy_rate: host_memcpy memcpy (Go's copy where the report has no C memcpy row), on the first GPU's node",
+	"nodes[n].stream_rate: host_memcpy stream_out, on the first GPU's node",
+}
+
+// Change is one parameter Calibrate set.
+type Change struct {
+	// Path is the parameter's --set path, "gpus.gpu0.link.efficiency".
+	Path     string  `json:"path"`
+	Old      string  `json:"old"`
+	New      string  `json:"new"`
+	Row      string  `json:"row"`
+	Measured float64 `json:"measured"`
+	Unit     string  `json:"unit"`
+	Source   string  `json:"source"`
+}
+
+// Calibrate returns base with the calibration subset solved from rep,
+// the changes, and notes on what could not be calibrated. probeFile is
+// the report's file name, which the sources name. Each parameter is
+// found by bisection on the model's prediction of its row, so it is
+// what the model's own mechanism needs to reproduce the measurement.
+func Calibrate(rep *probe.Report, probeFile string, base *platform.Spec) (*platform.Spec, []Change, []string, error) {
+	c := &calibrator{rep: rep, file: filepath.Base(probeFile), spec: base}
+	for _, g := range rep.GPUs {
+		gi := g.Device.Ordinal
+		if gi >= len(base.GPUs) {
+			c.notef("gpu%d (%s): the platform has %d GPU(s); its rows calibrate nothing", gi, g.Device.Name, len(base.GPUs))
+			continue
+		}
+		if err := c.gpu(&g, gi); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if len(rep.GPUs) > 0 && rep.GPUs[0].Device.Ordinal < len(base.GPUs) {
+		if err := c.node(&rep.GPUs[0]); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return c.spec, c.changes, c.notes, nil
+}
+
+type calibrator struct {
+	rep     *probe.Report
+	file    string
+	spec    *platform.Spec
+	changes []Change
+	notes   []string
+}
+
+func (c *calibrator) notef(format string, a ...any) {
+	c.notes = append(c.notes, fmt.Sprintf(format, a...))
+}
+
+// pick returns the row of g matching the filter with the largest
+// (largest true) or smallest size or stride, or nil.
+func pick(g *probe.GPUReport, largest bool, key func(*probe.Measurement) int64, match func(*probe.Measurement) bool) *probe.Measurement {
+	var best *probe.Measurement
+	for i := range g.Measurements {
+		m := &g.Measurements[i]
+		if !match(m) || m.Median <= 0 {
+			continue
+		}
+		if best == nil || (largest && key(m) > key(best)) || (!largest && key(m) < key(best)) {
+			best = m
+		}
+	}
+	return best
+}
+
+func size(m *probe.Measurement) int64   { return m.SizeBytes }
+func stride(m *probe.Measurement) int64 { return m.StrideBytes }
+
+func is(family, path, dir, op string) func(*probe.Measurement) bool {
+	return func(m *probe.Measurement) bool {
+		return m.Family == family && m.Path == path && m.Direction == dir && m.Operation == op
+	}
+}
+
+func (c *calibrator) gpu(g *probe.GPUReport, gi int) error {
+	spec := c.spec.GPUs[gi]
+	at := "gpus." + spec.Name + "."
+	// The link first: the overhead's row is a small copy, which the
+	// link's rate hardly touches, while the efficiency's row is timed
+	// without the overhead.
+	if row := pick(g, true, size, is(probe.FamilyCE, "pinned", probe.H2D, "")); row == nil {
+		c.notef("gpu%d: no ce_copy pinned h2d row: the link keeps its value", gi)
+	} else if spec.Integrated {
+		c.notef("gpu%d: integrated, no PCIe link: its copies run at its node's DRAM, which is not calibrated", gi)
+	} else if spec.Link.Bandwidth.V != 0 {
+		cur := float64(spec.Link.Bandwidth.V)
+		if err := c.solve(gi, row, at+"link.bandwidth", cur/20, cur*20, rateText); err != nil {
+			return err
+		}
+	} else if err := c.solve(gi, row, at+"link.efficiency", 0.01, 1, floatText); err != nil {
+		return err
+	}
+	if row := pick(g, false, size, is(probe.FamilyCallTime, "pinned", probe.H2D, "")); row == nil {
+		c.notef("gpu%d: no sync_call pinned h2d row: copy_overhead keeps its value", gi)
+	} else if err := c.solve(gi, row, at+"copy_overhead", 0, row.Median*1e-6, timeText); err != nil {
+		return err
+	}
+	if row := pick(g, true, stride, is(probe.FamilyUnified, probe.PathManagedFault, probe.H2D, "single_thread_read")); row == nil {
+		c.notef("gpu%d: no unified managed-fault single_thread_read row: uvm.fault_latency keeps its value", gi)
+	} else if err := c.solve(gi, row, at+"uvm.fault_latency", row.Median*1e-6/2, row.Median*1e-6*4, timeText); err != nil {
+		return err
+	}
+	for _, op := range []struct{ op, param string }{{"register", "pin_cost"}, {"unregister", "unpin_cost"}} {
+		row := pick(g, true, size, is(probe.FamilyPin, "pageable", "", op.op))
+		if row == nil {
+			c.notef("gpu%d: no pin %s row: %s keeps its value", gi, op.op, op.param)
+			continue
+		}
+		pages := float64(row.SizeBytes) / float64(platform.HostPage)
+		perPage := row.Median * 1e-6 / pages
+		if err := c.solve(gi, row, at+op.param, perPage/16, perPage*16, timeText); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// node calibrates the CPU copy rates of the first GPU's node.
+func (c *calibrator) node(g *probe.GPUReport) error {
+	gi := g.Device.Ordinal
+	node, err := c.spec.NodeOf(c.spec.GPUs[gi].Name)
+	if err != nil {
+		c.notef("gpu%d: %v: the node's copy rates keep their values", gi, err)
+		return nil
+	}
+	at := fmt.Sprintf("nodes.%d.", node)
+	row := pick(g, true, size, is(probe.FamilyHostMemcpy, "pageable", "h2h", "memcpy"))
+	if row == nil {
+		if row = pick(g, true, size, func(m *probe.Measurement) bool {
+			return m.Family == probe.FamilyHostMemcpy && (m.Operation == "" || m.Operation == "go_copy")
+		}); row != nil {
+			c.notef("node%d: memcpy_rate from Go's copy: the report has no C library memcpy row", node)
+		}
+	}
+	if row == nil {
+		c.notef("node%d: no host_memcpy row: memcpy_rate keeps its value", node)
+	} else if err := c.solve(gi, row, at+"memcpy_rate", row.Median*1e9/20, row.Median*1e9*20, rateText); err != nil {
+		return err
+	}
+	if row := pick(g, true, size, is(probe.FamilyHostMemcpy, "pageable", "h2h", "stream_out")); row == nil {
+		c.notef("node%d: no host_memcpy stream_out row: stream_rate keeps its value", node)
+	} else if err := c.solve(gi, row, at+"stream_rate", row.Median*1e9/20, row.Median*1e9*20, rateText); err != nil {
+		return err
+	}
+	return nil
+}
+
+// text turns a bisection point into the parameter's value text.
+type text func(x float64) string
+
+func floatText(x float64) string { return strconv.FormatFloat(round(x, 6), 'g', -1, 64) }
+func rateText(x float64) string  { return strconv.FormatFloat(round(x/1e9, 5), 'g', -1, 64) + " GB/s" }
+func timeText(x float64) string  { return sim.Time(math.Round(x * 1e12)).String() }
+
+// round keeps digits significant digits of x.
+func round(x float64, digits int) float64 {
+	if x == 0 {
+		return 0
+	}
+	p := math.Pow(10, float64(digits)-math.Ceil(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}
+
+// solve finds the value of the parameter at path, in [lo, hi], that
+// makes the model's prediction of row equal its median, by bisection:
+// every parameter solved here makes its row's value grow (rates,
+// efficiencies) or shrink (costs) monotonically, which the ends tell.
+// A row the model cannot reach inside the bounds leaves the parameter
+// as it is, with a note.
+func (c *calibrator) solve(gi int, row *probe.Measurement, path string, lo, hi float64, format text) error {
+	id := RowID(gi, row)
+	eval := func(x float64) (float64, error) {
+		s, err := platform.Set(c.spec, path+".value", format(x))
+		if err != nil {
+			return 0, err
+		}
+		m, err := NewModel(s)
+		if err != nil {
+			return 0, err
+		}
+		defer m.Close()
+		return m.Predict(gi, row)
+	}
+	target := row.Median
+	fLo, errLo := eval(lo)
+	fHi, errHi := eval(hi)
+	if err := errors.Join(errLo, errHi); err != nil {
+		c.notef("%s: not calibrated: the model cannot compute row [%s]: %v", path, id, err)
+		return nil
+	}
+	rising := fHi > fLo
+	if (target-fLo)*(target-fHi) > 0 {
+		c.notef("%s: not calibrated: row [%s] measured %.4g %s, the model gives %.4g to %.4g over %s..%s: something else bounds it",
+			path, id, target, row.Unit, fLo, fHi, format(lo), format(hi))
+		return nil
+	}
+	for range 60 {
+		mid := (lo + hi) / 2
+		if format(mid) == format(lo) || format(mid) == format(hi) {
+			break
+		}
+		f, err := eval(mid)
+		if err != nil {
+			return fmt.Errorf("calibrate %s: %w", path, err)
+		}
+		if (f < target) == rising {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	x := (lo + hi) / 2
+	old, err := current(c.spec, path)
+	if err != nil {
+		return err
+	}
+	src := c.source(gi, id, row)
+	s, err := platform.Set(c.spec, path+".value", format(x))
+	if err == nil {
+		s, err = platform.Set(s, path+".source", yamlString(src))
+	}
+	if err != nil {
+		return fmt.Errorf("calibrate %s: %w", path, err)
+	}
+	c.spec = s
+	c.changes = append(c.changes, Change{Path: path, Old: old, New: format(x), Row: id, Measured: row.Median, Unit: row.Unit, Source: src})
+	return nil
+}
+
+// source is a calibrated parameter's source: the report, its date, its
+// machine and GPU, the row and what it measured.
+func (c *calibrator) source(gi int, id string, row *probe.Measurement) string {
+	gpuName := ""
+	for _, g := range c.rep.GPUs {
+		if g.Device.Ordinal == gi {
+			gpuName = g.Device.Name
+		}
+	}
+	date := "undated"
+	if !c.rep.Started.IsZero() {
+		date = c.rep.Started.UTC().Format("2006-01-02")
+	}
+	what := "median"
+	if strings.HasPrefix(row.Method, "spin") {
+		what = "median, copy-engine time without the per-call overhead"
+	}
+	return fmt.Sprintf("calibrated from %s (%s, %s, %s, driver %s) row [%s]: %.6g %s (%s), solved by bisection on the model's prediction of that row",
+		c.file, date, c.rep.Machine.Hostname, gpuName, c.rep.Machine.DriverVersion, id, row.Median, row.Unit, what)
+}
+
+// current is a parameter's value as a platform file writes it, or
+// "unset" when it is left to its default.
+func current(s *platform.Spec, path string) (string, error) {
+	v, err := platform.Get(s, path)
+	if err != nil {
+		return "", err
+	}
+	if v == "" {
+		return "unset", nil
+	}
+	return v, nil
+}
+
+// yamlString quotes s as a YAML double-quoted scalar (JSON's string
+// syntax is one), so that a source with ": " stays one string.
+func yamlString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// DefaultBase is the preset a report is calibrated on when no platform
+// is given, and why: the preset of the report's GPU where there is one.
+func DefaultBase(rep *probe.Report) (preset, why string) {
+	name := ""
+	if len(rep.GPUs) > 0 {
+		name = rep.GPUs[0].Device.Name
+	}
+	multi := max(len(rep.GPUs), rep.Machine.GPUCount) > 1
+	switch {
+	case strings.Contains(name, "H200"):
+		return "h200-pcie", "the report's GPU is an H200: h200-pcie, the preset of the H200 machine"
+	case strings.Contains(name, "H100") && multi:
+		return "dgx-h100", "the report has several H100s: dgx-h100, the multi-H100 preset (eight SXM GPUs on NVSwitch; a platform from platform from-topo fits other layouts better)"
+	case strings.Contains(name, "H100"):
+		return "h200-pcie", "the report's GPU is one H100: h200-pcie, the one-GPU Hopper preset on PCIe Gen5 x16, is the closest (dgx-h100 is eight SXM GPUs on NVSwitch); its VRAM size and bandwidth are the H200's and are not calibrated: edit them, or start from platform from-topo"
+	case strings.Contains(name, "Orin"):
+		return "jetson-orin", "the report's GPU is an Orin: jetson-orin"
+	case strings.Contains(name, "TX2"), strings.Contains(name, "Tegra X2"):
+		return "jetson-tx2", "the report's GPU is a TX2: jetson-tx2"
+	}
+	return "h200-pcie", fmt.Sprintf("no preset for %q: h200-pcie, the measured machine's preset, as a discrete GPU on PCIe; check its structure against the machine (platform from-topo)", name)
+}

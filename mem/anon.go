@@ -1,0 +1,254 @@
+package mem
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/dmalab/dmalab/sim"
+)
+
+// absent marks a page of an anonymous area that nothing has touched.
+const absent = ^uint64(0)
+
+// noFault is the toucher of a translation that must not fault pages in.
+const noFault = -2
+
+// FaultHandler places an absent page of an anonymous area: va is the
+// page (page-aligned), node the NUMA node of the CPU touching it, -1 for
+// a touch that is no CPU's (a pin through get_user_pages: Populate with
+// node -1). It returns a page it allocated with AllocPages(n, PageSize,
+// ...), which the area then owns (UnmapAnon frees it), or an error, which
+// fails the access. It must not touch memory itself.
+//
+// It is the seam of the kernel's page fault (do_anonymous_page →
+// alloc_pages_mpol): the kernel installs one per mapping, and it picks
+// the node by the mapping's or the process's memory policy.
+type FaultHandler func(va VirtAddr, node int) (PhysAddr, error)
+
+// MapAnon reserves size bytes (rounded up to pages) of anonymous memory
+// in the vmalloc space (the model's user addresses are kernel addresses,
+// as Vmalloc's are for malloc): no page is there until the first CPU
+// access or Populate, which calls fault to place it. A placed page reads
+// as zeros (clear_page), its content version 0; placing it costs no
+// time here (the page fault's cost is the caller's to model).
+func (m *Memory) MapAnon(size uint64, fault FaultHandler) (VirtAddr, error) {
+	n, err := pages(size)
+	if err == nil && fault == nil {
+		err = fmt.Errorf("no fault handler: %w", ErrInvalid)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("mmap anon(%#x): %w", size, err)
+	}
+	a, err := m.newArea(n/PageSize, ClassAnon)
+	if err != nil {
+		return 0, fmt.Errorf("mmap anon(%#x): %w", size, err)
+	}
+	a.pages = make([]uint64, a.npages)
+	for i := range a.pages {
+		a.pages[i] = absent
+	}
+	a.fault = fault
+	m.insertArea(a)
+	return VirtAddr(a.start), nil
+}
+
+// UnmapAnon frees an anonymous area: va is what MapAnon returned. Its
+// placed pages go back to the allocator.
+func (m *Memory) UnmapAnon(va VirtAddr) error {
+	i := m.areaAt(uint64(va))
+	if i < 0 || m.areas[i].class != ClassAnon || m.areas[i].start != uint64(va) {
+		return fmt.Errorf("munmap(%v): not an anonymous mapping: %w", va, ErrBadAddr)
+	}
+	var errs []error
+	for _, p := range m.areas[i].pages {
+		if p != absent {
+			if err := m.FreePages(PhysAddr(p), PageSize); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	m.areas = slices.Delete(m.areas, i, i+1)
+	if len(errs) > 0 {
+		return fmt.Errorf("munmap(%v): %w", va, errs[0])
+	}
+	return nil
+}
+
+// anonArea is the anonymous area holding va.
+func (m *Memory) anonArea(call string, va VirtAddr) (*area, error) {
+	i := m.areaAt(uint64(va))
+	if i < 0 || m.areas[i].class != ClassAnon {
+		return nil, fmt.Errorf("%s(%v): not anonymous memory: %w", call, va, ErrBadAddr)
+	}
+	return m.areas[i], nil
+}
+
+// present places the page of a holding x if it is absent (a page fault
+// by a CPU of node toucher).
+func (m *Memory) present(a *area, x uint64, toucher int) error {
+	i := (x - a.start) / PageSize
+	if a.pages[i] != absent {
+		return nil
+	}
+	va := VirtAddr(a.start + i*PageSize)
+	if toucher == noFault {
+		return fmt.Errorf("%v: %w", va, ErrNotPresent)
+	}
+	pa, err := a.fault(va, toucher)
+	if err != nil {
+		return fmt.Errorf("page fault at %v: %w", va, err)
+	}
+	if got := m.allocs[uint64(pa)]; got != PageSize {
+		return fmt.Errorf("page fault at %v: handler gave %v, not a page from AllocPages: %w", va, pa, ErrBadAddr)
+	}
+	m.clearPage(uint64(pa))
+	a.pages[i] = uint64(pa)
+	return nil
+}
+
+// clearPage makes the page at pa read as zeros: what its last owner left
+// in DRAM and in any cache is gone.
+func (m *Memory) clearPage(pa uint64) {
+	for _, c := range m.caches {
+		if c.lines.len() > 0 {
+			m.discard(c, pa, pa+PageSize)
+		}
+	}
+	m.dram.set(pa, pa+PageSize, 0)
+	m.latest.set(pa, pa+PageSize, 0)
+}
+
+// Populate faults in every absent page of [va, va+size) for a CPU of
+// node (-1: no CPU), as get_user_pages does before it pins and as
+// MAP_POPULATE does; pages already placed stay where they are. A
+// failure leaves the pages before it placed.
+func (m *Memory) Populate(va VirtAddr, size uint64, node int) error {
+	if node < -1 || node >= len(m.nodes) {
+		return fmt.Errorf("populate(%v, %#x): node %d: %w", va, size, node, ErrInvalid)
+	}
+	if _, _, _, err := m.translate(va, size, nil, node); err != nil {
+		return fmt.Errorf("populate: %w", err)
+	}
+	return nil
+}
+
+// PageNode is where the page holding va lives: its node, and false when
+// it is an anonymous page not yet placed. Memory that is not DRAM, or
+// not mapped, is ErrBadAddr.
+func (m *Memory) PageNode(va VirtAddr) (node int, present bool, err error) {
+	c, pa, _ := m.Classify(va)
+	if c == ClassAnon && pa == 0 {
+		return -1, false, nil
+	}
+	if c == ClassInvalid {
+		return -1, false, fmt.Errorf("page node of %v: not mapped: %w", va, ErrBadAddr)
+	}
+	n, ok := m.NodeOf(pa)
+	if !ok {
+		return -1, false, fmt.Errorf("page node of %v: %v is not DRAM: %w", va, pa, ErrBadAddr)
+	}
+	return n, true, nil
+}
+
+// MovePage migrates the placed anonymous page holding va to dst, a page
+// the caller allocated with AllocPages (on the target node), and returns
+// the page it left, which the caller frees with FreePages (migrate_pages
+// → move_to_new_folio: copy, then remap). The content moves as it is:
+// every cache's lines of the old page are written back and dropped
+// first, then DRAM's and the latest versions (and, in payload mode,
+// their bytes) are carried to dst, so a later read gets the latest
+// version, never a stale one, and the versions are the ones the writers
+// made. p, a CPU on node, pays one page of CPU copy from the old
+// page's node to the new one's, as CopyPhys charges it (Options.CopyTime,
+// from DRAM, or a remote access's cost). Migration is the kernel's, not an access: no Access is
+// reported.
+func (m *Memory) MovePage(p *sim.Proc, node int, va VirtAddr, dst PhysAddr) (PhysAddr, error) {
+	if node < 0 || node >= len(m.nodes) {
+		return 0, fmt.Errorf("migrate %v: CPU of node %d: %w", va, node, ErrInvalid)
+	}
+	a, err := m.anonArea("migrate", va)
+	if err != nil {
+		return 0, err
+	}
+	i := (uint64(va) - a.start) / PageSize
+	src := a.pages[i]
+	if src == absent {
+		return 0, fmt.Errorf("migrate %v: %w", va, ErrNotPresent)
+	}
+	if uint64(dst) == src {
+		return 0, fmt.Errorf("migrate %v onto its own page %v: %w", va, dst, ErrInvalid)
+	}
+	if m.allocs[uint64(dst)] != PageSize {
+		return 0, fmt.Errorf("migrate %v to %v: not a page from AllocPages: %w", va, dst, ErrBadAddr)
+	}
+	d := uint64(dst)
+	for _, c := range m.caches {
+		if c.lines.len() > 0 {
+			m.flush(c, src, src+PageSize)
+			m.discard(c, d, d+PageSize)
+		}
+	}
+	m.carry(&m.dram, src, d)
+	m.carry(&m.latest, src, d)
+	a.pages[i] = d
+	m.invariants()
+	if p != nil {
+		m.copyCost(p, node, PhysAddr(src), dst, PageSize, false)
+	}
+	return PhysAddr(src), nil
+}
+
+// carry copies the versions of the page at src to the page at dst in
+// sm, and in payload mode gives each version its bytes at dst too.
+func (m *Memory) carry(sm *spanMap[Version], src, dst uint64) {
+	type piece struct {
+		s, e uint64
+		v    Version
+	}
+	var ps []piece
+	sm.each(src, src+PageSize, func(s, e uint64, v Version) bool {
+		ps = append(ps, piece{s, e, v})
+		return true
+	})
+	sm.set(dst, dst+PageSize, 0)
+	for _, x := range ps {
+		sm.set(x.s-src+dst, x.e-src+dst, x.v)
+		if !m.opt.Payload || x.v == 0 {
+			continue
+		}
+		at := x.s - src + dst
+		if m.journalHas(x.v, at, x.e-x.s) {
+			continue
+		}
+		buf := make([]byte, x.e-x.s)
+		for _, j := range m.journal[x.v] {
+			js, je := j.pa, j.pa+uint64(len(j.data))
+			if lo, hi := max(x.s, js), min(x.e, je); lo < hi {
+				copy(buf[lo-x.s:hi-x.s], j.data[lo-js:hi-js])
+			}
+		}
+		m.journal[x.v] = append(m.journal[x.v], jseg{at, buf})
+	}
+}
+
+// journalHas reports whether version v already has bytes for [at, at+n).
+func (m *Memory) journalHas(v Version, at, n uint64) bool {
+	for _, j := range m.journal[v] {
+		if j.pa <= at && at+n <= j.pa+uint64(len(j.data)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Distance is the SLIT distance between nodes a and b (10 local).
+func (m *Memory) Distance(a, b int) int { return m.spec.Distance(a, b) }
+
+// NodeCPUs is the number of CPUs (cores) of node, 1 when the platform
+// leaves it unset.
+func (m *Memory) NodeCPUs(node int) int {
+	if node < 0 || node >= len(m.nodes) {
+		return 0
+	}
+	return max(m.spec.Nodes[node].Cores.V, 1)
+}
