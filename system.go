@@ -47,8 +47,16 @@ type Options struct {
 	// Check attaches the checker to the DMA API, to memory and to the
 	// CUDA façade.
 	Check bool
-	// Trace collects a Chrome trace of links and engines.
+	// Trace collects a Chrome trace of links, engines and CPU threads.
 	Trace bool
+	// TraceTo, when Trace is set, is where the trace streams as the run
+	// goes (a file the caller opened before the run, so that a path
+	// that cannot be written fails before it); nil keeps the trace in
+	// memory for Trace.Write. Close ends the document.
+	TraceTo io.Writer
+	// TraceTimeline, when Trace is set, keeps what report.Trace.Timeline
+	// draws (for an HTML report), growing with the run.
+	TraceTimeline bool
 	// Progress, when set, receives a line per step of a long program
 	// (System.Progressf).
 	Progress io.Writer
@@ -92,13 +100,14 @@ type System struct {
 	// Checker sees every DMA call, memory access and CUDA call when the
 	// system booted with Options.Check; nil otherwise.
 	Checker *check.Checker
-	// Trace collects the trace when the system booted with
-	// Options.Trace; nil otherwise.
+	// Trace is the trace when the system booted with Options.Trace;
+	// nil otherwise. Close ends it.
 	Trace *report.Trace
 	// Result is the result document programs and scenarios fill.
 	Result *report.Result
 
 	opt     Options
+	tracer  *tracer
 	cuda    *cuda.Driver
 	cudaErr error
 	// bufs is the DMA-BUF layer (heaps, buffers, fences).
@@ -175,8 +184,17 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 		return nil, err
 	}
 	if opt.Trace {
-		s.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", opt.Name, spec.Name))
-		traceMachine(m, d, s.Trace)
+		title := fmt.Sprintf("dmalab %s on %s", opt.Name, spec.Name)
+		if opt.TraceTo != nil {
+			s.Trace = report.NewTraceTo(opt.TraceTo, title)
+		} else {
+			s.Trace = report.NewTrace(title)
+		}
+		s.Trace.SetMeta(report.TraceMeta{Version: buildVersion()})
+		if opt.TraceTimeline {
+			s.Trace.RecordTimeline()
+		}
+		s.tracer = newTracer(s, s.Trace)
 	}
 	if opt.Check {
 		// The DMA-API pack judges cache-line sharing and sg segments with
@@ -195,6 +213,9 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	}
 	s.video = v4l2.New(v4l2.Env{Machine: m, Mem: m.Mem, DMA: d, Kernel: s.Kernel, Bufs: s.bufs})
 	s.cuda, s.cudaErr = s.bootCUDA()
+	if s.tracer != nil && s.cuda != nil {
+		s.tracer.hookGPU(s.cuda.System())
+	}
 	if s.cuda != nil && s.Checker != nil {
 		gpumem.Attach(s.Checker, s.cuda)
 	}
@@ -501,5 +522,9 @@ func (s *System) progressDone() {
 	}
 }
 
-// Close ends the system: threads still blocked are unwound.
-func (s *System) Close() { s.Machine.Close() }
+// Close ends the system: the trace is closed (its document ended and
+// flushed), then threads still blocked are unwound.
+func (s *System) Close() {
+	s.closeTrace(nil)
+	s.Machine.Close()
+}

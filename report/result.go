@@ -32,6 +32,37 @@ type Result struct {
 	// NUMAStat is numastat per node, set when the run placed anonymous
 	// memory by NUMA policy (omitted otherwise).
 	NUMAStat []NUMANode `json:"numastat,omitempty"`
+	// Timeline is the run's engine and link activity over virtual time,
+	// reduced for drawing (Trace.Timeline); set only when asked for
+	// (dmalab run --html), so that other documents stay as they were.
+	Timeline *Timeline `json:"timeline,omitempty"`
+	// PlatformParams is every parameter of the platform the run used,
+	// with its value and source, in the platform file's order; set only
+	// when asked for (--html), as Timeline.
+	PlatformParams []PlatformParam `json:"platform_params,omitempty"`
+}
+
+// PlatformParam is one field of a platform description: its --set path
+// (gpus.gpu0.link.efficiency), its value as the YAML writes it, and its
+// source when it has one.
+type PlatformParam struct {
+	Path   string `json:"path"`
+	Value  string `json:"value"`
+	Source string `json:"source,omitempty"`
+}
+
+// Measured is what a real machine measured for a row's path, direction
+// and size (dmalab probe), beside the model's number: the median and
+// the range of the samples in GB/s, and where it was measured.
+type Measured struct {
+	GBps    float64 `json:"gbps"`
+	MinGBps float64 `json:"min_gbps,omitempty"`
+	MaxGBps float64 `json:"max_gbps,omitempty"`
+	// Samples is how many samples the median is of.
+	Samples int `json:"samples,omitempty"`
+	// Source says which machine, tool and method: "H200 (probe
+	// ce_copy, spin_events)".
+	Source string `json:"source,omitempty"`
 }
 
 // NUMANode is one node's numastat counters, in pages
@@ -155,6 +186,10 @@ type Row struct {
 	LocalBytes  int64      `json:"local_bytes,omitempty"`
 	RemoteBytes int64      `json:"remote_bytes,omitempty"`
 	NUMAStat    []NUMANode `json:"numastat,omitempty"`
+	// Measured is the real machine's measurement of the same copy,
+	// where a command puts one beside the model (validate) or reports a
+	// probe (then Seconds and GBps, the model's, are zero).
+	Measured *Measured `json:"measured,omitempty"`
 }
 
 // LocalFraction is the share of the row's CPU accesses that were to the

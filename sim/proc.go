@@ -133,6 +133,9 @@ func (p *Proc) Sleep(d Time) {
 		panic(fmt.Sprintf("sim: %q sleeps a negative duration %v", p.name, d))
 	}
 	p.cpu += d
+	if d > 0 && p.e.CPU.Active() {
+		p.e.emitCPU(p, p.e.now, p.e.now+d, false)
+	}
 	p.e.After(d, p.resumeFn)
 	p.block("sleep")
 }
@@ -160,6 +163,31 @@ func (p *Proc) Charge(d Time) {
 		panic(fmt.Sprintf("sim: %q charged a negative duration %v", p.name, d))
 	}
 	p.cpu += d
+	if d > 0 && p.e.CPU.Active() {
+		p.e.emitCPU(p, p.e.now-d, p.e.now, true)
+	}
+}
+
+// CPUWork is a span of CPU time of one process, as CPUTime counts it:
+// a Sleep (the process computes: a call's own work, cache maintenance,
+// a busy poll) or a Charge (work whose time a flow took, as a memcpy on
+// the memory bus). Header's Time is when it began, Proc the process,
+// Component "cpu", Cause CauseCall for a Sleep and CauseTransfer for a
+// Charge.
+type CPUWork struct {
+	Header
+	// End is when it ends; Charged says it came from Charge.
+	End     Time
+	Charged bool
+}
+
+func (e *Engine) emitCPU(p *Proc, start, end Time, charged bool) {
+	cause := CauseCall
+	if charged {
+		cause = CauseTransfer
+	}
+	e.cpuEv = CPUWork{Header: Header{Time: start, Proc: p.name, Component: "cpu", Cause: cause}, End: end, Charged: charged}
+	e.CPU.Emit(&e.cpuEv)
 }
 
 // CPUTime is the virtual time p has spent computing (in Sleep and Charge)
