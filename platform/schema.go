@@ -52,6 +52,8 @@ var yamlNames = map[string]string{
 	"BandwidthFactor": "bandwidth_factor", "LatencyFactor": "latency_factor",
 	"CrossTraffic": "cross_traffic", "Sharing": "sharing", "WeightS": "weight_s",
 
+	"NUMABalancing": "numa_balancing",
+
 	"IOMMU": "iommu", "P2PEfficiency": "p2p_efficiency", "Profile": "profile", "Mode": "mode", "ACS": "acs",
 }
 

@@ -58,6 +58,14 @@ type Spec struct {
 	// IOMMU is the platform's IOMMU hardware and how the kernel runs it;
 	// left out, the platform has none in use (mode off).
 	IOMMU IOMMU
+	// NUMABalancing is the kernel's /proc/sys/kernel/numa_balancing:
+	// 0 (the default, and every preset's, so that outputs without it
+	// stay as they were) leaves placed pages where they are; 1
+	// (NUMA_BALANCING_NORMAL) runs automatic NUMA balancing, the
+	// scanner and NUMA hinting faults that migrate pages towards the
+	// threads that use them (kernel/sched/fair.c task_numa_work). The
+	// memory-tiering mode (2) is not modelled.
+	NUMABalancing Param[int]
 }
 
 // IOMMU modes, as the kernel sets them (iommu=off or intel_iommu=off,

@@ -143,6 +143,9 @@ func validate(s *Spec, errs *errorList, lines map[string]int) {
 		v.add("swiotlb", "want a positive multiple of %s, swiotlb's slot size IO_TLB_SIZE (leave it out for the default %s), got %s",
 			bytesText(IOTLBSlot), bytesText(DefaultSWIOTLB), bytesText(s.SWIOTLB.V))
 	}
+	if s.NUMABalancing.V != 0 && s.NUMABalancing.V != 1 {
+		v.add("numa_balancing", "want 0 (off) or 1 (NUMA_BALANCING_NORMAL; memory tiering, 2, is not modelled), got %d", s.NUMABalancing.V)
+	}
 	v.coherency()
 	v.iommu()
 	v.functions()
