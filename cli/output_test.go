@@ -183,7 +183,7 @@ func TestClassesWidth(t *testing.T) {
 func TestDefaultOutputExplains(t *testing.T) {
 	_, out, _ := dmalab(t, "run", "host-memory", "--set", "size=16MiB")
 	for _, want := range []string{"GB/s is size / time", "a roundtrip's time is the whole round trip",
-		"time by cause", " %)", "\nnext:\n", "dmalab run host-memory --set size=16MiB", "dmalab run transfers", "dmalab check host-memory"} {
+		"time by cause", " %)", "of the rows' ", "\nnext:\n", "dmalab run host-memory --set size=16MiB", "dmalab run transfers", "dmalab check host-memory"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}

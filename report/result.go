@@ -336,6 +336,20 @@ func WriteTable(w io.Writer, r *Result) error {
 			parts = []string{"none"}
 		}
 		fmt.Fprintf(w, "  %s\n", strings.Join(parts, "  "))
+		// Where rows run one after the other (no row sums up
+		// operations), the rows' time beside the transfers' says how
+		// much of a rate is not moving bytes at all: a round trip's
+		// CPU work, a kernel.
+		var rows float64
+		serial := true
+		for _, row := range r.Results {
+			rows += row.Seconds
+			serial = serial && row.Ops == 0
+		}
+		if serial && rows > 0 && total > 0 && total <= rows {
+			fmt.Fprintf(w, "  transfers %s of the rows' %s%s; the rest is work outside transfers (CPU copies and accesses, kernels, waits)\n",
+				FormatSeconds(total), FormatSeconds(rows), percentOf(total, rows))
+		}
 	}
 	if len(r.Factors) > 0 {
 		fmt.Fprintln(w, "\nfactors:")
