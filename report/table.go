@@ -120,7 +120,7 @@ func (t *Table) WriteText(w io.Writer, indent string) error {
 				in, fr, un := splitDecimal(cell)
 				// Right-aligned as a block; within it the points line
 				// up, and so do the units.
-				pad(&b, width[i]-intW[i]-fracW[i]-unitW[i]+intW[i]-textWidth(in))
+				pad(&b, width[i]-fracW[i]-unitW[i]-textWidth(in))
 				b.WriteString(in)
 				b.WriteString(fr)
 				pad(&b, fracW[i]-textWidth(fr))
