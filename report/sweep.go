@@ -1,0 +1,151 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Sweep is the document of a parameter sweep (dmalab run --sweep
+// --json): the sweep's definition and, per point of the cartesian
+// product, the values of its swept keys and the run's document. A shard
+// (--shard I/N) holds some of the points and says which shard it is;
+// merging every shard gives the document of the whole sweep, byte for
+// byte. Its JSON form is documented in docs/json.md.
+type Sweep struct {
+	Sweep SweepDef `json:"sweep"`
+	// Shard is set in a shard's document only.
+	Shard  *SweepShard  `json:"shard,omitempty"`
+	Points []SweepPoint `json:"points"`
+}
+
+// SweepDef is what defines a sweep: the command and everything given to
+// it. Two shards belong to one sweep when their definitions are equal.
+type SweepDef struct {
+	// Command is the subcommand whose runs the points are ("run").
+	Command  string `json:"command"`
+	Scenario string `json:"scenario"`
+	// Platform is --platform as given; empty for the scenario's own.
+	Platform string `json:"platform,omitempty"`
+	// Sets are the --set assignments every point shares, in order.
+	Sets []string `json:"sets,omitempty"`
+	// NUMACtl and Attribution are those of --numactl and --attribution.
+	NUMACtl     string `json:"numactl,omitempty"`
+	Attribution bool   `json:"attribution,omitempty"`
+	// Axes are the swept keys in the order given: the first varies
+	// slowest.
+	Axes []SweepAxis `json:"axes"`
+	// Points is the size of the product, every shard's points together.
+	Points int `json:"points"`
+}
+
+// SweepAxis is one --sweep KEY=V1,V2,...: a --set key and its values.
+type SweepAxis struct {
+	Key    string   `json:"key"`
+	Values []string `json:"values"`
+}
+
+// SweepShard says which shard of a sweep a document holds: the points
+// whose index modulo Count is Index.
+type SweepShard struct {
+	Index int `json:"index"`
+	Count int `json:"count"`
+}
+
+// SweepPoint is one point of a sweep: its index in the product, the value
+// of each swept key, and the run's document (Result's JSON), kept as the
+// bytes it was written as, so that a merge reproduces them exactly.
+type SweepPoint struct {
+	Index  int               `json:"index"`
+	Params map[string]string `json:"params"`
+	Result json.RawMessage   `json:"result"`
+}
+
+// Point returns the swept keys' values of point p, the first axis
+// varying slowest (as nested loops in the order the axes were given).
+func (d *SweepDef) Point(p int) []string {
+	vals := make([]string, len(d.Axes))
+	for i := len(d.Axes) - 1; i >= 0; i-- {
+		n := len(d.Axes[i].Values)
+		vals[i] = d.Axes[i].Values[p%n]
+		p /= n
+	}
+	return vals
+}
+
+// Size is the number of points of the product.
+func (d *SweepDef) Size() int {
+	n := 1
+	for _, a := range d.Axes {
+		n *= len(a.Values)
+	}
+	return n
+}
+
+// InShard reports whether point p belongs to shard index of count.
+func InShard(p, index, count int) bool { return p%count == index }
+
+// WriteSweepJSON writes s as one indented JSON document, as WriteJSON
+// writes a Result.
+func WriteSweepJSON(w io.Writer, s *Sweep) error {
+	if s.Points == nil {
+		// An empty shard is an empty list, not null.
+		s.Points = []SweepPoint{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+// ReadSweep decodes a sweep document.
+func ReadSweep(r io.Reader) (*Sweep, error) {
+	dec := json.NewDecoder(r)
+	var s Sweep
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("read sweep: %w", err)
+	}
+	if s.Sweep.Command == "" || len(s.Sweep.Axes) == 0 {
+		return nil, fmt.Errorf("read sweep: not a sweep document (no \"sweep\" with axes)")
+	}
+	return &s, nil
+}
+
+// WriteSweepTable writes s for people: a line saying what was swept,
+// then per point a heading with its values and the run's table
+// (WriteTable).
+func WriteSweepTable(w io.Writer, s *Sweep) error {
+	d := &s.Sweep
+	var keys []string
+	for _, a := range d.Axes {
+		keys = append(keys, fmt.Sprintf("%s (%d)", a.Key, len(a.Values)))
+	}
+	fmt.Fprintf(w, "sweep of %s: %d points over %s", d.Scenario, d.Points, strings.Join(keys, " × "))
+	if s.Shard != nil {
+		fmt.Fprintf(w, "; shard %d/%d holds %d", s.Shard.Index, s.Shard.Count, len(s.Points))
+	}
+	fmt.Fprintln(w)
+	for _, p := range s.Points {
+		var r Result
+		if err := json.Unmarshal(p.Result, &r); err != nil {
+			return fmt.Errorf("sweep point %d: %w", p.Index, err)
+		}
+		var at []string
+		for _, a := range d.Axes {
+			at = append(at, a.Key+"="+p.Params[a.Key])
+		}
+		fmt.Fprintf(w, "\n[%d/%d] %s\n", p.Index+1, d.Points, strings.Join(at, " "))
+		if err := WriteTable(w, &r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SameSweep reports whether a and b define the same sweep.
+func SameSweep(a, b *SweepDef) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
