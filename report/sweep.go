@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 )
 
 // Sweep is the document of a parameter sweep (dmalab run --sweep
@@ -112,9 +114,10 @@ func ReadSweep(r io.Reader) (*Sweep, error) {
 	return &s, nil
 }
 
-// WriteSweepTable writes s for people: a line saying what was swept,
-// then per point a heading with its values and the run's table
-// (WriteTable).
+// WriteSweepTable writes s for people: what was swept, one table of
+// every point's rows with the swept keys as the first columns (the
+// columns every scenario's rows have), then each point's own table
+// (WriteTable) under a heading with its values.
 func WriteSweepTable(w io.Writer, s *Sweep) error {
 	d := &s.Sweep
 	var keys []string
@@ -126,21 +129,77 @@ func WriteSweepTable(w io.Writer, s *Sweep) error {
 		fmt.Fprintf(w, "; shard %d/%d holds %d", s.Shard.Index, s.Shard.Count, len(s.Points))
 	}
 	fmt.Fprintln(w)
-	for _, p := range s.Points {
-		var r Result
-		if err := json.Unmarshal(p.Result, &r); err != nil {
+	results := make([]Result, len(s.Points))
+	var mode, plat bool
+	for i, p := range s.Points {
+		if err := json.Unmarshal(p.Result, &results[i]); err != nil {
 			return fmt.Errorf("sweep point %d: %w", p.Index, err)
 		}
+		for _, row := range results[i].Results {
+			mode = mode || row.Mode != ""
+			plat = plat || row.Platform != ""
+		}
+	}
+	if len(s.Points) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "point\t"
+	for _, a := range d.Axes {
+		// A platform field by its last words: the full path is above.
+		head += shortKey(a.Key) + "\t"
+	}
+	if plat {
+		head += "platform\t"
+	}
+	head += "path\tdirection\t"
+	if mode {
+		head += "mode\t"
+	}
+	fmt.Fprintln(tw, head+"size\ttime\tGB/s\t")
+	for i, p := range s.Points {
+		at := strconv.Itoa(p.Index+1) + "\t"
+		for _, a := range d.Axes {
+			at += p.Params[a.Key] + "\t"
+		}
+		for _, row := range results[i].Results {
+			line := at
+			if plat {
+				line += row.Platform + "\t"
+			}
+			line += row.Path + "\t" + row.Direction + "\t"
+			if mode {
+				line += row.Mode + "\t"
+			}
+			fmt.Fprintln(tw, line+FormatBytes(row.Bytes)+"\t"+FormatSeconds(row.Seconds)+"\t"+FormatGBps(row.GBps)+"\t")
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for i, p := range s.Points {
 		var at []string
 		for _, a := range d.Axes {
 			at = append(at, a.Key+"="+p.Params[a.Key])
 		}
-		fmt.Fprintf(w, "\n[%d/%d] %s\n", p.Index+1, d.Points, strings.Join(at, " "))
-		if err := WriteTable(w, &r); err != nil {
+		fmt.Fprintf(w, "\n[point %d of %d] %s\n", p.Index+1, d.Points, strings.Join(at, " "))
+		if err := WriteTable(w, &results[i]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// shortKey is a swept key as a column's heading: a platform field's path
+// without "platform." and its parents when the last two words are enough
+// (platform.gpus.gpu0.link.gen is "link.gen").
+func shortKey(k string) string {
+	if !strings.HasPrefix(k, "platform.") {
+		return k
+	}
+	parts := strings.Split(k, ".")
+	return strings.Join(parts[max(len(parts)-2, 1):], ".")
 }
 
 // SameSweep reports whether a and b define the same sweep.
