@@ -35,16 +35,7 @@ platform, --set, --sweep and number of shards. Anything else is an error
 	if err != nil {
 		return usageError(e, "merge", "%v", err)
 	}
-	if *asJSON {
-		err = report.WriteSweepJSON(e.stdout, doc)
-	} else {
-		err = report.WriteSweepTable(e.stdout, doc)
-	}
-	if err != nil {
-		fmt.Fprintf(e.stderr, "dmalab merge: %v\n", err)
-		return exitFindings
-	}
-	return exitOK
+	return writeSweep(e, "merge", doc, *asJSON)
 }
 
 // mergeShards reads the shards' files and joins them, checking that they

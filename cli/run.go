@@ -59,7 +59,7 @@ With --json too, the document carries what the page draws ("timeline",
 	attribution := fs.Bool("attribution", false, "add the time split by cause (call, queue, translate, transfer, fault)")
 	htmlPath := fs.String("html", "", htmlFlagHelp)
 	var sweep sweepFlags
-	fs.Var(&sweep.axes, "sweep", "run once per value: key=v1,v2,... (repeatable: the cartesian product)")
+	fs.Var(&sweep.axes, "sweep", "run once per value of a key: `KEY=V1,V2,...` (repeatable: the cartesian product)")
 	fs.StringVar(&sweep.shard, "shard", "", "run shard `I/N` of the sweep (for dmalab merge)")
 	args, help := splitHelp(args)
 	pos, code, stop := parseArgs(e, fs, args)
@@ -102,7 +102,7 @@ With --json too, the document carries what the page draws ("timeline",
 		if *tracePath != "" || *htmlPath != "" {
 			return usageError(e, "run", "--sweep: --trace and --html take one run, not a sweep")
 		}
-		return runSweep(e, s, &sweep, opt, *asJSON)
+		return runSweep(e, "run", s, &sweep, opt, *asJSON)
 	}
 	var trace *traceFile
 	if *tracePath != "" {

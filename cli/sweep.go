@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	checkpkg "github.com/dmalab/dmalab/check"
 	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/scenario"
 )
@@ -81,8 +82,8 @@ func setKey(kv string) string {
 
 // sweepDef checks run's flags for a sweep and returns its definition and
 // shard (nil for the whole sweep).
-func sweepDef(s *scenario.Scenario, sf *sweepFlags, opt scenario.Options) (*report.SweepDef, *report.SweepShard, error) {
-	d := &report.SweepDef{Command: "run", Scenario: s.Name, Platform: opt.Platform, Sets: opt.Sets, NUMACtl: opt.NUMACtl, Attribution: opt.Attribution}
+func sweepDef(cmd string, s *scenario.Scenario, sf *sweepFlags, opt scenario.Options) (*report.SweepDef, *report.SweepShard, error) {
+	d := &report.SweepDef{Command: cmd, Scenario: s.Name, Platform: opt.Platform, Sets: opt.Sets, NUMACtl: opt.NUMACtl, Attribution: opt.Attribution}
 	if len(sf.axes) == 0 {
 		return nil, nil, errors.New("--shard: there is no --sweep to shard")
 	}
@@ -121,10 +122,11 @@ func sweepDef(s *scenario.Scenario, sf *sweepFlags, opt scenario.Options) (*repo
 
 // runSweep runs the points of a sweep (of its shard) on a pool of
 // GOMAXPROCS workers and prints them in the product's order.
-func runSweep(e *env, s *scenario.Scenario, sf *sweepFlags, opt scenario.Options, asJSON bool) int {
-	def, shard, err := sweepDef(s, sf, opt)
+// cmd is "run" or "check" (opt.Check set).
+func runSweep(e *env, cmd string, s *scenario.Scenario, sf *sweepFlags, opt scenario.Options, asJSON bool) int {
+	def, shard, err := sweepDef(cmd, s, sf, opt)
 	if err != nil {
-		return usageError(e, "run", "%v", err)
+		return usageError(e, cmd, "%v", err)
 	}
 	doc := &report.Sweep{Sweep: *def, Shard: shard, Points: []report.SweepPoint{}}
 	var todo []int
@@ -133,7 +135,7 @@ func runSweep(e *env, s *scenario.Scenario, sf *sweepFlags, opt scenario.Options
 			todo = append(todo, p)
 		}
 	}
-	results := make([]json.RawMessage, len(todo))
+	results := make([]report.SweepPoint, len(todo))
 	errs := make([]error, len(todo))
 	// A point after the first that failed (in the product's order) is not
 	// started; every point before it is, so that the error reported is
@@ -164,7 +166,7 @@ func runSweep(e *env, s *scenario.Scenario, sf *sweepFlags, opt scenario.Options
 				if e.isTerminal {
 					mu.Lock()
 					done++
-					fmt.Fprintf(e.stderr, "\rdmalab run: sweep of %s, %d of %d points done", s.Name, done, len(todo))
+					fmt.Fprintf(e.stderr, "\rdmalab %s: sweep of %s, %d of %d points done", cmd, s.Name, done, len(todo))
 					mu.Unlock()
 				}
 			}
@@ -184,25 +186,51 @@ func runSweep(e *env, s *scenario.Scenario, sf *sweepFlags, opt scenario.Options
 		}
 		at := pointText(def, todo[j])
 		if errors.Is(err, scenario.ErrUsage) {
-			return usageError(e, "run", "--sweep at %s: %s", at, scenario.UsageMessage(err))
+			return usageError(e, cmd, "--sweep at %s: %s", at, scenario.UsageMessage(err))
 		}
-		fmt.Fprintf(e.stderr, "dmalab run %s: --sweep at %s: %v\n", s.Name, at, err)
+		fmt.Fprintf(e.stderr, "dmalab %s %s: --sweep at %s: %v\n", cmd, s.Name, at, err)
 		return exitUsage
 	}
-	for j, p := range todo {
-		params := map[string]string{}
-		for i, v := range def.Point(p) {
-			params[def.Axes[i].Key] = v
+	doc.Points = append(doc.Points, results...)
+	return writeSweep(e, cmd, doc, asJSON)
+}
+
+// writeSweep prints a sweep document, as JSON or text, and returns the
+// exit status: a check sweep's is 1 when any point has a diagnostic.
+func writeSweep(e *env, cmd string, doc *report.Sweep, asJSON bool) int {
+	check := doc.Sweep.Command == "check"
+	reps := make([]checkpkg.Report, len(doc.Points))
+	findings := false
+	if check {
+		for i, p := range doc.Points {
+			if err := json.Unmarshal(p.Check, &reps[i]); err != nil {
+				return usageError(e, cmd, "point %d: %v", p.Index, err)
+			}
+			findings = findings || len(reps[i].Diagnostics) > 0 || reps[i].Dropped > 0
 		}
-		doc.Points = append(doc.Points, report.SweepPoint{Index: p, Params: params, Result: results[j]})
 	}
-	if asJSON {
+	var err error
+	switch {
+	case asJSON:
 		err = report.WriteSweepJSON(e.stdout, doc)
-	} else {
+	case check:
+		report.WriteSweepHeading(e.stdout, doc)
+		for i, p := range doc.Points {
+			var r report.Result
+			if err = json.Unmarshal(p.Result, &r); err != nil {
+				break
+			}
+			fmt.Fprintf(e.stdout, "\n%s\n", doc.PointHeading(p))
+			writeDiagnostics(&env{stdout: e.stdout}, r.Scenario, r.Platform, &reps[i])
+		}
+	default:
 		err = report.WriteSweepTable(e.stdout, doc)
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "dmalab run: %v\n", err)
+		fmt.Fprintf(e.stderr, "dmalab %s: %v\n", cmd, err)
+		return exitFindings
+	}
+	if findings {
 		return exitFindings
 	}
 	return exitOK
@@ -210,19 +238,27 @@ func runSweep(e *env, s *scenario.Scenario, sf *sweepFlags, opt scenario.Options
 
 // runPoint runs point p of a sweep: the shared --set assignments, then
 // the point's.
-func runPoint(s *scenario.Scenario, def *report.SweepDef, p int, opt scenario.Options) (json.RawMessage, error) {
+func runPoint(s *scenario.Scenario, def *report.SweepDef, p int, opt scenario.Options) (report.SweepPoint, error) {
+	pt := report.SweepPoint{Index: p, Params: map[string]string{}}
 	opt.Sets = slices.Clone(opt.Sets)
 	for i, v := range def.Point(p) {
 		opt.Sets = append(opt.Sets, def.Axes[i].Key+"="+v)
+		pt.Params[def.Axes[i].Key] = v
 	}
 	// Progress lines of parallel runs would interleave: the sweep says
 	// how many points are done instead.
 	opt.Progress = nil
 	out, err := scenario.Run(s, opt)
 	if err != nil {
-		return nil, err
+		return pt, err
 	}
-	return json.Marshal(out.Result)
+	if pt.Result, err = json.Marshal(out.Result); err != nil {
+		return pt, err
+	}
+	if opt.Check {
+		pt.Check, err = json.Marshal(out.Check)
+	}
+	return pt, err
 }
 
 // pointText is point p's assignments, "key=value key=value".

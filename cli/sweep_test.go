@@ -285,3 +285,58 @@ func TestSweepDefPoint(t *testing.T) {
 		t.Errorf("points %v, want %v", got, want)
 	}
 }
+
+// TestCheckSweep: check takes --sweep too; each point has its
+// diagnostics, the exit status is 1 when any point has one, and merged
+// shards are the whole sweep.
+func TestCheckSweep(t *testing.T) {
+	args := []string{"check", "dma-bugs", "--sweep", "bug=stale-read,unmap-size,unmap-direction", "--json"}
+	code, whole, errs := dmalab(t, args...)
+	if code != exitFindings {
+		t.Fatalf("exit %d, want 1: %s", code, errs)
+	}
+	doc := decodeSweep(t, whole)
+	var classes []string
+	for _, p := range doc.Points {
+		var rep struct {
+			Diagnostics []struct{ Class string }
+		}
+		if err := json.Unmarshal(p.Check, &rep); err != nil || len(p.Result) == 0 {
+			t.Fatalf("point %v: check %s, result %d bytes: %v", p.Params, p.Check, len(p.Result), err)
+		}
+		var cs []string
+		for _, d := range rep.Diagnostics {
+			cs = append(cs, d.Class)
+		}
+		classes = append(classes, p.Params["bug"]+":"+strings.Join(cs, ","))
+	}
+	if want := []string{"stale-read:stale-read", "unmap-size:unmap-size", "unmap-direction:unmap-direction"}; !slices.Equal(classes, want) {
+		t.Errorf("diagnostics per point %v, want %v", classes, want)
+	}
+	dir := t.TempDir()
+	var files []string
+	for _, i := range []string{"0", "1"} {
+		code, out, errs := dmalab(t, append(slices.Clone(args), "--shard", i+"/2")...)
+		if code != exitFindings {
+			t.Fatalf("shard %s/2: exit %d: %s", i, code, errs)
+		}
+		f := filepath.Join(dir, i+".json")
+		if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	code, merged, errs := dmalab(t, append([]string{"merge", "--json"}, files...)...)
+	if code != exitFindings || merged != whole {
+		t.Errorf("merge: exit %d (want 1), same bytes %v: %s", code, merged == whole, errs)
+	}
+	_, text, _ := dmalab(t, args[:len(args)-1]...)
+	_, mergedText, _ := dmalab(t, append([]string{"merge"}, files...)...)
+	if text != mergedText || !strings.Contains(text, "[point 3 of 3] bug=unmap-direction\ndma-bugs on zynq-7000: 1 diagnostic(s)\n") {
+		t.Errorf("text of the sweep and of the merge:\n%s\n----\n%s", text, mergedText)
+	}
+	if code, out, errs := dmalab(t, "check", "dma-streaming", "--platform", "zynq-7000", "--sweep", "seed=1,2"); code != exitOK ||
+		!strings.Contains(out, "[point 2 of 2] seed=2\ndma-streaming on zynq-7000: no diagnostics\n") {
+		t.Errorf("a sweep without diagnostics: exit %d: %s%s", code, out, errs)
+	}
+}

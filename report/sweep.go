@@ -26,7 +26,8 @@ type Sweep struct {
 // SweepDef is what defines a sweep: the command and everything given to
 // it. Two shards belong to one sweep when their definitions are equal.
 type SweepDef struct {
-	// Command is the subcommand whose runs the points are ("run").
+	// Command is the subcommand whose runs the points are: "run", or
+	// "check" (then each point has its diagnostics too).
 	Command  string `json:"command"`
 	Scenario string `json:"scenario"`
 	// Platform is --platform as given; empty for the scenario's own.
@@ -63,6 +64,9 @@ type SweepPoint struct {
 	Index  int               `json:"index"`
 	Params map[string]string `json:"params"`
 	Result json.RawMessage   `json:"result"`
+	// Check is a check sweep's diagnostics at this point, the document
+	// "dmalab check --json" prints.
+	Check json.RawMessage `json:"check,omitempty"`
 }
 
 // Point returns the swept keys' values of point p, the first axis
@@ -120,15 +124,7 @@ func ReadSweep(r io.Reader) (*Sweep, error) {
 // (WriteTable) under a heading with its values.
 func WriteSweepTable(w io.Writer, s *Sweep) error {
 	d := &s.Sweep
-	var keys []string
-	for _, a := range d.Axes {
-		keys = append(keys, fmt.Sprintf("%s (%d)", a.Key, len(a.Values)))
-	}
-	fmt.Fprintf(w, "sweep of %s: %d points over %s", d.Scenario, d.Points, strings.Join(keys, " × "))
-	if s.Shard != nil {
-		fmt.Fprintf(w, "; shard %d/%d holds %d", s.Shard.Index, s.Shard.Count, len(s.Points))
-	}
-	fmt.Fprintln(w)
+	WriteSweepHeading(w, s)
 	results := make([]Result, len(s.Points))
 	var mode, plat bool
 	for i, p := range s.Points {
@@ -179,16 +175,39 @@ func WriteSweepTable(w io.Writer, s *Sweep) error {
 		return err
 	}
 	for i, p := range s.Points {
-		var at []string
-		for _, a := range d.Axes {
-			at = append(at, a.Key+"="+p.Params[a.Key])
-		}
-		fmt.Fprintf(w, "\n[point %d of %d] %s\n", p.Index+1, d.Points, strings.Join(at, " "))
+		fmt.Fprintf(w, "\n%s\n", s.PointHeading(p))
 		if err := WriteTable(w, &results[i]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// WriteSweepHeading writes the line that says what s swept.
+func WriteSweepHeading(w io.Writer, s *Sweep) {
+	d := &s.Sweep
+	var keys []string
+	for _, a := range d.Axes {
+		keys = append(keys, fmt.Sprintf("%s (%d)", a.Key, len(a.Values)))
+	}
+	what := d.Scenario
+	if d.Command != "run" {
+		what = d.Command + " " + d.Scenario
+	}
+	fmt.Fprintf(w, "sweep of %s: %d points over %s", what, d.Points, strings.Join(keys, " × "))
+	if s.Shard != nil {
+		fmt.Fprintf(w, "; shard %d/%d holds %d", s.Shard.Index, s.Shard.Count, len(s.Points))
+	}
+	fmt.Fprintln(w)
+}
+
+// PointHeading is the line that names point p in text output.
+func (s *Sweep) PointHeading(p SweepPoint) string {
+	var at []string
+	for _, a := range s.Sweep.Axes {
+		at = append(at, a.Key+"="+p.Params[a.Key])
+	}
+	return fmt.Sprintf("[point %d of %d] %s", p.Index+1, s.Sweep.Points, strings.Join(at, " "))
 }
 
 // shortKey is a swept key as a column's heading: a platform field's path
