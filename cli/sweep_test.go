@@ -340,3 +340,19 @@ func TestCheckSweep(t *testing.T) {
 		t.Errorf("a sweep without diagnostics: exit %d: %s%s", code, out, errs)
 	}
 }
+
+// TestSweepProgress: on a terminal, stderr counts the points done; the
+// output is the same as without one.
+func TestSweepProgress(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := append(slices.Clone(sweepArgs), "--json")
+	if code := dispatch(&env{stdout: &out, stderr: &errb, isTerminal: true}, args); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "\rdmalab run: sweep of transfers, 9 of 9 points done\n") {
+		t.Errorf("progress %q lacks the last count", errb.String())
+	}
+	if out.String() != sweepRun(t, args...) {
+		t.Error("the output on a terminal differs")
+	}
+}
