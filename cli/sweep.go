@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,7 +155,7 @@ func runSweep(e *env, cmd string, s *scenario.Scenario, sf *sweepFlags, opt scen
 				if int64(j) > failed.Load() {
 					continue
 				}
-				results[j], errs[j] = runPoint(s, def, todo[j], opt)
+				results[j], errs[j] = runPointGuarded(s, def, todo[j], opt)
 				if errs[j] != nil {
 					for {
 						f := failed.Load()
@@ -185,6 +186,11 @@ func runSweep(e *env, cmd string, s *scenario.Scenario, sf *sweepFlags, opt scen
 			continue
 		}
 		at := pointText(def, todo[j])
+		if p, ok := err.(pointPanic); ok {
+			// On this goroutine, so that dispatch reports it as the
+			// internal error it is.
+			panic(fmt.Sprintf("%v (sweep point %s)\n\npoint's goroutine:\n%s", p.value, at, p.stack))
+		}
 		if errors.Is(err, scenario.ErrUsage) {
 			return usageError(e, cmd, "--sweep at %s: %s", at, scenario.UsageMessage(err))
 		}
@@ -259,6 +265,25 @@ func runPoint(s *scenario.Scenario, def *report.SweepDef, p int, opt scenario.Op
 		pt.Check, err = json.Marshal(out.Check)
 	}
 	return pt, err
+}
+
+// pointPanic is a point's panic, carried to the sweep's goroutine.
+type pointPanic struct {
+	value any
+	stack []byte
+}
+
+func (p pointPanic) Error() string { return fmt.Sprint(p.value) }
+
+// runPointGuarded is runPoint on a worker: a panic (a bug in dmalab)
+// becomes a pointPanic, not the end of the process.
+func runPointGuarded(s *scenario.Scenario, def *report.SweepDef, p int, opt scenario.Options) (pt report.SweepPoint, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = pointPanic{r, debug.Stack()}
+		}
+	}()
+	return runPoint(s, def, p, opt)
 }
 
 // pointText is point p's assignments, "key=value key=value".

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	root "github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/report"
 )
 
@@ -354,5 +355,19 @@ func TestSweepProgress(t *testing.T) {
 	}
 	if out.String() != sweepRun(t, args...) {
 		t.Error("the output on a terminal differs")
+	}
+}
+
+func init() {
+	root.Register(&root.Scenario{Name: "sweep-test-panic", Summary: "a bug, for TestSweepPanic", Platform: "zynq-7000",
+		Run: func(c *root.Context) error { panic("a bug in a point") }})
+}
+
+// TestSweepPanic: a panic in a point's worker is an internal error (exit
+// 3) that names the point, as one in a single run is.
+func TestSweepPanic(t *testing.T) {
+	code, out, errs := dmalab(t, "run", "sweep-test-panic", "--sweep", "seed=1,2")
+	if code != exitInternal || out != "" || !strings.Contains(errs, "internal error: a bug in a point") || !strings.Contains(errs, "(sweep point seed=1)") {
+		t.Errorf("exit %d, stdout %q, stderr %s; want exit 3 naming seed=1", code, out, errs)
 	}
 }
