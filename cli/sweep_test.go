@@ -371,3 +371,26 @@ func TestSweepPanic(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %s; want exit 3 naming seed=1", code, out, errs)
 	}
 }
+
+// TestSweepEmptyShard: more shards than points leaves some empty, and
+// the merge is still the whole sweep.
+func TestSweepEmptyShard(t *testing.T) {
+	args := []string{"run", "transfers", "--set", "sizes=4KiB", "--set", "paths=pinned", "--sweep", "directions=h2d,d2h", "--json"}
+	whole := sweepRun(t, args...)
+	dir := t.TempDir()
+	var files []string
+	for _, i := range []string{"0", "1", "2"} {
+		out := sweepRun(t, append(slices.Clone(args), "--shard", i+"/3")...)
+		if i == "2" && !strings.Contains(out, `"points": []`) {
+			t.Errorf("shard 2/3 of 2 points:\n%s", out)
+		}
+		f := filepath.Join(dir, i+".json")
+		if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	if merged := sweepRun(t, append([]string{"merge", "--json"}, files...)...); merged != whole {
+		t.Errorf("merged:\n%s\nwhole:\n%s", merged, whole)
+	}
+}
