@@ -3,6 +3,7 @@ package dma
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
@@ -103,6 +104,17 @@ type Transfer struct {
 	// or Completer Abort) reaches the master before any data, so it
 	// issues none of the writes.
 	Dependent bool
+	// Load marks a transfer over a given Route that its Master reads (a
+	// kernel's loads, the SMs as master): the data comes back as
+	// completions of the master's requests. Without a Route the DMA
+	// layer decides it from the endpoints (machine.Reads). A read waits
+	// for its first request to reach the memory before its data starts
+	// back, and its rate is bounded by the master's outstanding
+	// requests over the round trip (machine.ReadLimit).
+	Load bool
+
+	// rateCap is a cap the peer rules put on the transfer (0: none).
+	rateCap float64
 }
 
 // TransferInfo is a finished transfer: when it was issued, started and
@@ -179,11 +191,13 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 	}
 	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
+	lead, opts := d.readLimit(t, route)
 	reads, writes, err := d.translateAll(t, &info)
 	p.Sleep(info.Translate)
 	info.Start = p.Now()
 	info.Data = d.readRanges(reads)
-	info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, t.Opts...)
+	p.Sleep(lead)
+	info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, opts...)
 	p.Wait(info.Flow.Done())
 	info.Move = p.Now() - info.Start
 	if tail := info.translateTail(p.Now()); tail > 0 {
@@ -277,15 +291,11 @@ func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
 	}
 	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
+	lead, opts := d.readLimit(t, route)
 	reads, writes, _ := d.translateAll(t, info)
-	move := func() {
-		info.Start = eng.Now()
-		info.Data = d.readRanges(reads)
-		data := info.Data
-		if len(t.Read) == 0 {
-			data = t.Data
-		}
-		info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, t.Opts...)
+	var data []byte
+	flow := func() {
+		info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, opts...)
 		info.Flow.Done().OnComplete(func() {
 			info.Move = eng.Now() - info.Start
 			land := func() {
@@ -300,12 +310,54 @@ func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
 			}
 		})
 	}
+	move := func() {
+		info.Start = eng.Now()
+		info.Data = d.readRanges(reads)
+		data = info.Data
+		if len(t.Read) == 0 {
+			data = t.Data
+		}
+		if lead > 0 {
+			eng.After(lead, flow)
+		} else {
+			flow()
+		}
+	}
 	if info.Translate > 0 {
 		eng.After(info.Translate, move)
 	} else {
 		move()
 	}
 	return info.Translate
+}
+
+// readLimit is what t's reads add to its flow (machine.ReadLimit): the
+// request's way out, lead, before the data starts back, and the flow's
+// options with the master's Little's-law rate as a cap, the lower of it
+// and the peer rules' cap. A write (posted) adds nothing.
+func (d *Device) readLimit(t *Transfer, route fabric.Route) (sim.Time, []fabric.Option) {
+	master := t.Master
+	if master == (machine.Master{}) && t.Engine != nil {
+		master = t.Engine.Master
+	}
+	m := d.dma.mach
+	var lead sim.Time
+	capRate := t.rateCap
+	read := t.Load
+	if t.Route == nil {
+		read = m.Reads(t.Dst, master)
+	}
+	if read && master != (machine.Master{}) {
+		var rate float64
+		lead, rate = m.ReadLimit(route, master)
+		if rate > 0 && (capRate == 0 || rate < capRate) {
+			capRate = rate
+		}
+	}
+	if capRate == 0 {
+		return lead, t.Opts
+	}
+	return lead, append(slices.Clone(t.Opts), fabric.MaxRate(capRate))
 }
 
 // route is the path of t's bytes: given, or the endpoints' as its
