@@ -99,16 +99,19 @@ func (m *Machine) ReadLimit(r fabric.Route, by Master) (lead sim.Time, rate floa
 	if by.outstanding <= 0 || rtt <= 0 {
 		return lead, 0
 	}
-	req := float64(by.request)
-	if req == 0 {
-		for _, h := range r.Hops {
-			if t := m.tlp[h.Link]; t != nil && (req == 0 || t.readReq < req) {
-				req = t.readReq
-			}
+	// Tags are PCIe's: a route without a PCIe link (a GPU's own VRAM,
+	// NVLink) is not limited by them.
+	var req float64
+	for _, h := range r.Hops {
+		if t := m.tlp[h.Link]; t != nil && (req == 0 || t.readReq < req) {
+			req = t.readReq
 		}
 	}
 	if req == 0 {
 		return lead, 0
+	}
+	if by.request > 0 {
+		req = float64(by.request)
 	}
 	return lead, float64(by.outstanding) * req / rtt.Seconds()
 }
