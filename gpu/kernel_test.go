@@ -37,7 +37,8 @@ func TestStreamingKernelVRAM(t *testing.T) {
 	r.run(func(p *sim.Proc) {
 		buf := r.alloc(p, r.d, kernelBytes)
 		got := r.timeKernel(p, r.d.NewStream(0), Kernel{Name: "read", Accesses: []Access{{Addr: buf, Size: kernelBytes}}})
-		want := KernelLaunchLatency + sim.TransferTime(kernelBytes, r.d.GPU.VRAM.Effective())
+		local, _ := r.d.LocalRoute(false)
+		want := KernelLaunchLatency + smLead(r.d, local) + sim.TransferTime(kernelBytes, r.d.GPU.VRAM.Effective())
 		if got != want {
 			t.Errorf("streaming read of 1 GiB: %v, want %v", got, want)
 		}
@@ -72,6 +73,9 @@ func TestCopyKernelPredictions(t *testing.T) {
 	l, spec := r.d.GPU.Spec.Link, r.d.GPU.Spec
 	p, o, sm := float64(l.Payload()), float64(l.Overhead()), float64(spec.SMRequestSize())
 	smRate := rate(pcie) / ((sm + o) / sm * p / (p + o))
+	// The loads of host memory wait for their requests' way out.
+	hostRead, err := r.d.routeFrom(h, false)
+	must(t, err)
 	r.run(func(p *sim.Proc) {
 		dev := r.alloc(p, r.d, 2*kernelBytes)
 		s := r.d.NewStream(0)
@@ -88,7 +92,7 @@ func TestCopyKernelPredictions(t *testing.T) {
 			measured float64
 		}{
 			{"device d2d", dev + kernelBytes, dev, sim.TransferTime(2*kernelBytes, hbm), 1970},
-			{"mapped h2d", dev, host, pcie.Latency() - r.d.GPU.VRAM.Latency() + sim.TransferTime(kernelBytes, smRate), 51.40},
+			{"mapped h2d", dev, host, pcie.Latency() - r.d.GPU.VRAM.Latency() + smLead(r.d, hostRead) + sim.TransferTime(kernelBytes, smRate), 51.40},
 			{"mapped d2h", host, dev, pcie.Latency() + sim.TransferTime(kernelBytes, smRate), 52.71},
 		} {
 			got := r.timeKernel(p, s, copyKernel(c.dst, c.src)) - KernelLaunchLatency
@@ -114,6 +118,8 @@ func TestComputeBoundKernel(t *testing.T) {
 		if got := r.timeKernel(p, s, Kernel{Name: "gemm", Accesses: acc, Compute: compute}); got != KernelLaunchLatency+sim.TransferTime(float64(compute), smUnits) {
 			t.Errorf("compute-bound: %v, want launch + 100us", got)
 		}
+		local, _ := r.d.LocalRoute(false)
+		mem += smLead(r.d, local)
 		if got := r.timeKernel(p, s, Kernel{Name: "axpy", Accesses: acc, Compute: 2 * sim.Microsecond}); got != KernelLaunchLatency+mem {
 			t.Errorf("memory-bound: %v, want launch + %v", got, mem)
 		}
@@ -169,7 +175,9 @@ func TestPatterns(t *testing.T) {
 		s := r.d.NewStream(0)
 		seq := r.timeKernel(p, s, Kernel{Name: "seq", Accesses: []Access{{Addr: buf, Size: 256 << 20, Bytes: 32 << 20}}})
 		rnd := r.timeKernel(p, s, Kernel{Name: "rnd", Accesses: []Access{{Addr: buf, Size: 256 << 20, Bytes: 32 << 20, Pattern: Random{}}}})
-		if want := KernelLaunchLatency + 8*(seq-KernelLaunchLatency); rnd < want-8 || rnd > want+8 {
+		local, _ := r.d.LocalRoute(false)
+		lead := smLead(r.d, local)
+		if want := KernelLaunchLatency + lead + 8*(seq-KernelLaunchLatency-lead); rnd < want-8 || rnd > want+8 {
 			t.Errorf("random 4 B reads %v, want 8× streaming's memory time (%v)", rnd, want)
 		}
 	})
@@ -284,7 +292,7 @@ func TestPeerKernel(t *testing.T) {
 			t.Errorf("peer read route %s: want NVLink and the peer's VRAM only", s)
 		}
 		got := r.timeKernel(p, d0.NewStream(0), k)
-		if want := KernelLaunchLatency + route.Latency() + sim.TransferTime(64<<20, rate(route)); got != want {
+		if want := KernelLaunchLatency + route.Latency() + smLead(d0, route) + sim.TransferTime(64<<20, rate(route)); got != want {
 			t.Errorf("peer read: %v, want %v", got, want)
 		}
 	})
