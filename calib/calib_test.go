@@ -152,7 +152,7 @@ func TestValidateRows(t *testing.T) {
 		notModelled string
 		class       Class
 	}{
-		{"gpu0 latency mapped h2d pointer_chase 64MiB stride 16 KiB", "pointer chase", ClassLatency},
+		{"gpu0 latency mapped h2d pointer_chase 64MiB stride 16 KiB", "", ClassLatency},
 		{"gpu0 call_overhead null_call 0B", "does nothing", ClassLatency},
 		{"gpu0 sm_copy device d2d 1GiB", "VRAM", ClassBandwidth},
 		{"gpu0 ce_copy pinned d2h 1GiB", "", ClassBandwidth},

@@ -149,7 +149,8 @@ func TestPageableIsStaged(t *testing.T) {
 		}
 	}
 	fast := run(t, "h200-pcie", "paths=pageable", "sizes=1GiB", "directions=h2d", "platform.nodes.0.memcpy_rate=100 GB/s")
-	if got := row(t, fast, "pageable", "h2d", 1<<30).GBps; got < 54 || got > 55.5 {
+	// Each 2 MiB chunk's copy also waits for its read's round trip.
+	if got := row(t, fast, "pageable", "h2d", 1<<30).GBps; got < 53 || got > 55.5 {
 		t.Errorf("with a 100 GB/s memcpy the link should bind: %.2f GB/s", got)
 	}
 	// One staging chunk: no overlap, the stages add up.
