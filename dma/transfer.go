@@ -250,8 +250,9 @@ func (d *Device) translateAll(t *Transfer, info *TransferInfo) (reads, writes []
 // StartTransfer makes t from event context (hardware) and calls done
 // when its last byte has landed; t.Engine and t.Overhead must be zero:
 // a state machine queues and sequences on its own. It returns the
-// translation's cost, known as the transfer starts (the bytes move after
-// it), for hardware that must wait for it before its next access.
+// translation's cost and a read's request leg, known as the transfer
+// starts (the bytes move after them), for hardware that must wait for
+// them before its next access.
 func (d *Device) StartTransfer(t *Transfer, done func(*TransferInfo)) (sim.Time, error) {
 	if err := d.checkTransfer(t); err != nil {
 		return 0, err
@@ -328,7 +329,9 @@ func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
 	} else {
 		move()
 	}
-	return info.Translate
+	// The bytes move after the translation and, for a read, its
+	// request's way out.
+	return info.Translate + lead
 }
 
 // readLimit is what t's reads add to its flow (machine.ReadLimit): the
