@@ -433,3 +433,35 @@ func TestDeterminism(t *testing.T) {
 		t.Errorf("only %d activities:\n%s", n, first)
 	}
 }
+
+// TestPointerChase: a chase of h dependent loads costs h read round
+// trips whatever the bandwidth: 141.9 ns each through the H200's VRAM,
+// 1175 ns through mapped host memory (hub 565 ns, link and root complex
+// both ways, DRAM), the probe's two latency rows.
+func TestPointerChase(t *testing.T) {
+	r := h200(t)
+	host := r.hostBuf(64<<20, HostDeviceMap)
+	r.run(func(p *sim.Proc) {
+		dev := r.alloc(p, r.d, 256<<20)
+		s := r.d.NewStream(0)
+		for _, c := range []struct {
+			name string
+			addr mem.GPUAddr
+			size uint64
+			rtt  sim.Time
+		}{
+			{"device", dev, 256 << 20, 141900 * sim.Picosecond},
+			{"mapped host", host, 64 << 20, 1175 * sim.Nanosecond},
+		} {
+			for _, hops := range []uint64{1, 1000} {
+				k := Kernel{Name: "chase", Accesses: []Access{{Addr: c.addr, Size: c.size, Pattern: PointerChase{Hops: hops}}}}
+				if got, want := r.timeKernel(p, s, k), KernelLaunchLatency+sim.Time(hops)*c.rtt; got != want {
+					t.Errorf("%s chase of %d hops: %v, want launch + %d × %v", c.name, hops, got, hops, c.rtt)
+				}
+			}
+		}
+	})
+	if got := (PointerChase{Hops: 10}).Traffic(1 << 30); got != 10*SectorSize {
+		t.Errorf("chase traffic %d B, want one sector a hop", got)
+	}
+}

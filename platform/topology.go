@@ -47,7 +47,6 @@ func (l PCIeLink) Rate() Rate {
 // RawRate is the bundle's rate per direction: Links × LinkRate.
 func (l NVLink) RawRate() Rate { return Rate(l.Links.V) * l.LinkRate.V }
 
-
 // Kind is what a named component of a Spec is.
 type Kind int
 
