@@ -20,7 +20,7 @@ var yamlNames = map[string]string{
 	"Fabric": "fabric", "SWIOTLB": "swiotlb",
 
 	"ID": "id", "Cores": "cores", "DRAM": "dram", "DRAMBandwidth": "dram_bandwidth",
-	"DRAMLatency": "dram_latency", "MemcpyRate": "memcpy_rate", "StreamRate": "stream_rate", "Cache": "cache",
+	"DRAMLatency": "dram_latency", "CopyEfficiency": "copy_efficiency", "MemcpyRate": "memcpy_rate", "StreamRate": "stream_rate", "Cache": "cache",
 
 	"LineSize": "line_size", "Size": "size", "Prefetch": "prefetch",
 	"WritebackCost": "writeback_cost", "InvalidateCost": "invalidate_cost",

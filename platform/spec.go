@@ -114,6 +114,12 @@ type Node struct {
 	DRAMBandwidth Param[Rate]
 	// DRAMLatency is a load-to-use latency from a local core.
 	DRAMLatency Param[sim.Time]
+	// CopyEfficiency is the share of DRAMBandwidth a DMA copy that reads
+	// and writes this node's DRAM keeps (1 when unset): the bus turns
+	// around between the copy's reads and writes, and each turnaround
+	// and the bank conflicts between the two streams cost data cycles.
+	// The copy's bytes cross the bus twice whatever its value.
+	CopyEfficiency Param[float64]
 	// MemcpyRate is what one CPU thread achieves copying between two
 	// large buffers in this node (pageable staging copies pay it).
 	MemcpyRate Param[Rate]
@@ -709,6 +715,9 @@ func (g GPU) Chunk() Bytes { return orDefault(g.PageableChunk.V, DefaultPageable
 // SMRequestSize returns the SMs' PCIe request size, DefaultSMRequest when
 // unset.
 func (g GPU) SMRequestSize() Bytes { return orDefault(g.SMRequest.V, DefaultSMRequest) }
+
+// CopyShare returns the node's DRAM copy efficiency, 1 when unset.
+func (n Node) CopyShare() float64 { return orDefault(n.CopyEfficiency.V, 1) }
 
 // Outstanding returns the reads one master of the GPU may have in
 // flight, DefaultOutstandingReads when unset.

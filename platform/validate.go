@@ -408,6 +408,9 @@ func (v *validator) nodes() {
 		positive(v, p+".dram", n.DRAM)
 		positive(v, p+".dram_bandwidth", n.DRAMBandwidth)
 		nonNegative(v, p+".dram_latency", n.DRAMLatency)
+		if given(v, p+".copy_efficiency", n.CopyEfficiency) {
+			v.share(p+".copy_efficiency", n.CopyEfficiency)
+		}
 		positive(v, p+".memcpy_rate", n.MemcpyRate)
 		if given(v, p+".stream_rate", n.StreamRate) {
 			positive(v, p+".stream_rate", n.StreamRate)
