@@ -336,8 +336,9 @@ func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
 
 // readLimit is what t's reads add to its flow (machine.ReadLimit): the
 // request's way out, lead, before the data starts back, and the flow's
-// options with the master's Little's-law rate as a cap, the lower of it
-// and the peer rules' cap. A write (posted) adds nothing.
+// options with the master's Little's-law rate as a cap, the lowest of it,
+// the peer rules' cap and a DRAM-to-DRAM copy's (machine.CopyRate). A
+// write (posted) adds no lead.
 func (d *Device) readLimit(t *Transfer, route fabric.Route) (sim.Time, []fabric.Option) {
 	master := t.Master
 	if master == (machine.Master{}) && t.Engine != nil {
@@ -356,6 +357,11 @@ func (d *Device) readLimit(t *Transfer, route fabric.Route) (sim.Time, []fabric.
 		if rate > 0 && (capRate == 0 || rate < capRate) {
 			capRate = rate
 		}
+	}
+	// A copy that reads and writes one DRAM runs at its bus's copy
+	// efficiency (machine.CopyRate).
+	if rate := m.CopyRate(route, master); rate > 0 && (capRate == 0 || rate < capRate) {
+		capRate = rate
 	}
 	if capRate == 0 {
 		return lead, t.Opts

@@ -115,3 +115,33 @@ func (m *Machine) ReadLimit(r fabric.Route, by Master) (lead sim.Time, rate floa
 	}
 	return lead, float64(by.outstanding) * req / rtt.Seconds()
 }
+
+// CopyRate is the most a copy or DMA engine's transfer over r gets when
+// it reads and writes the same node's DRAM (its route crosses that bus
+// twice, or once with weight 2): the bus's rate × the node's
+// copy_efficiency / the bytes it moves over it per byte copied. The bus
+// turns around between the copy's reads and writes and loses data
+// cycles; the flow's own bytes still count once each way on the bus. 0
+// when nothing limits it (no such bus, efficiency 1, the SMs, whose
+// kernel reads and writes are separate accesses).
+func (m *Machine) CopyRate(r fabric.Route, by Master) float64 {
+	if by.port == nil || by.request != 0 {
+		return 0
+	}
+	for _, n := range m.Nodes {
+		share := n.Spec.CopyShare()
+		if share == 1 {
+			continue
+		}
+		var w float64
+		for _, h := range r.Hops {
+			if h.Link == n.DRAM && !h.Load {
+				w += weightOf(h)
+			}
+		}
+		if w >= 2 {
+			return n.DRAM.Effective() * share / w
+		}
+	}
+	return 0
+}

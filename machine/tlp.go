@@ -104,42 +104,10 @@ func (m *Machine) DMARoute(src, dst Endpoint, by Master) (fabric.Route, error) {
 			hops = append(hops, fabric.Hop{Link: h.Link, Dir: h.Dir.Reverse(), Load: true, Weight: w * back})
 		}
 	}
-	if by.request == 0 {
-		// A copy or DMA engine; the SMs' reads and writes are a
-		// kernel's separate accesses (gpu.Device.routeFrom strips the
-		// end they do not cross).
-		m.copyShare(hops)
-	}
 	r.Hops = hops
 	return r, nil
 }
 
-// copyShare scales the DRAM hops of a copy that reads and writes the
-// same node's DRAM (two hops over its bus, or one in-place hop of
-// weight 2) by 1/CopyEfficiency: the bus loses data cycles to the
-// turnarounds between the copy's reads and writes.
-func (m *Machine) copyShare(hops []fabric.Hop) {
-	for _, n := range m.Nodes {
-		share := n.Spec.CopyShare()
-		if share == 1 {
-			continue
-		}
-		var w float64
-		for _, h := range hops {
-			if h.Link == n.DRAM && !h.Load {
-				w += weightOf(h)
-			}
-		}
-		if w < 2 {
-			continue
-		}
-		for i := range hops {
-			if hops[i].Link == n.DRAM && !hops[i].Load {
-				hops[i].Weight = weightOf(hops[i]) / share
-			}
-		}
-	}
-}
 
 // back is what data in TLPs of payload size puts on the link's other
 // direction per byte, in units of the link's rate: an Ack per TLP and,
