@@ -101,8 +101,15 @@ type RunOptions struct {
 	// Sets are "key=value" assignments: a scenario parameter, "seed", or
 	// "platform.<path>" to change one platform field.
 	Sets []string
-	// Trace, when true, collects a trace of links and engines.
+	// Trace, when true, collects a trace of links, engines and CPU
+	// threads.
 	Trace bool
+	// TraceTo, when Trace is set, is where the trace streams as the run
+	// goes (Options.TraceTo); nil keeps it in memory (Outcome.Trace).
+	TraceTo io.Writer
+	// TraceTimeline keeps what the trace's Timeline draws
+	// (Options.TraceTimeline).
+	TraceTimeline bool
 	// Check attaches the checker (dmalab check).
 	Check bool
 	// Payload keeps real bytes in memory (mem.Options.Payload).
@@ -114,6 +121,9 @@ type RunOptions struct {
 	EventBudget uint64
 	// Attribution fills the result's time split (Options.Attribution).
 	Attribution bool
+	// NUMACtl is numactl's placement options for every process of the
+	// run (Options.NUMACtl), recorded in the params as "numactl".
+	NUMACtl string
 }
 
 // Outcome is what a run produced.
@@ -181,14 +191,17 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	}
 	seed, _ := strconv.ParseUint(seedText, 10, 64) // checked above
 	sys, err := boot(spec, Options{
-		Name: s.Name, Seed: seed, Payload: opt.Payload || s.Payload, Check: opt.Check, Trace: opt.Trace, Progress: opt.Progress,
-		EventBudget: opt.EventBudget, Attribution: opt.Attribution,
+		Name: s.Name, Seed: seed, Payload: opt.Payload || s.Payload, Check: opt.Check, Trace: opt.Trace, TraceTo: opt.TraceTo, TraceTimeline: opt.TraceTimeline, Progress: opt.Progress,
+		EventBudget: opt.EventBudget, Attribution: opt.Attribution, NUMACtl: opt.NUMACtl,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer sys.Close()
 	params := map[string]string{"seed": seedText}
+	if l, ok := sys.Result.Params["numactl"]; ok {
+		params["numactl"] = l
+	}
 	for name, text := range v.text {
 		params[name] = text
 	}
@@ -197,9 +210,15 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	err = s.Run(c)
 	sys.progressDone()
 	if err != nil {
+		// The trace ends with the error in its metadata: a valid
+		// document of what ran.
+		sys.closeTrace(err)
 		return nil, err
 	}
 	sys.Result.NUMAStat = numaStat(sys.Kernel)
+	if err := sys.closeTrace(nil); err != nil {
+		return nil, err
+	}
 	return &Outcome{Result: sys.Result, Trace: sys.Trace, Check: sys.Report()}, nil
 }
 

@@ -47,8 +47,16 @@ type Options struct {
 	// Check attaches the checker to the DMA API, to memory and to the
 	// CUDA façade.
 	Check bool
-	// Trace collects a Chrome trace of links and engines.
+	// Trace collects a Chrome trace of links, engines and CPU threads.
 	Trace bool
+	// TraceTo, when Trace is set, is where the trace streams as the run
+	// goes (a file the caller opened before the run, so that a path
+	// that cannot be written fails before it); nil keeps the trace in
+	// memory for Trace.Write. Close ends the document.
+	TraceTo io.Writer
+	// TraceTimeline, when Trace is set, keeps what report.Trace.Timeline
+	// draws (for an HTML report), growing with the run.
+	TraceTimeline bool
 	// Progress, when set, receives a line per step of a long program
 	// (System.Progressf).
 	Progress io.Writer
@@ -58,6 +66,15 @@ type Options struct {
 	// Attribution fills Result.Time: where the run's transfer time went,
 	// by cause (call, queueing, translation, transfer, fault service).
 	Attribution bool
+	// NUMACtl is numactl(8)'s placement options ("--cpunodebind=1
+	// --membind=0"): every process the system creates inherits their
+	// policy and CPU binding, as a program numactl starts does
+	// (kernel.Launcher). Memory a model allocates on an explicit node
+	// (Vmalloc, the DMA scenarios' buffers) stays where it is put;
+	// anonymous memory (MmapAnon, libnuma) and the CUDA driver's host
+	// allocations (placed by the calling thread's policy) follow it.
+	// Bad options are a usage error naming the word. Empty means none.
+	NUMACtl string
 	// Engine, when set, is an engine another system runs on: the new
 	// system shares its virtual time (two hosts joined by a wire,
 	// package rdma). Seed then seeds nothing; the engine keeps its own.
@@ -83,13 +100,14 @@ type System struct {
 	// Checker sees every DMA call, memory access and CUDA call when the
 	// system booted with Options.Check; nil otherwise.
 	Checker *check.Checker
-	// Trace collects the trace when the system booted with
-	// Options.Trace; nil otherwise.
+	// Trace is the trace when the system booted with Options.Trace;
+	// nil otherwise. Close ends it.
 	Trace *report.Trace
 	// Result is the result document programs and scenarios fill.
 	Result *report.Result
 
 	opt     Options
+	tracer  *tracer
 	cuda    *cuda.Driver
 	cudaErr error
 	// bufs is the DMA-BUF layer (heaps, buffers, fences).
@@ -161,9 +179,25 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	// The kernel places anonymous memory (MmapAnon) in the machine's
 	// memory, by the platform's distances.
 	s.Kernel.SetMemory(m.Mem)
+	// numa_balancing=1 runs automatic NUMA balancing with Linux's
+	// default tuning; 0, every preset's, leaves it off.
+	s.Kernel.SetNUMABalancing(spec.NUMABalancing.V == 1, kernel.AutoNUMA{})
+	if err := s.launcher(opt.NUMACtl); err != nil {
+		m.Close()
+		return nil, err
+	}
 	if opt.Trace {
-		s.Trace = report.NewTrace(fmt.Sprintf("dmalab %s on %s", opt.Name, spec.Name))
-		traceMachine(m, d, s.Trace)
+		title := fmt.Sprintf("dmalab %s on %s", opt.Name, spec.Name)
+		if opt.TraceTo != nil {
+			s.Trace = report.NewTraceTo(opt.TraceTo, title)
+		} else {
+			s.Trace = report.NewTrace(title)
+		}
+		s.Trace.SetMeta(report.TraceMeta{Version: buildVersion()})
+		if opt.TraceTimeline {
+			s.Trace.RecordTimeline()
+		}
+		s.tracer = newTracer(s, s.Trace)
 	}
 	if opt.Check {
 		// The DMA-API pack judges cache-line sharing and sg segments with
@@ -182,6 +216,9 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	}
 	s.video = v4l2.New(v4l2.Env{Machine: m, Mem: m.Mem, DMA: d, Kernel: s.Kernel, Bufs: s.bufs})
 	s.cuda, s.cudaErr = s.bootCUDA()
+	if s.tracer != nil && s.cuda != nil {
+		s.tracer.hookGPU(s.cuda.System())
+	}
 	if s.cuda != nil && s.Checker != nil {
 		gpumem.Attach(s.Checker, s.cuda)
 	}
@@ -488,5 +525,9 @@ func (s *System) progressDone() {
 	}
 }
 
-// Close ends the system: threads still blocked are unwound.
-func (s *System) Close() { s.Machine.Close() }
+// Close ends the system: the trace is closed (its document ended and
+// flushed), then threads still blocked are unwound.
+func (s *System) Close() {
+	s.closeTrace(nil)
+	s.Machine.Close()
+}

@@ -15,7 +15,7 @@ func init() {
 }
 
 func runCheck(e *env, args []string) int {
-	fs := newFlags(e, "check", "check SCENARIO [--platform NAME|FILE] [--set key=value]... [--json] | check --classes",
+	fs := newFlags(e, "check", "check SCENARIO [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--json] [--html FILE] | check --classes",
 		`Runs a scenario with the checker attached to the DMA API and to memory: every
 misuse the kernel's DMA-API debug code (kernel/dma/debug.c) would report, plus
 CPU access to a buffer the device owns, stale reads proved by content
@@ -26,12 +26,16 @@ call that made the mapping concerned.
 Exit status: 0 when there is no diagnostic, 1 when there is any, 2 for bad
 usage or input (or a run the model cannot complete), 3 for an internal
 error. --classes lists every class with a one-line explanation: the
-DMA-API classes, then those of GPU memory (the CUDA driver API façade).`)
+DMA-API classes, then those of GPU memory (the CUDA driver API façade).
+--html writes the diagnostics with their provenance, the run's results and
+every parameter with its source as a page to open in a browser.`)
 	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
+	numactlOpts := fs.String("numactl", "", `numactl's placement options for every process of the run ("--cpunodebind=1 --membind=0")`)
 	asJSON := fs.Bool("json", false, `print {"diagnostics": [...]} as JSON`)
 	classes := fs.Bool("classes", false, "list the diagnostic classes and exit")
+	htmlPath := fs.String("html", "", htmlFlagHelp)
 	args, help := splitHelp(args)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
@@ -60,7 +64,7 @@ DMA-API classes, then those of GPU memory (the CUDA driver API façade).`)
 	if err != nil {
 		return usageError(e, "check", "%s", scenario.UsageMessage(err))
 	}
-	opt := scenario.Options{Platform: *plat, Sets: sets, Check: true}
+	opt := scenario.Options{Platform: *plat, Sets: sets, Check: true, NUMACtl: *numactlOpts, Trace: *htmlPath != "", TraceTimeline: *htmlPath != ""}
 	if e.isTerminal {
 		opt.Progress = e.stderr
 	}
@@ -69,6 +73,15 @@ DMA-API classes, then those of GPU memory (the CUDA driver API façade).`)
 		return scenarioError(e, "check", s.Name, err)
 	}
 	rep := out.Check
+	if *htmlPath != "" {
+		if err := addHTMLData(out.Result, out.Trace, *plat, s.Platform, sets); err != nil {
+			return usageError(e, "check", "--html: %v", err)
+		}
+		title := fmt.Sprintf("dmalab check %s on %s", s.Name, out.Result.Platform)
+		if err := WriteHTMLReport(*htmlPath, title, commandLine("check", args), out.Result, rep, ""); err != nil {
+			return usageError(e, "check", "--html: %v", err)
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")

@@ -2,7 +2,9 @@
 // run, check, list, platform (with from-topo), probe, topo, calibrate and
 // validate, their flags, and the exit
 // statuses (0 success, 1 findings, 2 bad usage or input). Command
-// cmd/dmalab is Main and nothing else.
+// cmd/dmalab is Main and nothing else. run and check take --numactl,
+// numactl(8)'s placement options for every process of the run; the
+// text output prints a run's numastat as numastat does.
 //
 // The scenarios run and check offer are those of the dmalab catalogue:
 // the built-in ones of package scenario, and any a program registers

@@ -30,6 +30,10 @@ func TestExitStatus(t *testing.T) {
 		{"starved of bandwidth", []string{"run", "host-memory", "--set", "platform.nodes.0.dram_bandwidth=1B/s"}, exitUsage, "--set size="},
 		{"starved managed memory", []string{"run", "um-prefetch", "--set", "platform.nodes.0.dram_bandwidth=1B/s"}, exitUsage, "virtual time"},
 		{"starved check", []string{"check", "um-oversubscribe", "--set", "platform.nodes.0.dram_bandwidth=1B/s"}, exitUsage, "virtual time"},
+		{"numactl node out of range", []string{"run", "numa-first-touch", "--numactl", "--cpunodebind=1 --membind=2"}, exitUsage, `"--membind=2": node 2 out of range`},
+		{"numactl unknown option", []string{"run", "numa-policies", "--numactl=--hardware"}, exitUsage, `"--hardware": not a placement option`},
+		{"numactl conflicting policies", []string{"check", "numa-first-touch", "--numactl", "-m 0 -i all"}, exitUsage, `"-i all": conflicting policies`},
+		{"numactl on one node", []string{"run", "host-memory", "--numactl", "--interleave=0,1"}, exitUsage, "node 1 out of range"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, _, errs := dmalab(t, tt.args...)

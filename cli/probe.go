@@ -21,7 +21,7 @@ func init() {
 }
 
 func runProbe(e *env, args []string) int {
-	fs := newFlags(e, "probe", "probe [--gpu N] [--sizes LIST] [--families LIST] [--json | --format table|json|nvbandwidth] | probe --numa [--numa-buffer SIZE] [--numa-nodes LIST] [--json]",
+	fs := newFlags(e, "probe", "probe [--gpu N] [--sizes LIST] [--families LIST] [--json | --format table|json|nvbandwidth] [--html FILE] | probe --numa [--numa-buffer SIZE] [--numa-nodes LIST] [--json]",
 		`Measures the data paths of each NVIDIA GPU through the CUDA driver (libcuda.so.1,
 loaded at run time: no cgo, no CUDA toolkit needed): copy-engine copies from
 pinned, pageable, write-combined and registered host memory, device and peer
@@ -43,7 +43,9 @@ nvbandwidth's, h2d_same_size and d2h_same_size the equal-work ones, where the
 slower direction finishes alone and reads higher.
 --format nvbandwidth writes the copy-engine and SM results and the
 host-device pointer-chase latency (host_device_latency_sm, ns) in
-nvbandwidth's JSON layout. Without a driver or a GPU it exits 2 at once.
+nvbandwidth's JSON layout. --html writes the bandwidth measurements against
+size as a page to open in a browser (with --input, those of a saved report).
+Without a driver or a GPU it exits 2 at once.
 
 --numa measures the NUMA nodes instead, with no GPU and no driver, in the
 manner of Intel's Memory Latency Checker: per pair of a CPU node and a
@@ -62,6 +64,7 @@ rest is still measured.`)
 	asJSON := fs.Bool("json", false, "print one JSON document (same as --format json)")
 	format := fs.String("format", "table", "output format: table, json or nvbandwidth")
 	input := fs.String("input", "", "print the saved report in `FILE` (from --json) instead of measuring")
+	htmlPath := fs.String("html", "", htmlFlagHelp)
 	numaProbe := fs.Bool("numa", false, "measure the NUMA nodes (latency and bandwidth per node pair, first touch) instead of GPUs")
 	numaBuffer := fs.String("numa-buffer", "", "with --numa: the buffer per memory node, well beyond the last-level cache (default "+platform.Bytes(numa.DefaultBuffer).String()+")")
 	numaNodes := fs.String("numa-nodes", "", "with --numa: the node IDs to measure, comma-separated (default every node)")
@@ -76,6 +79,9 @@ rest is still measured.`)
 		*format = "json"
 	}
 	if *numaProbe {
+		if *htmlPath != "" {
+			return usageError(e, "probe", "--html does not draw --numa reports yet")
+		}
 		return runNUMAProbe(e, fs, *format, *samples, *numaBuffer, *numaNodes, *input)
 	}
 	if *numaBuffer != "" || *numaNodes != "" {
@@ -114,6 +120,9 @@ rest is still measured.`)
 		if err != nil {
 			return usageError(e, "probe", "--input %s: %v", *input, err)
 		}
+		if code := writeProbeHTML(e, *htmlPath, rep, args); code != exitOK {
+			return code
+		}
 		return writeProbe(e, rep, *format, nil)
 	}
 	drv, err := probe.OpenCUDA()
@@ -130,7 +139,24 @@ rest is still measured.`)
 	case errors.Is(err, cuda.ErrNoDriver), errors.Is(err, cuda.ErrNoDevice):
 		return probeUnavailable(e, err)
 	}
+	if code := writeProbeHTML(e, *htmlPath, rep, args); code != exitOK {
+		return code
+	}
 	return writeProbe(e, rep, *format, err)
+}
+
+// writeProbeHTML writes the --html report of a probe, when asked for.
+func writeProbeHTML(e *env, path string, rep *probe.Report, args []string) int {
+	if path == "" || rep == nil {
+		return exitOK
+	}
+	res := probeResult(rep)
+	note := fmt.Sprintf("Measured on %s (%s, driver %s, CUDA %s) from %s: the median of each measurement's samples, with their range.",
+		rep.Machine.Hostname, rep.Machine.CPU, rep.Machine.DriverVersion, rep.Machine.CUDAVersion, rep.Started.UTC().Format("2006-01-02 15:04 MST"))
+	if err := WriteHTMLReport(path, "dmalab probe on "+res.Platform, commandLine("probe", args), res, nil, note); err != nil {
+		return usageError(e, "probe", "--html: %v", err)
+	}
+	return exitOK
 }
 
 // writeProbe prints what was measured, then reports runErr: failed

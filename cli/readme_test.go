@@ -144,7 +144,8 @@ func TestREADMECommands(t *testing.T) {
 		})
 	}
 	// The files the README's commands write are there and usable.
-	for _, f := range []string{"mine.yaml", "trace.json", "calibrated.yaml", "validation.json", "skeleton.yaml", "mine-calibrated.yaml"} {
+	for _, f := range []string{"mine.yaml", "trace.json", "calibrated.yaml", "validation.json", "skeleton.yaml", "mine-calibrated.yaml",
+		"report.html", "run.html", "again.html", "check.html", "validate.html"} {
 		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
 			t.Errorf("%s after the README's commands: %v", f, err)
 		}

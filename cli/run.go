@@ -21,7 +21,7 @@ func (s *setFlags) String() string     { return strings.Join(*s, " ") }
 func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
 
 func runRun(e *env, args []string) int {
-	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--json] [--trace FILE] [--attribution]",
+	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--json] [--trace FILE] [--attribution] [--html FILE]",
 		`Runs a built-in scenario on a modelled platform, in virtual time, and prints
 its results. Without SCENARIO it runs `+scenario.Default+` on its default platform.
 "dmalab list" shows the scenarios and platforms; "dmalab run SCENARIO --help"
@@ -31,15 +31,31 @@ shows a scenario's parameters.
 platform.<field path>=<value> to change one field of the platform
 (platform.gpus.gpu0.copy_overhead=5us, platform.fabric.cross_traffic=0.05).
 
+--numactl runs every process of the scenario as numactl(8) would start it:
+--interleave/-i, --preferred/-p, --preferred-many/-P, --weighted-interleave/-w,
+--membind/-m, --localalloc/-l set the memory policy, --cpunodebind/-N and
+--physcpubind/-C the CPUs; lists as numactl takes them (0,2-3, all, +1, !0).
+Memory the kernel places by policy follows it: anonymous memory (numa-first-touch,
+numa-policies) and CUDA's host allocations (host-memory, gpu-affinity); buffers
+a scenario puts on an explicit node (transfers, the DMA scenarios) do not move.
+The options are recorded in the params ("numactl").
+
 --attribution adds where the transfers' time went, by cause: the calls'
 fixed overheads, queueing for a busy engine, address translation, bytes
-on the wire, and waiting for unified-memory faults ("time_split" in JSON).`)
+on the wire, and waiting for unified-memory faults ("time_split" in JSON).
+
+--html writes a report to open in a browser: bandwidth against size, the
+timeline of engines and links, stages, every parameter with its source.
+With --json too, the document carries what the page draws ("timeline",
+"platform_params"), so "dmalab report" makes the same page from it.`)
 	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
+	numactlOpts := fs.String("numactl", "", `numactl's placement options for every process of the run ("--cpunodebind=1 --membind=0")`)
 	asJSON := fs.Bool("json", false, "print one JSON document instead of a table")
 	tracePath := fs.String("trace", "", "write a Chrome trace-event file (opens in Perfetto) to `FILE`")
 	attribution := fs.Bool("attribution", false, "add the time split by cause (call, queue, translate, transfer, fault)")
+	htmlPath := fs.String("html", "", htmlFlagHelp)
 	args, help := splitHelp(args)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
@@ -73,17 +89,35 @@ on the wire, and waiting for unified-memory faults ("time_split" in JSON).`)
 	if err != nil {
 		return usageError(e, "run", "%s", scenario.UsageMessage(err))
 	}
-	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != "", Attribution: *attribution}
+	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != "" || *htmlPath != "", TraceTimeline: *htmlPath != "", Attribution: *attribution, NUMACtl: *numactlOpts}
 	if e.isTerminal {
 		opt.Progress = e.stderr
 	}
+	var trace *traceFile
+	if *tracePath != "" {
+		// Opened before the run, so that a path that cannot be written
+		// fails at once; the trace streams into it as the run goes.
+		if trace, err = createTrace(*tracePath); err != nil {
+			return usageError(e, "run", "--trace: %v", err)
+		}
+		opt.TraceTo = trace
+	}
 	out, err := scenario.Run(s, opt)
+	if trace != nil {
+		if cerr := trace.close(err != nil); cerr != nil && err == nil {
+			return usageError(e, "run", "--trace: %v", cerr)
+		}
+	}
 	if err != nil {
 		return scenarioError(e, "run", name, err)
 	}
-	if *tracePath != "" {
-		if err := writeFile(*tracePath, out.Trace.Write); err != nil {
-			return usageError(e, "run", "--trace: %v", err)
+	if *htmlPath != "" {
+		if err := addHTMLData(out.Result, out.Trace, *plat, s.Platform, sets); err != nil {
+			return usageError(e, "run", "--html: %v", err)
+		}
+		title := fmt.Sprintf("dmalab run %s on %s", name, out.Result.Platform)
+		if err := WriteHTMLReport(*htmlPath, title, commandLine("run", args), out.Result, nil, ""); err != nil {
+			return usageError(e, "run", "--html: %v", err)
 		}
 	}
 	if *asJSON {
@@ -122,4 +156,34 @@ func writeFile(path string, fn func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// traceFile is the --trace file, counting what was written to it.
+type traceFile struct {
+	f *os.File
+	n int64
+}
+
+func createTrace(path string) (*traceFile, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &traceFile{f: f}, nil
+}
+
+func (t *traceFile) Write(b []byte) (int, error) {
+	n, err := t.f.Write(b)
+	t.n += int64(n)
+	return n, err
+}
+
+// close closes the file; a run that failed before its trace began (bad
+// input) leaves no empty file behind.
+func (t *traceFile) close(failed bool) error {
+	err := t.f.Close()
+	if failed && t.n == 0 {
+		os.Remove(t.f.Name())
+	}
+	return err
 }

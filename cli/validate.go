@@ -16,7 +16,7 @@ func init() {
 }
 
 func runValidate(e *env, args []string) int {
-	fs := newFlags(e, "validate", "validate PROBE.json --platform FILE [--json] [--max-error PCT] [--calibrated-from ROWS]",
+	fs := newFlags(e, "validate", "validate PROBE.json --platform FILE [--json] [--max-error PCT] [--calibrated-from ROWS] [--html FILE]",
 		`Runs the model of the platform for every row of a probe report (from
 "dmalab probe --json"): the same operation, path, direction, size and memory
 kind, on the GPU of the row's ordinal. Prints row | model | measured |
@@ -30,11 +30,15 @@ and left out of the medians. Rows the model cannot compute are listed as
 "not modelled: why".
 
 Exit status: 1 when a class's median exceeds --max-error, 2 for bad input,
-0 otherwise. --json prints one document (docs/json.md, dmalab.validate/v1).`)
+0 otherwise. --json prints one document (docs/json.md, dmalab.validate/v1).
+--html writes the comparison as a page to open in a browser: bandwidth
+against size, model (solid) and measurement (dashed), model against
+measurement, every row, and the platform's parameters with their sources.`)
 	plat := fs.String("platform", "", "the platform to run: a preset name or a YAML `file` (required)")
 	asJSON := fs.Bool("json", false, "print one JSON document")
 	maxErr := fs.String("max-error", "", "exit 1 when a class's median absolute error exceeds `PCT` percent (default: no bound)")
 	calFrom := fs.String("calibrated-from", "", "more calibration rows, comma-separated `ROWS` as validate names them (\"gpu0 ce_copy pinned h2d 1GiB\")")
+	htmlPath := fs.String("html", "", htmlFlagHelp)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
 		return code
@@ -71,6 +75,11 @@ Exit status: 1 when a class's median exceeds --max-error, 2 for bad input,
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dmalab validate: %v\n", err)
 		return exitUsage
+	}
+	if *htmlPath != "" {
+		if err := writeValidationHTML(*htmlPath, v, spec, commandLine("validate", args)); err != nil {
+			return usageError(e, "validate", "--html: %v", err)
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)

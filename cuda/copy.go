@@ -62,12 +62,37 @@ func (c *Context) ends(p *sim.Proc, call string, dst, src mem.GPUAddr, size uint
 		return s, d, err
 	}
 	for _, e := range []*copyEnd{&s, &d} {
+		if err := c.touch(p, e, size); err != nil {
+			return s, d, fail(call, ErrorOutOfMemory, err)
+		}
 		if err := c.d.endpoint(e, size); err != nil {
 			return s, d, fail(call, ErrorUnknown, err)
 		}
 	}
 	return s, d, nil
 }
+
+// touch places the pages of a pageable end that nothing has touched
+// yet (anonymous memory): the copy's CPU memcpy is their first touch,
+// so they go where thread p's node and the process's policy say
+// (kernel.Process.Populate); e's node is then its first page's.
+func (c *Context) touch(p *sim.Proc, e *copyEnd, size uint64) error {
+	if e.pl.t.Kind != MemPageable || e.pl.node >= 0 {
+		return nil
+	}
+	va := mem.VirtAddr(e.addr)
+	if err := c.proc.kp.Populate(p, va, size); err != nil {
+		return err
+	}
+	n, _, err := c.d.m.Mem.PageNode(va)
+	e.pl.node = n
+	return err
+}
+
+// threadNode is the node thread p of the context's process runs on
+// (its CPU affinity: kernel.Process.ThreadNode), where its CPU copies
+// run and the staging buffers are.
+func (c *Context) threadNode(p *sim.Proc) int { return c.proc.kp.ThreadNode(p) }
 
 // endpoint fills e's machine endpoint and memory.
 func (d *Driver) endpoint(e *copyEnd, size uint64) error {
@@ -218,29 +243,35 @@ func (c *Context) copySync(p *sim.Proc, call string, d, s *copyEnd, size uint64)
 }
 
 // staged is a pageable copy through the driver's staging buffers, which
-// the model places on the process's node.
+// the model places on the calling thread's node, where its memcpy runs;
+// the pageable end's pages are where they are (on another node, the
+// memcpy crosses the socket links: Staging.RemotePages).
 func (c *Context) staged(p *sim.Proc, call string, dev *gpu.Device, toDevice bool, s, d *copyEnd, size uint64) error {
 	m := c.d.m
-	host, err := m.HostMemory(c.proc.node)
+	cpu := c.threadNode(p)
+	host, err := m.HostMemory(cpu)
 	if err != nil {
 		return fail(call, ErrorUnknown, err)
 	}
 	kind := gpu.HostToDevice
+	pages := s.pl.node
 	if !toDevice {
 		kind = gpu.DeviceToHost
+		pages = d.pl.node
 	}
 	var data []byte
 	if toDevice {
-		data = c.d.cpuRead(c.proc.node, s, size)
+		data = c.d.cpuRead(cpu, s, size)
 	} else {
 		data, _ = dev.DMA().Effect(dev.Spans(s.phys, s.dev != nil), nil, nil)
 	}
-	bufs, err := c.d.stagingFor(p, dev, c.proc.node)
+	bufs, err := c.d.stagingFor(p, dev, cpu)
 	if err != nil {
 		return fail(call, ErrorOutOfMemory, err)
 	}
 	err = StagedCopy(p, m, Staging{
-		Name: fmt.Sprintf("%s pageable %s %d", call, kind, size), GPU: dev.GPU, DMA: dev.DMA(), Host: host, Node: c.proc.node,
+		Name: fmt.Sprintf("%s pageable %s %d", call, kind, size), GPU: dev.GPU, DMA: dev.DMA(), Host: host, Node: cpu,
+		RemotePages: pages != cpu, PageNode: pages,
 		ToDevice: toDevice, Bytes: int64(size), Overhead: dev.GPU.Spec.CopyOverhead.V, Buffers: bufs,
 	})
 	if err != nil {
@@ -251,7 +282,7 @@ func (c *Context) staged(p *sim.Proc, call string, dev *gpu.Device, toDevice boo
 			return fail(call, ErrorUnknown, err)
 		}
 	} else {
-		c.d.cpuWrite(c.proc.node, d, size, data)
+		c.d.cpuWrite(cpu, d, size, data)
 	}
 	return nil
 }

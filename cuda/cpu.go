@@ -14,8 +14,9 @@ import (
 // the driver and the checker see it. What it costs and does depends on
 // the memory:
 //
-//   - pageable and pinned host memory: a CPU access through mem on the
-//     process's node (caches, content versions; the memcpy rate);
+//   - pageable and pinned host memory: a CPU access through mem by the
+//     calling thread's node (caches, content versions; the memcpy rate
+//     locally, a remote access's cost on another node's pages);
 //   - write-combined pinned memory, and pinned memory of an integrated
 //     GPU without I/O coherence (uncached on the CPU, tegra.go): loads
 //     are uncached (the node's uncached rate: slow); stores stream
@@ -68,7 +69,7 @@ func (c *Context) CPUAccess(p *sim.Proc, addr mem.GPUAddr, size uint64, write bo
 		return err
 	}
 	m := c.d.m.Mem
-	node := c.proc.node
+	node := c.threadNode(p)
 	va := mem.VirtAddr(addr)
 	switch {
 	case pl.t.Kind == MemManaged:

@@ -90,6 +90,24 @@
 // batch overhead recalibrated so that an isolated fault on this machine
 // takes the platform's measured FaultLatency.
 //
+// # NUMA
+//
+// Host memory follows the kernel's placement. cuMemHostAlloc's pages go
+// where the calling thread's policy and node send them
+// (kernel.Process.AllocNodes; nv_alloc_system_pages in
+// open-gpu-kernel-modules' kernel-open/nvidia/nv-vm.c takes them with
+// __get_free_pages, so with the task's mempolicy), Malloc's where the
+// process's policy does; cuMemHostRegister faults untouched anonymous
+// pages in for the calling thread before it pins them. A copy's host end
+// is priced from its first page's node: DMA from another node's memory
+// crosses the socket links as a flow that shares them with every other
+// (several GPUs contend for them), and a pageable copy's memcpy between
+// the pageable pages and the staging buffers (on the calling thread's
+// node) costs a remote access when they lie elsewhere
+// (machine.CPUCopyBetween to the device, machine.CPUAccess's streaming
+// stores from it). Pages of one buffer spread over several nodes are
+// priced as if all were on the first page's node.
+//
 // # Errors and checking
 //
 // Misuse returns what CUDA returns (CUDA_ERROR_INVALID_VALUE,

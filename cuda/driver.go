@@ -141,7 +141,9 @@ func New(sys *gpu.System, opts ...Option) (*Driver, error) {
 		return nil, errors.New("cuda: the dma-buf layer given runs on another engine")
 	}
 	if d.k == nil {
+		// Its own kernel places memory by policy on the machine's nodes.
 		d.k = kern.New(m.Engine, m.Mem.Nodes())
+		d.k.SetMemory(m.Mem)
 	} else if d.k.Engine() != m.Engine || d.k.Nodes() != m.Mem.Nodes() {
 		return nil, fmt.Errorf("cuda: the kernel given runs another machine (%d node(s), the GPUs' has %d)", d.k.Nodes(), m.Mem.Nodes())
 	}
@@ -330,7 +332,12 @@ func (pr *Process) CtxCreate(dev int) (*Context, error) {
 }
 
 // Malloc is malloc(3): size bytes of pageable memory of the process, on
-// its node. Below HugePage it is page-scattered as user memory is
+// the node its memory policy gives the process's node
+// (kernel.Process.AllocNodes: its node by default, the policy's under
+// MPOL_BIND or MPOL_PREFERRED), placed at once; for pages placed at
+// first touch by the touching thread, a program maps memory with the
+// kernel process's MmapAnon instead (copies from it are pageable
+// copies too). Below HugePage it is page-scattered as user memory is
 // (mem.Vmalloc: the model's host addresses are kernel addresses); from
 // HugePage up it is physically contiguous when the node has the room, as
 // a large anonymous mapping backed by transparent huge pages is in 2 MiB
@@ -359,12 +366,24 @@ func (pr *Process) Malloc(size uint64) (mem.VirtAddr, error) {
 
 func (pr *Process) malloc(size uint64) (mem.VirtAddr, error) {
 	m := pr.d.m.Mem
-	if size >= HugePage {
-		if va, err := m.Kmalloc(pr.node, size); err == nil {
+	nodes := pr.kp.AllocNodes(nil)
+	if nodes == nil {
+		nodes = []int{pr.node}
+	}
+	var errs []error
+	for _, n := range nodes {
+		if size >= HugePage {
+			if va, err := m.Kmalloc(n, size); err == nil {
+				return va, nil
+			}
+		}
+		va, err := m.Vmalloc(n, size)
+		if err == nil {
 			return va, nil
 		}
+		errs = append(errs, fmt.Errorf("node %d: %w", n, err))
 	}
-	return m.Vmalloc(pr.node, size)
+	return 0, errors.Join(errs...)
 }
 
 // reclaim forgets the freed allocations that [base, base+size) reuses:
@@ -591,11 +610,16 @@ func (d *Driver) resolve(addr mem.GPUAddr, size uint64) place {
 		}
 	}
 	if size > 0 {
-		if phys, _, _, err := d.m.Mem.Translate(mem.VirtAddr(addr), size); err == nil {
+		phys, c, _, err := d.m.Mem.Translate(mem.VirtAddr(addr), size)
+		if err == nil {
 			n, ok := d.m.Mem.NodeOf(phys[0].Start)
 			if ok {
 				return place{t: Target{Kind: MemPageable, Base: addr, Size: size, Device: -1}, node: n, inside: true}
 			}
+		} else if c == mem.ClassAnon && errors.Is(err, mem.ErrNotPresent) {
+			// Anonymous memory not touched yet: pageable, its node
+			// -1 until the copy's CPU touches it (Context.place).
+			return place{t: Target{Kind: MemPageable, Base: addr, Size: size, Device: -1}, node: -1, inside: true}
 		}
 	}
 	return place{t: Target{Kind: MemInvalid, Device: -1}, node: -1}
@@ -613,10 +637,12 @@ func kindOf(t gpu.MemoryType) MemKind {
 	return MemInvalid
 }
 
-// hostNode is the NUMA node of host memory at va.
+// hostNode is the NUMA node of host memory at va: of its first page
+// (any mapping: the linear map of cuMemHostAlloc's pages, the pages of
+// registered pageable or anonymous memory).
 func (d *Driver) hostNode(va mem.VirtAddr) int {
-	if pa, err := d.m.Mem.VirtToPhys(va); err == nil {
-		if n, ok := d.m.Mem.NodeOf(pa); ok {
+	if phys, _, _, err := d.m.Mem.Translate(va, 1); err == nil {
+		if n, ok := d.m.Mem.NodeOf(phys[0].Start); ok {
 			return n
 		}
 	}

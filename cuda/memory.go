@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/dmalab/dmalab/gpu"
 	"github.com/dmalab/dmalab/mem"
@@ -129,7 +130,8 @@ func (c *Context) MemAllocHost(p *sim.Proc, size uint64) (mem.VirtAddr, error) {
 }
 
 // MemHostAlloc is cuMemHostAlloc: size bytes of page-locked host memory
-// on the process's node, entered in the unified address map at its own
+// placed by the calling thread's NUMA policy and node (allocHostPages),
+// entered in the unified address map at its own
 // address (the host pointer is the device pointer), mapped for kernels
 // and portable (unified addressing makes it so whatever the flags).
 // HostAllocWriteCombined maps it uncached for the CPU (mem.Remap,
@@ -157,7 +159,7 @@ func (c *Context) memHostAlloc(p *sim.Proc, call string, size uint64, flags uint
 	m := c.d.m.Mem
 	pages := hostPages(0, size)
 	bytes := pages * mem.PageSize
-	pa, err := m.AllocPages(c.proc.node, bytes, mem.ZoneNormal)
+	pa, err := c.allocHostPages(p, bytes)
 	if err != nil {
 		if errors.Is(err, mem.ErrNoMemory) {
 			return 0, fail(call, ErrorOutOfMemory, err)
@@ -190,6 +192,37 @@ func (c *Context) memHostAlloc(p *sim.Proc, call string, size uint64, flags uint
 	a := c.d.record(c, p, fmt.Sprintf("%s(%#x, %#x)", call, size, flags), ga, MemPinned, flags|HostAllocPortable|HostAllocDeviceMap)
 	a.pa, a.bytes, a.remap = pa, bytes, remap
 	return va, nil
+}
+
+// allocHostPages allocates the driver's pinned pages for thread p, as
+// nv_alloc_system_pages does (open-gpu-kernel-modules,
+// kernel-open/nvidia/nv-vm.c: __get_free_pages, so the kernel's
+// alloc_pages with the calling task's memory policy and node): the
+// first node of the kernel's order for p (kernel.Process.AllocNodes)
+// with room for the whole buffer, then the next. The model keeps the
+// buffer physically contiguous on one node, where the driver takes it
+// page by page: an interleave policy therefore rotates per buffer, not
+// per page. With the default policy and an unbound thread it is the
+// process's node, as before. ErrNoMemory when no allowed node has room
+// (MPOL_BIND's nodes full).
+func (c *Context) allocHostPages(p *sim.Proc, bytes uint64) (mem.PhysAddr, error) {
+	m := c.d.m.Mem
+	nodes := c.proc.kp.AllocNodes(p)
+	if nodes == nil {
+		nodes = []int{c.proc.node}
+	}
+	var errs []error
+	for _, n := range nodes {
+		pa, err := m.AllocPages(n, bytes, mem.ZoneNormal)
+		if err == nil {
+			return pa, nil
+		}
+		errs = append(errs, fmt.Errorf("node %d: %w", n, err))
+		if !errors.Is(err, mem.ErrNoMemory) {
+			break
+		}
+	}
+	return 0, errors.Join(errs...)
 }
 
 // MemFreeHost is cuMemFreeHost of memory from MemHostAlloc or
@@ -261,6 +294,15 @@ func (c *Context) MemHostRegister(p *sim.Proc, va mem.VirtAddr, size uint64, fla
 		// CUDA for Tegra, I/O Coherency: cuMemHostRegister is supported
 		// only on I/O coherent platforms (Xavier on).
 		return failf(call, ErrorNotSupported, "%s is integrated without I/O coherence (CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED is 0)", c.dev.Name)
+	}
+	// get_user_pages before pinning (os_lock_user_pages in the driver's
+	// os-mlock.c): anonymous pages not yet touched are faulted in here,
+	// placed by the calling thread's node and policy, as first touch
+	// would place them. Memory already placed stays where it is.
+	if c.proc.kp.Kernel().Memory() != nil {
+		if err := c.proc.kp.Populate(p, va, size); errors.Is(err, syscall.ENOMEM) {
+			return fail(call, ErrorOutOfMemory, err)
+		}
 	}
 	gflags := gpu.HostRegistered
 	if flags&HostRegisterPortable != 0 {

@@ -26,9 +26,17 @@ type Staging struct {
 	DMA *dma.Device
 	// Host is the memory of the staging buffers (the DMA's end).
 	Host machine.Endpoint
-	// Node is the NUMA node whose memory the CPU memcpy between the
-	// pageable buffer and the staging buffers runs in (machine.CPUCopy).
+	// Node is the NUMA node of the CPU that copies between the pageable
+	// buffer and the staging buffers, and of the staging buffers
+	// (machine.CPUCopy).
 	Node int
+	// RemotePages says the pageable buffer lies on node PageNode, not
+	// on Node: its memcpy then crosses the socket links
+	// (machine.CPUCopyBetween to the device, machine.CPUAccess's
+	// streaming stores from it), at a remote access's latency and rate
+	// and sharing the links with every other flow on them.
+	RemotePages bool
+	PageNode    int
 	// ToDevice: host to device; otherwise device to host.
 	ToDevice bool
 	Bytes    int64
@@ -123,6 +131,9 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 	if _, err := m.HostMemory(s.Node); err != nil {
 		return fmt.Errorf("staged copy %s: %w", s.Name, err)
 	}
+	if _, err := m.HostMemory(s.PageNode); s.RemotePages && err != nil {
+		return fmt.Errorf("staged copy %s: pageable memory: %w", s.Name, err)
+	}
 	chunk := s.Chunk
 	if chunk <= 0 {
 		chunk = int64(s.GPU.Spec.Chunk())
@@ -188,7 +199,7 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 		for i := range nchunks {
 			p.WaitUntil(cond, func() bool { return free > 0 })
 			free--
-			if err := m.CPUCopy(p, name+" stage", s.Node, size(i)); err != nil {
+			if err := s.stage(p, m, name, size(i)); err != nil {
 				return err
 			}
 			ready = append(ready, size(i))
@@ -212,7 +223,7 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 		p.WaitUntil(cond, func() bool { return len(ready) > 0 })
 		n := ready[0]
 		ready = ready[1:]
-		if err := m.CPUCopyOut(p, name+" unstage", s.Node, n); err != nil {
+		if err := s.unstage(p, m, name, n); err != nil {
 			return err
 		}
 		free++
@@ -236,10 +247,10 @@ const MaxStagedChunks = 1024
 // the DMA of all but the last chunk, then the last chunk's DMA; from the
 // device the same with the stages swapped.
 func bulkStaged(p *sim.Proc, m *machine.Machine, s Staging, name string, first, last int64, dma func(*sim.Proc, int64) error) error {
-	memcpy := func(q *sim.Proc, n int64) error { return m.CPUCopy(q, name+" stage", s.Node, n) }
+	memcpy := func(q *sim.Proc, n int64) error { return s.stage(q, m, name, n) }
 	lead, follow := memcpy, dma
 	if !s.ToDevice {
-		memcpy = func(q *sim.Proc, n int64) error { return m.CPUCopyOut(q, name+" unstage", s.Node, n) }
+		memcpy = func(q *sim.Proc, n int64) error { return s.unstage(q, m, name, n) }
 		lead, follow = dma, memcpy
 	}
 	if err := lead(p, first); err != nil {
@@ -253,4 +264,27 @@ func bulkStaged(p *sim.Proc, m *machine.Machine, s Staging, name string, first, 
 		return err
 	}
 	return follow(p, last)
+}
+
+// stage is the CPU's copy of n bytes from the pageable buffer into a
+// staging buffer: within Node's memory, or from PageNode's across the
+// socket links.
+func (s *Staging) stage(p *sim.Proc, m *machine.Machine, name string, n int64) error {
+	if s.RemotePages {
+		return m.CPUCopyBetween(p, name+" stage", s.Node, s.PageNode, s.Node, n)
+	}
+	return m.CPUCopy(p, name+" stage", s.Node, n)
+}
+
+// unstage is the CPU's copy of n bytes out of a staging buffer, which
+// the copy engine has just filled and the caches hold, into the
+// pageable buffer with streaming stores: into Node's DRAM, or across
+// the socket links into PageNode's, each store's data leaving with its
+// request (machine.CPUAccess towards memory at the stream rate).
+func (s *Staging) unstage(p *sim.Proc, m *machine.Machine, name string, n int64) error {
+	if s.RemotePages {
+		rate := float64(m.Nodes[s.Node].Spec.StreamCopyRate())
+		return m.CPUAccess(p, name+" unstage", s.Node, s.PageNode, n, true, rate)
+	}
+	return m.CPUCopyOut(p, name+" unstage", s.Node, n)
 }

@@ -46,11 +46,29 @@
 // the access with ENOMEM (Linux would OOM-kill). Mbind with
 // MPOL_MF_MOVE migrates the pages outside its nodes (MPOL_MF_STRICT:
 // EIO for those left), MovePages (move_pages, query-only with nil
-// nodes), MigratePages and GetMemPolicy complete the system calls. Every
+// nodes), MigratePages and GetMemPolicy complete the system calls.
+// Populate is get_user_pages before a pin (cuMemHostRegister, VFIO's
+// MAP_DMA, ibv_reg_mr): it places the untouched pages for the pinning
+// thread. AllocNodes is the order in which a driver's own page
+// allocation for a thread tries the nodes (alloc_pages with the task's
+// policy; interleave rotates per call), what cuMemHostAlloc's pages
+// follow; those pages are not counted in numastat. Every
 // placement is counted in numastat (NUMAStat: numa_hit, numa_miss,
 // numa_foreign, interleave_hit, local_node, other_node, as
 // zone_statistics in mm/page_alloc.c). What a remote access costs is
-// mem's and machine's business, not the kernel's.
+// mem's and machine's business, not the kernel's. SetLauncher gives
+// every process created after it a memory policy and CPUs, as a program
+// started by numactl(8) inherits what numactl set in itself (fork's
+// mpol_dup and cpus_mask); the program may change both afterwards.
+//
+// Automatic NUMA balancing (autonuma.go; kernel/sched/fair.c,
+// mm/memory.c do_numa_page, mm/migrate.c): with SetNUMABalancing on (the
+// boot does it for a platform's numa_balancing=1), each process's
+// scanner marks its anonymous pages PROT_NONE scan size at a time
+// (mem.MarkHint), a thread's access to one takes a NUMA hinting fault,
+// and the fault migrates the page to the thread's node when
+// should_numa_migrate_memory agrees; the scan period adapts to the
+// faults, and VMStat counts them as /proc/vmstat does.
 //
 // Invariants: a descriptor refers to one open file; an open file counts
 // its references (f_count: descriptors in every process and Gets) and

@@ -82,6 +82,13 @@ type Kernel struct {
 	weights   []uint8
 	stat      []NUMAStat
 	placed    uint64
+	// Automatic NUMA balancing (autonuma.go): numa_balancing, its
+	// tuning, and /proc/vmstat's NUMA counters.
+	balancing bool
+	autonuma  AutoNUMA
+	vm        VMStat
+	// launcher is the placement new processes inherit (launch.go).
+	launcher *Launcher
 	// Hooks receives every Event.
 	Hooks sim.Hooks[Event]
 }
@@ -90,7 +97,7 @@ type Kernel struct {
 // eng. Until SetMemory it knows one CPU per node (CPU n on node n) and
 // the default SLIT distances, and cannot place anonymous memory.
 func New(eng *sim.Engine, nodes int) *Kernel {
-	k := &Kernel{eng: eng, nodes: nodes, nextPID: 100, weights: make([]uint8, nodes), stat: make([]NUMAStat, nodes)}
+	k := &Kernel{eng: eng, nodes: nodes, nextPID: 100, weights: make([]uint8, nodes), stat: make([]NUMAStat, nodes), autonuma: DefaultAutoNUMA()}
 	for n := range nodes {
 		k.cpuNode = append(k.cpuNode, n)
 		k.weights[n] = 1
@@ -140,6 +147,7 @@ func (k *Kernel) NewProcess(name string, node int) (*Process, error) {
 	}
 	p := &Process{k: k, pid: k.nextPID, name: name, node: node, fds: make([]*OpenFile, firstFD), nofile: MaxFDs, memlock: DefaultMemlockLimit}
 	p.aff = []int{node}
+	k.inherit(p)
 	k.nextPID++
 	k.procs = append(k.procs, p)
 	k.emit(OpSpawn, nil, p, "", -1, "")

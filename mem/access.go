@@ -81,6 +81,9 @@ func (m *Memory) cpuTranslate(node int, va VirtAddr, size uint64) ([]PhysRange, 
 }
 
 func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []byte) Access {
+	if m.hints > 0 && size > 0 {
+		m.hintFaults(p, node, va, size)
+	}
 	a := Access{Header: sim.Header{Time: m.now(), Proc: procName(p)}, Kind: CPURead, Node: node, VA: va, Size: size}
 	if size == 0 {
 		return a
@@ -123,6 +126,9 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 }
 
 func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data []byte) Version {
+	if m.hints > 0 && size > 0 {
+		m.hintFaults(p, node, va, size)
+	}
 	a := Access{Header: sim.Header{Time: m.now(), Proc: procName(p)}, Kind: CPUWrite, Node: node, VA: va, Size: size}
 	if size == 0 {
 		return 0
@@ -206,14 +212,14 @@ func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr, toMemory 
 		p.Sleep(sim.TransferTime(float64(size), float64(rate)))
 		return
 	}
-	if local := size - min(remote, size); local > 0 {
-		p.Sleep(sim.TransferTime(float64(local), float64(rate)))
-	}
-	// The hook may run other processes' accesses while p waits: take
-	// the counts out of the scratch first.
+	// Other processes' accesses reuse the scratch while p sleeps (the
+	// local part, the hook's flows): take the counts out of it first.
 	var parts [8]uint64
 	counts := parts[:0]
 	counts = append(counts, m.remote...)
+	if local := size - min(remote, size); local > 0 {
+		p.Sleep(sim.TransferTime(float64(local), float64(rate)))
+	}
 	for home, b := range counts {
 		if b > 0 {
 			m.remoteTime(p, node, home, b, toMemory, float64(rate))

@@ -117,3 +117,26 @@ func TestRemoteAccessHook(t *testing.T) {
 		t.Errorf("CopyTime calls %v, want one (cpu 1, from node 1, to node 0, 64 B)", copies)
 	}
 }
+
+// TestRemoteAccessConcurrent: a straddling access keeps its own remote
+// part while another CPU's access runs during its local part (the
+// counts are taken before it sleeps, not read back after from a scratch
+// the other access has reused).
+func TestRemoteAccessConcurrent(t *testing.T) {
+	m := newMem(t, numaSpec(), Options{})
+	va := m.PhysToVirt(1<<30 - 4096)
+	_, local := buf(t, m, 1, 1<<20)
+	want := sim.TransferTime(4096, 10e9) + 200*sim.Nanosecond + sim.TransferTime(4096, 5e9)
+	var got sim.Time
+	m.eng.Spawn("straddler", func(p *sim.Proc) {
+		start := p.Now()
+		m.Read(p, 0, va, 8192)
+		got = p.Now() - start
+	})
+	// A node-1 CPU reading its own memory in the meantime.
+	m.eng.Spawn("local", func(p *sim.Proc) { m.Read(p, 1, local, 64) })
+	m.eng.Run()
+	if got != want {
+		t.Errorf("straddling read beside another access took %v, want %v", got, want)
+	}
+}

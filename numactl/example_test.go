@@ -1,6 +1,7 @@
 package numactl_test
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/dmalab/dmalab/numactl"
@@ -23,4 +24,20 @@ func ExampleWriteHardware() {
 	// node   0   1
 	//   0:  10  21
 	//   1:  21  10
+}
+
+// Parse reads numactl's placement options as numactl(8) does, against
+// the machine's nodes and CPUs; a refused word is named.
+func ExampleParse() {
+	top := numactl.Topology{Nodes: 2, CPUs: 112}
+	a, _ := numactl.Parse("--cpunodebind=1 --membind=0", top)
+	fmt.Println(a.Policy, a.Nodes, a.CPUNodes)
+	a, _ = numactl.Parse("-i all -C !0-55", top)
+	fmt.Println(a.Policy, a.Nodes, a)
+	_, err := numactl.Parse("--membind=0 --interleave=2", top)
+	fmt.Println(err)
+	// Output:
+	// membind [0] [1]
+	// interleave [0 1] --interleave=0-1 --physcpubind=56-111
+	// numactl "--interleave=2": conflicting policies: --membind=0 was given
 }

@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"errors"
 	"fmt"
 	"syscall"
 
@@ -112,6 +113,13 @@ func (mr *MR) regHost(t *sim.Proc) error {
 			return fmt.Errorf("%#x is not mapped in %s: %w", va, proc.Name(), syscall.EFAULT)
 		}
 		va = uint64(vma.End())
+	}
+	// ib_umem_get's pin_user_pages faults in anonymous pages nothing
+	// has touched yet, for t's node by the process's policy.
+	if proc.Kernel().Memory() != nil {
+		if err := proc.Populate(t, mem.VirtAddr(mr.Addr), mr.Length); errors.Is(err, syscall.ENOMEM) {
+			return err
+		}
 	}
 	ranges, _, _, err := d.env.Mem.Translate(mem.VirtAddr(mr.Addr), mr.Length)
 	if err != nil {

@@ -3,7 +3,9 @@
 // Chrome trace-event file that opens in Perfetto (ui.perfetto.dev) or
 // chrome://tracing.
 //
-// Models never print; scenarios fill a Result and a Trace, and the CLI
-// chooses the form. Everything written is deterministic: the same Result
+// Models never print; scenarios fill a Result, the front door's tracer
+// feeds a Trace, and the CLI chooses the form. A Trace is written as it
+// is fed (a buffered writer, events in the order they come), so its
+// memory does not grow with the run. Everything written is deterministic: the same Result
 // gives byte-identical output.
 package report

@@ -24,6 +24,7 @@ type traceDoc struct {
 	DisplayTimeUnit string `json:"displayTimeUnit"`
 	TraceEvents     []struct {
 		Ph   string         `json:"ph"`
+		Cat  string         `json:"cat"`
 		Pid  int            `json:"pid"`
 		Tid  int            `json:"tid"`
 		Name string         `json:"name"`
@@ -39,10 +40,12 @@ type traceDoc struct {
 func TestTraceLanes(t *testing.T) {
 	tr := NewTrace("test")
 	us := sim.Microsecond
-	tr.Slice("gpu0.pcie A→B", "a", 0, 10*us, map[string]any{"bytes": 1})
-	tr.Slice("gpu0.pcie A→B", "b", 5*us, 15*us, nil) // overlaps a
-	tr.Slice("gpu0.pcie A→B", "c", 10*us, 12*us, nil)
-	tr.Slice("gpu0.ce0", "d", 1*us, 2*us, nil)
+	dev := tr.Process("gpu0")
+	link := dev.Thread("gpu0 SMs")
+	link.Slice("transfer", "a", 0, 10*us, Arg{"bytes", 1})
+	link.Slice("transfer", "b", 5*us, 15*us) // overlaps a
+	link.Slice("transfer", "c", 10*us, 12*us)
+	dev.Thread("gpu0.ce0").Slice("transfer", "d", 1*us, 2*us)
 	var buf bytes.Buffer
 	if err := tr.Write(&buf); err != nil {
 		t.Fatal(err)
@@ -57,6 +60,9 @@ func TestTraceLanes(t *testing.T) {
 		switch {
 		case ev.Ph == "X":
 			tid[ev.Name] = ev.Tid
+			if ev.Pid != 2 || ev.Cat != "transfer" {
+				t.Errorf("slice %s in pid %d, category %q", ev.Name, ev.Pid, ev.Cat)
+			}
 		case ev.Ph == "M" && ev.Name == "thread_name":
 			names[ev.Tid] = ev.Args["name"].(string)
 		}
@@ -67,11 +73,11 @@ func TestTraceLanes(t *testing.T) {
 	if tid["c"] != tid["a"] {
 		t.Error("slice c, starting when a ends, did not reuse a's lane")
 	}
-	if names[tid["a"]] != "gpu0.pcie A→B" || names[tid["b"]] != "gpu0.pcie A→B #2" || names[tid["d"]] != "gpu0.ce0" {
+	if names[tid["a"]] != "gpu0 SMs" || names[tid["b"]] != "gpu0 SMs #2" || names[tid["d"]] != "gpu0.ce0" {
 		t.Errorf("thread names %v", names)
 	}
-	if tr.Len() != 4 {
-		t.Errorf("Len() = %d", tr.Len())
+	if tr.Len() != 4 || tr.Tracks() != 3 {
+		t.Errorf("Len() = %d, Tracks() = %d", tr.Len(), tr.Tracks())
 	}
 	if !strings.Contains(buf.String(), `"ts":5,"dur":10`) {
 		t.Errorf("slice b not at ts 5 µs, dur 10 µs:\n%s", buf.String())

@@ -32,6 +32,37 @@ type Result struct {
 	// NUMAStat is numastat per node, set when the run placed anonymous
 	// memory by NUMA policy (omitted otherwise).
 	NUMAStat []NUMANode `json:"numastat,omitempty"`
+	// Timeline is the run's engine and link activity over virtual time,
+	// reduced for drawing (Trace.Timeline); set only when asked for
+	// (dmalab run --html), so that other documents stay as they were.
+	Timeline *Timeline `json:"timeline,omitempty"`
+	// PlatformParams is every parameter of the platform the run used,
+	// with its value and source, in the platform file's order; set only
+	// when asked for (--html), as Timeline.
+	PlatformParams []PlatformParam `json:"platform_params,omitempty"`
+}
+
+// PlatformParam is one field of a platform description: its --set path
+// (gpus.gpu0.link.efficiency), its value as the YAML writes it, and its
+// source when it has one.
+type PlatformParam struct {
+	Path   string `json:"path"`
+	Value  string `json:"value"`
+	Source string `json:"source,omitempty"`
+}
+
+// Measured is what a real machine measured for a row's path, direction
+// and size (dmalab probe), beside the model's number: the median and
+// the range of the samples in GB/s, and where it was measured.
+type Measured struct {
+	GBps    float64 `json:"gbps"`
+	MinGBps float64 `json:"min_gbps,omitempty"`
+	MaxGBps float64 `json:"max_gbps,omitempty"`
+	// Samples is how many samples the median is of.
+	Samples int `json:"samples,omitempty"`
+	// Source says which machine, tool and method: "H200 (probe
+	// ce_copy, spin_events)".
+	Source string `json:"source,omitempty"`
 }
 
 // NUMANode is one node's numastat counters, in pages
@@ -146,6 +177,28 @@ type Row struct {
 	// GPU's PCIe link, its switch's uplink, the root complex, the socket
 	// link); text output prints them under the table.
 	Links []LinkBytes `json:"links,omitempty"`
+	// ThreadGBps, LocalBytes and RemoteBytes are CPU threads' use of
+	// NUMA memory (numa-first-touch, numa-policies): the mean rate of
+	// one thread in GB/s, and the bytes the threads accessed on their
+	// own node's memory and on another node's; Ops is then the threads.
+	// NUMAStat is the numastat counters the row's allocations added.
+	ThreadGBps  float64    `json:"thread_gbps,omitempty"`
+	LocalBytes  int64      `json:"local_bytes,omitempty"`
+	RemoteBytes int64      `json:"remote_bytes,omitempty"`
+	NUMAStat    []NUMANode `json:"numastat,omitempty"`
+	// Measured is the real machine's measurement of the same copy,
+	// where a command puts one beside the model (validate) or reports a
+	// probe (then Seconds and GBps, the model's, are zero).
+	Measured *Measured `json:"measured,omitempty"`
+}
+
+// LocalFraction is the share of the row's CPU accesses that were to the
+// accessing thread's own node, 0 to 1; -1 when it has none.
+func (r Row) LocalFraction() float64 {
+	if r.LocalBytes+r.RemoteBytes == 0 {
+		return -1
+	}
+	return float64(r.LocalBytes) / float64(r.LocalBytes+r.RemoteBytes)
 }
 
 // LinkBytes is the bytes one fabric link carried.
@@ -188,7 +241,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
 	// Columns beyond the five of a copy appear when some row has them.
-	var mode, ops, cpu, lat, step, um, attack, lineRate, note, plat, frames, stages, links bool
+	var mode, ops, cpu, lat, step, um, attack, lineRate, note, plat, frames, stages, links, numa, rowStat bool
 	for _, row := range r.Results {
 		attack = attack || row.Direction == "attack" || row.Escapes != 0 || row.StaleEscapes != 0 || row.SecretRead || row.Changed != 0
 	}
@@ -204,6 +257,8 @@ func WriteTable(w io.Writer, r *Result) error {
 		frames = frames || row.FPS != 0 || row.Dropped != 0 || row.DRAMBytes != 0 || row.PCIeBytes != 0
 		stages = stages || len(row.Stages) > 0
 		links = links || len(row.Links) > 0
+		numa = numa || row.ThreadGBps != 0 || row.LocalBytes != 0 || row.RemoteBytes != 0
+		rowStat = rowStat || len(row.NUMAStat) > 0
 		// An attack's faults are its own column; the unified-memory
 		// columns appear for a migration only.
 		um = um || !attack && row.Faults != 0 || row.MigratedBytes != 0 || row.Evictions != 0
@@ -229,6 +284,9 @@ func WriteTable(w io.Writer, r *Result) error {
 	head += "time\tGB/s\t"
 	if cpu {
 		head += "CPU/op\t"
+	}
+	if numa {
+		head += "GB/s/thread\tlocal\t"
 	}
 	if lat {
 		head += "p50\tp99\t"
@@ -267,6 +325,9 @@ func WriteTable(w io.Writer, r *Result) error {
 		line += FormatSeconds(row.Seconds) + "\t" + FormatGBps(row.GBps) + "\t"
 		if cpu {
 			line += FormatSeconds(row.CPUSeconds) + "\t"
+		}
+		if numa {
+			line += formatThreadGBps(row.ThreadGBps) + "\t" + formatShare(row.LocalFraction()) + "\t"
 		}
 		if lat {
 			line += FormatSeconds(row.P50Seconds) + "\t" + FormatSeconds(row.P99Seconds) + "\t"
@@ -329,6 +390,30 @@ func WriteTable(w io.Writer, r *Result) error {
 			}
 			what := strings.TrimSpace(strings.Join([]string{row.Path, row.Direction, row.Mode}, " "))
 			fmt.Fprintf(w, "  %s: %s\n", what, row.Note)
+		}
+	}
+	if len(r.NUMAStat) > 0 {
+		fmt.Fprintln(w, "\nnumastat (pages):")
+		if err := writeNUMAStat(w, "  ", r.NUMAStat); err != nil {
+			return err
+		}
+	}
+	if rowStat {
+		// A line per row and node, not a block per row: a scenario
+		// with many rows stays readable.
+		fmt.Fprintln(w, "\nnumastat by row (pages):")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "  row\tnode\t"+strings.Join(numastatRows, "\t")+"\t")
+		for _, row := range r.Results {
+			what := strings.TrimSpace(strings.Join([]string{row.Path, row.Direction, row.Mode}, " "))
+			for _, n := range row.NUMAStat {
+				fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", what, n.Node,
+					n.NumaHit, n.NumaMiss, n.NumaForeign, n.InterleaveHit, n.LocalNode, n.OtherNode)
+				what = ""
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
 	if t := r.Time; t != nil {
@@ -414,4 +499,45 @@ func FormatGBps(g float64) string {
 		return fmt.Sprintf("%.2f", g)
 	}
 	return fmt.Sprintf("%.2g", g)
+}
+
+// numastatRows are numastat's counter names, in its order.
+var numastatRows = []string{"numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node"}
+
+// writeNUMAStat writes per-node counters as numastat does without
+// options: a column per node ("node0"), a line per counter.
+func writeNUMAStat(w io.Writer, indent string, nodes []NUMANode) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// Names padded to one width stay left-aligned in right-aligned
+	// columns, as numastat prints them.
+	head := fmt.Sprintf("%s%-14s\t", indent, "")
+	for _, n := range nodes {
+		head += fmt.Sprintf("node%d\t", n.Node)
+	}
+	fmt.Fprintln(tw, head)
+	for i, name := range numastatRows {
+		line := fmt.Sprintf("%s%-14s\t", indent, name)
+		for _, n := range nodes {
+			v := [...]uint64{n.NumaHit, n.NumaMiss, n.NumaForeign, n.InterleaveHit, n.LocalNode, n.OtherNode}[i]
+			line += strconv.FormatUint(v, 10) + "\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	return tw.Flush()
+}
+
+// formatShare writes a share of 0 to 1 as a percentage, "-" for none.
+func formatShare(f float64) string {
+	if f < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(100*f, 'f', 1, 64) + " %"
+}
+
+// formatThreadGBps is FormatGBps, "-" for a row without threads.
+func formatThreadGBps(g float64) string {
+	if g == 0 {
+		return "-"
+	}
+	return FormatGBps(g)
 }

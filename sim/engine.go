@@ -24,6 +24,11 @@ type Engine struct {
 	live    []*Proc
 	spawned uint64
 	fired   uint64
+
+	// CPU receives a CPUWork for every span of CPU time a process
+	// spends (Sleep) or is charged (Charge): the tracer's CPU tracks.
+	CPU   Hooks[CPUWork]
+	cpuEv CPUWork
 }
 
 type event struct {

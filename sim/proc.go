@@ -13,8 +13,12 @@ import (
 // time, and the engine resumes them from events, so the interleaving is
 // the event order and nothing else.
 type Proc struct {
-	e     *Engine
-	name  string
+	e    *Engine
+	name string
+	// body is what the process runs, until it starts: the coroutine
+	// (next, stop, yield) and its stack are made at the first resume, so
+	// that a process spawned but not yet run costs no stack.
+	body  func(*Proc)
 	next  func() (struct{}, bool)
 	stop  func()
 	yield func(struct{}) bool
@@ -46,7 +50,19 @@ type killed struct{}
 // after the events already scheduled for this instant.
 func (e *Engine) Spawn(name string, body func(p *Proc)) *Proc {
 	e.spawned++
-	p := &Proc{e: e, name: name, id: e.spawned, slot: len(e.live), exit: e.NewNamedCompletion("exit of " + name)}
+	p := &Proc{e: e, name: name, body: body, id: e.spawned, slot: len(e.live)}
+	// The exit's name ("exit of NAME") is made only when a report asks.
+	p.exit = &Completion{e: e, exitOf: p}
+	p.resumeFn = p.resume
+	e.live = append(e.live, p)
+	e.At(e.now, p.resumeFn)
+	return p
+}
+
+// start makes p's coroutine, on its first resume.
+func (p *Proc) start() {
+	body := p.body
+	p.body = nil
 	p.next, p.stop = iter.Pull(func(yield func(struct{}) bool) {
 		p.yield = yield
 		defer func() {
@@ -58,10 +74,6 @@ func (e *Engine) Spawn(name string, body func(p *Proc)) *Proc {
 		}()
 		body(p)
 	})
-	p.resumeFn = p.resume
-	e.live = append(e.live, p)
-	e.At(e.now, p.resumeFn)
-	return p
 }
 
 // resume runs p until it blocks or ends. It is called from event context
@@ -69,6 +81,9 @@ func (e *Engine) Spawn(name string, body func(p *Proc)) *Proc {
 func (p *Proc) resume() {
 	if p.state == procDone {
 		return
+	}
+	if p.next == nil {
+		p.start()
 	}
 	prev := p.e.running
 	p.e.running, p.state, p.waiting = p, procRunning, ""
@@ -118,6 +133,9 @@ func (p *Proc) Sleep(d Time) {
 		panic(fmt.Sprintf("sim: %q sleeps a negative duration %v", p.name, d))
 	}
 	p.cpu += d
+	if d > 0 && p.e.CPU.Active() {
+		p.e.emitCPU(p, p.e.now, p.e.now+d, false)
+	}
 	p.e.After(d, p.resumeFn)
 	p.block("sleep")
 }
@@ -128,7 +146,7 @@ func (p *Proc) Wait(c *Completion) {
 		return
 	}
 	c.waiters = append(c.waiters, p)
-	p.block("completion " + c.name)
+	p.block("completion " + c.label())
 }
 
 // Spawn starts a child process; Join waits for it.
@@ -145,6 +163,31 @@ func (p *Proc) Charge(d Time) {
 		panic(fmt.Sprintf("sim: %q charged a negative duration %v", p.name, d))
 	}
 	p.cpu += d
+	if d > 0 && p.e.CPU.Active() {
+		p.e.emitCPU(p, p.e.now-d, p.e.now, true)
+	}
+}
+
+// CPUWork is a span of CPU time of one process, as CPUTime counts it:
+// a Sleep (the process computes: a call's own work, cache maintenance,
+// a busy poll) or a Charge (work whose time a flow took, as a memcpy on
+// the memory bus). Header's Time is when it began, Proc the process,
+// Component "cpu", Cause CauseCall for a Sleep and CauseTransfer for a
+// Charge.
+type CPUWork struct {
+	Header
+	// End is when it ends; Charged says it came from Charge.
+	End     Time
+	Charged bool
+}
+
+func (e *Engine) emitCPU(p *Proc, start, end Time, charged bool) {
+	cause := CauseCall
+	if charged {
+		cause = CauseTransfer
+	}
+	e.cpuEv = CPUWork{Header: Header{Time: start, Proc: p.name, Component: "cpu", Cause: cause}, End: end, Charged: charged}
+	e.CPU.Emit(&e.cpuEv)
 }
 
 // CPUTime is the virtual time p has spent computing (in Sleep and Charge)
@@ -181,7 +224,10 @@ func (e *Engine) Blocked() []string {
 func (e *Engine) Close() {
 	for _, p := range slices.Clone(e.live) {
 		p.state = procDone
-		p.stop()
+		p.body = nil
+		if p.stop != nil {
+			p.stop()
+		}
 	}
 	e.live = nil
 	e.queue = nil
@@ -190,12 +236,22 @@ func (e *Engine) Close() {
 // Completion is a one-shot event that processes wait on and callbacks
 // hang off: the end of a DMA, a fence signal, a process exit.
 type Completion struct {
-	e         *Engine
-	name      string
+	e    *Engine
+	name string
+	// exitOf is the process whose exit this is, named after it.
+	exitOf    *Proc
 	done      bool
 	at        Time
 	waiters   []*Proc
 	callbacks []func()
+}
+
+// label is c's name in reports.
+func (c *Completion) label() string {
+	if c.exitOf != nil {
+		return "exit of " + c.exitOf.name
+	}
+	return c.name
 }
 
 // NewCompletion returns a pending completion.
@@ -218,7 +274,7 @@ func (c *Completion) At() Time { return c.at }
 // Completing twice is a model bug and panics.
 func (c *Completion) Complete() {
 	if c.done {
-		panic("sim: completion " + c.name + " completed twice")
+		panic("sim: completion " + c.label() + " completed twice")
 	}
 	c.done, c.at = true, c.e.now
 	for _, p := range c.waiters {

@@ -143,6 +143,20 @@ func (m PageMask) Next(i int) int {
 	return -1
 }
 
+// NextClear is the lowest page clear at or above i, or PagesPerBlock.
+func (m PageMask) NextClear(i int) int {
+	for w := i >> 6; w < len(m); w++ {
+		word := ^m[w]
+		if w == i>>6 {
+			word &^= 1<<(i&63) - 1
+		}
+		if word != 0 {
+			return w<<6 + bits.TrailingZeros64(word)
+		}
+	}
+	return PagesPerBlock
+}
+
 // Pages lists the pages set, in ascending order.
 func (m PageMask) Pages() []int {
 	var out []int

@@ -53,6 +53,16 @@ func (a *Allocation) policyAt(addr Addr) *policy {
 	return &a.policies[i].policy
 }
 
+// anyReadMostly reports whether some page of a is ReadMostly.
+func (a *Allocation) anyReadMostly() bool {
+	for i := range a.policies {
+		if a.policies[i].readMostly {
+			return true
+		}
+	}
+	return false
+}
+
 // splitAt makes addr a span boundary.
 func (a *Allocation) splitAt(addr Addr) {
 	if addr <= a.Base || addr >= a.End() {
@@ -177,6 +187,24 @@ func (b *vaBlock) shared() PageMask {
 		once.Or(r)
 	}
 	return twice
+}
+
+// soleHolder is the one processor holding pages of m, or NoProcessor
+// when none or several do.
+func (b *vaBlock) soleHolder(m PageMask) Processor {
+	who := NoProcessor
+	for p, r := range b.resident {
+		if r == nil {
+			continue
+		}
+		if x := and(*r, m); !x.Empty() {
+			if who != NoProcessor {
+				return NoProcessor
+			}
+			who = Processor(p)
+		}
+	}
+	return who
 }
 
 // holders is the set of processors holding page pg.

@@ -17,8 +17,12 @@
 //     per batch, sorts and coalesces them by page, services them block by
 //     block and replays after every batch (the default replay policy,
 //     BATCH_FLUSH), at most 20 batches (or 5 with throttled faults) per
-//     run. CPUAccess takes CPU faults (uvm_vm_fault) in the faulting
-//     thread.
+//     run. The buffer holds the entries of one access to one block as a
+//     run (address, pages), not an entry per page, and a batch splits a
+//     run where its 256 entries end: a kernel faulting 64 GiB costs the
+//     model its 32,768 blocks, not its 16 million pages, with the same
+//     batches, coalescing and replay order. CPUAccess takes CPU faults
+//     (uvm_vm_fault) in the faulting thread.
 //   - Residency (uvm_va_block_select_residency), the tree prefetcher
 //     (uvm_perf_prefetch.c, PrefetchPages), eviction of 2 MiB root chunks
 //     least recently used first (uvm_pmm_gpu.c), thrashing detection with

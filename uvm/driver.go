@@ -120,9 +120,16 @@ type gpuState struct {
 	// are free. lru holds the used ones, least recently used first.
 	chunks, free int
 	lru          chunkList
-	// queue are the posted fault entries not yet fetched, from qhead on.
-	queue     []*faultEntry
-	qhead     int
+	// queue are the posted fault entries not yet fetched, as runs from
+	// qhead on; queued counts their entries.
+	queue  []faultRun
+	qhead  int
+	queued int
+	// batch and waiters are the bottom half's scratch space for the
+	// batch being serviced, kept to spare an allocation per batch.
+	batch     []faultRun
+	waiters   []*faultWaiter
+	reqs      []faultReq
 	servicing bool
 	// kernels running on the GPU (KernelLaunch, KernelComplete).
 	kernels int

@@ -24,12 +24,21 @@ type Access struct {
 	Stall sim.Time
 }
 
-// faultEntry is one replayable fault-buffer entry (uvm_fault_buffer_entry_t).
-type faultEntry struct {
+// faultRun is a run of replayable fault-buffer entries
+// (uvm_fault_buffer_entry_t): one per 4 KiB page from addr on, pages of
+// them, all in one VA block, posted together by one access. The buffer
+// holds runs rather than an entry per page, so that a kernel faulting a
+// large buffer costs the model its blocks, not its pages; a batch still
+// fetches FaultBatchCount entries, splitting a run where it ends.
+type faultRun struct {
 	addr  Addr // page aligned
+	pages int
 	alloc *Allocation
 	write bool
 	w     *faultWaiter
+	// pos is the fetch order of the run's first entry within its batch:
+	// entries of one address sort in that order (a stable sort).
+	pos int
 }
 
 // faultWaiter is a faulting access waiting for the replay of its
@@ -39,6 +48,13 @@ type faultWaiter struct {
 	done    *sim.Completion
 	pending int
 	retryAt sim.Time
+	// last is the sort key (address, fetch order) of the waiter's last
+	// entry in the batch being serviced; seen whether it has one there.
+	// Waiters complete in the order of their last entries in the batch
+	// sorted by address, as they would walking entries one by one.
+	lastAddr Addr
+	lastPos  int
+	seen     bool
 }
 
 // GPUAccess is one access of a warp or thread block on GPU gpu to
@@ -76,12 +92,14 @@ func (d *Driver) GPUAccess(p *sim.Proc, gpu int, addr Addr, size int64, write bo
 				ok := b.accessible(g.id, write)
 				missing.AndNot(&ok)
 			}
-			for pg := missing.First(); pg >= 0; pg = missing.Next(pg + 1) {
+			for pg := missing.First(); pg >= 0; {
+				end := missing.NextClear(pg + 1)
 				if w == nil {
 					w = &faultWaiter{done: d.eng.NewNamedCompletion("uvm fault replay")}
 				}
-				d.post(p, g, &faultEntry{addr: Addr(num*BlockSize) + Addr(pg)*PageSize, alloc: a, write: write, w: w})
-				acc.Faults++
+				d.post(p, g, faultRun{addr: Addr(num*BlockSize) + Addr(pg)*PageSize, pages: end - pg, alloc: a, write: write, w: w})
+				acc.Faults += end - pg
+				pg = missing.Next(end)
 			}
 		}
 		if w == nil {
@@ -131,13 +149,17 @@ func (d *Driver) describe(acc *Access, x Processor, start, end Addr) {
 	}
 }
 
-// post puts an entry in g's fault buffer.
-func (d *Driver) post(p *sim.Proc, g *gpuState, e *faultEntry) {
-	e.w.pending++
-	g.queue = append(g.queue, e)
-	d.stats.GPUFaults++
+// post puts a run of entries in g's fault buffer, one fault event per
+// page.
+func (d *Driver) post(p *sim.Proc, g *gpuState, r faultRun) {
+	r.w.pending += r.pages
+	g.queue = append(g.queue, r)
+	g.queued += r.pages
+	d.stats.GPUFaults += int64(r.pages)
 	if d.observed() {
-		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindFault, Processor: g.id, Addr: e.addr, Write: e.write})
+		for i := range r.pages {
+			d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindFault, Processor: g.id, Addr: r.addr + Addr(i)*PageSize, Write: r.write})
+		}
 	}
 }
 
@@ -156,10 +178,10 @@ func (d *Driver) kick(g *gpuState) {
 // interrupt fires): each run at most MaxBatchesPerService batches, or
 // MaxThrottlePerService batches with throttled faults.
 func (d *Driver) bottomHalf(p *sim.Proc, g *gpuState) {
-	for g.qhead < len(g.queue) {
+	for g.queued > 0 {
 		d.stats.ServicePasses++
 		batches, throttled := 0, 0
-		for batches < d.p.MaxBatchesPerService && throttled < d.p.MaxThrottlePerService && g.qhead < len(g.queue) {
+		for batches < d.p.MaxBatchesPerService && throttled < d.p.MaxThrottlePerService && g.queued > 0 {
 			if d.serviceBatch(p, g) {
 				throttled++
 			}
@@ -170,22 +192,45 @@ func (d *Driver) bottomHalf(p *sim.Proc, g *gpuState) {
 	g.servicing = false
 }
 
+// fetch takes the next n entries of g's fault buffer into g.batch, in
+// the order they were posted, splitting the run where the batch ends.
+func (g *gpuState) fetch(n int) {
+	g.batch = g.batch[:0]
+	for pos := 0; pos < n; {
+		r := &g.queue[g.qhead]
+		take := *r
+		take.pos = pos
+		if r.pages > n-pos {
+			take.pages = n - pos
+			r.addr += Addr(take.pages) * PageSize
+			r.pages -= take.pages
+		} else {
+			*r = faultRun{}
+			g.qhead++
+		}
+		g.batch = append(g.batch, take)
+		pos += take.pages
+	}
+	g.queued -= n
+	if g.qhead > 1024 && g.qhead*2 > len(g.queue) {
+		g.queue = append(g.queue[:0], g.queue[g.qhead:]...)
+		g.qhead = 0
+	}
+}
+
 // serviceBatch fetches up to FaultBatchCount entries, coalesces them by
 // page, services them block by block in address order, and replays
 // (policy UVM_PERF_FAULT_REPLAY_POLICY_BATCH_FLUSH: a replay after every
 // batch). It reports whether some fault was throttled.
 func (d *Driver) serviceBatch(p *sim.Proc, g *gpuState) bool {
 	p.Sleep(d.p.FaultBatchOverhead)
-	n := min(len(g.queue)-g.qhead, d.p.FaultBatchCount)
-	batch := slices.Clone(g.queue[g.qhead : g.qhead+n])
-	clear(g.queue[g.qhead : g.qhead+n])
-	g.qhead += n
-	if g.qhead > 1024 && g.qhead*2 > len(g.queue) {
-		g.queue = append(g.queue[:0], g.queue[g.qhead:]...)
-		g.qhead = 0
-	}
+	n := min(g.queued, d.p.FaultBatchCount)
+	g.fetch(n)
+	batch := g.batch
 	p.Sleep(sim.Time(n) * d.p.FaultEntryCost)
-	slices.SortStableFunc(batch, func(x, y *faultEntry) int { return cmp.Compare(x.addr, y.addr) })
+	// Runs lie in one block each: sorted by block they are serviced in
+	// the order a sort of the entries by address would give.
+	slices.SortStableFunc(batch, func(x, y faultRun) int { return cmp.Compare(x.addr/BlockSize, y.addr/BlockSize) })
 
 	coalesced, blocks, throttled := 0, 0, false
 	for i := 0; i < len(batch); {
@@ -194,17 +239,11 @@ func (d *Driver) serviceBatch(p *sim.Proc, g *gpuState) bool {
 		for j < len(batch) && uint64(batch[j].addr)/BlockSize == num {
 			j++
 		}
-		for k := i + 1; k < j; k++ {
-			if batch[k].addr == batch[k-1].addr {
-				coalesced++
-			}
-		}
-		if a := batch[i].alloc; !a.freed {
-			t, serviced := d.serviceBlockBatch(p, g, d.block(a, num), batch[i:j])
-			throttled = throttled || t
-			if serviced {
-				blocks++
-			}
+		c, t, serviced := d.serviceBlockBatch(p, g, num, batch[i:j])
+		coalesced += c
+		throttled = throttled || t
+		if serviced {
+			blocks++
 		}
 		i = j
 	}
@@ -213,10 +252,39 @@ func (d *Driver) serviceBatch(p *sim.Proc, g *gpuState) bool {
 	if d.observed() {
 		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindBatch, Processor: g.id, Count: n, Coalesced: coalesced, Blocks: blocks})
 	}
+	d.replay(g)
+	return throttled
+}
+
+// replay completes the waiters whose last entries were in the batch, in
+// the order of those entries sorted by address (stable: by fetch order
+// among entries of one page).
+func (d *Driver) replay(g *gpuState) {
+	waiters := g.waiters[:0]
+	for i := range g.batch {
+		r := &g.batch[i]
+		w := r.w
+		w.pending -= r.pages
+		last, pos := r.addr+Addr(r.pages-1)*PageSize, r.pos+r.pages-1
+		switch {
+		case !w.seen:
+			w.seen = true
+			waiters = append(waiters, w)
+		case last < w.lastAddr || last == w.lastAddr && pos < w.lastPos:
+			continue
+		}
+		w.lastAddr, w.lastPos = last, pos
+	}
+	slices.SortFunc(waiters, func(x, y *faultWaiter) int {
+		if c := cmp.Compare(x.lastAddr, y.lastAddr); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.lastPos, y.lastPos)
+	})
 	now := d.eng.Now()
-	for _, e := range batch {
-		w := e.w
-		if w.pending--; w.pending > 0 {
+	for _, w := range waiters {
+		w.seen = false
+		if w.pending > 0 {
 			continue
 		}
 		if w.retryAt > now {
@@ -225,45 +293,73 @@ func (d *Driver) serviceBatch(p *sim.Proc, g *gpuState) bool {
 			w.done.Complete()
 		}
 	}
-	return throttled
+	clear(waiters)
+	g.waiters = waiters[:0]
+	clear(g.batch)
 }
 
-// serviceBlockBatch services the entries of one block (sorted by
-// address): service_fault_batch_block. It reports whether a fault was
-// throttled and whether the block needed service at all.
-func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, b *vaBlock, es []*faultEntry) (throttled, serviced bool) {
+// serviceBlockBatch services the runs of block num in one batch:
+// service_fault_batch_block over their entries coalesced by page. It
+// reports the entries coalesced (those beyond the first of each page),
+// whether a fault was throttled and whether the block needed service at
+// all.
+func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []faultRun) (coalesced int, throttled, serviced bool) {
+	var faulted, writes PageMask
+	entries := 0
+	for _, r := range runs {
+		lo := int(uint64(r.addr)%BlockSize) / PageSize
+		faulted.SetRange(lo, lo+r.pages)
+		if r.write {
+			writes.SetRange(lo, lo+r.pages)
+		}
+		entries += r.pages
+	}
+	coalesced = entries - faulted.Count()
+	a := runs[0].alloc
+	if a.freed {
+		return coalesced, false, false
+	}
+	b := d.block(a, num)
 	d.lock(p, b)
 	defer d.unlock(b)
-	var reqs []faultReq
-	var stale int
 	readable, writable := b.accessible(g.id, false), b.accessible(g.id, true)
-	for i := 0; i < len(es); {
-		pg := int(es[i].addr-b.start) / PageSize
-		j, write := i, false
-		for j < len(es) && es[j].addr == es[i].addr {
-			write = write || es[j].write
-			j++
-		}
-		if writable.Test(pg) || (!write && readable.Test(pg)) {
-			stale += j - i
-		} else {
-			reqs = append(reqs, faultReq{page: pg, write: write})
-		}
-		i = j
+	// A page is stale when the GPU may already access it as asked: it
+	// may write it, or every entry of the page is a read and it may
+	// read it.
+	stale := and(faulted, or(writable, andNot(readable, writes)))
+	nstale := 0
+	for _, r := range runs {
+		lo := int(uint64(r.addr)%BlockSize) / PageSize
+		nstale += stale.CountRange(lo, lo+r.pages)
 	}
-	d.stats.StaleFaults += int64(stale)
-	if len(reqs) == 0 {
-		return false, false
+	d.stats.StaleFaults += int64(nstale)
+	need := andNot(faulted, stale)
+	if need.Empty() {
+		return coalesced, false, false
 	}
+	// The bottom half services one batch at a time, so its requests
+	// can live in g's scratch space until serviceFaults returns.
+	reqs := g.reqs[:0]
+	for pg := need.First(); pg >= 0; pg = need.Next(pg + 1) {
+		reqs = append(reqs, faultReq{page: pg, write: writes.Test(pg)})
+	}
+	g.reqs = reqs
 	p.Sleep(d.p.BlockServiceCost)
 	now := p.Now()
+	if d.p.DisableThrashing || b.thrash == nil || b.thrash.pages == nil {
+		// No page of the block has a thrashing history: every hint is
+		// none (thrashingHint's first test).
+		d.serviceFaults(p, b, g.id, reqs)
+		return coalesced, false, true
+	}
 	kept := reqs[:0]
 	for _, r := range reqs {
 		r.hint = d.thrashingHint(p, b, r.page, g.id, now)
 		if r.hint.kind == hintThrottle {
 			throttled = true
-			for _, e := range es {
-				if int(e.addr-b.start)/PageSize == r.page {
+			for _, e := range runs {
+				lo := int(e.addr-b.start) / PageSize
+				if r.page >= lo && r.page < lo+e.pages {
 					e.w.retryAt = max(e.w.retryAt, r.hint.until)
 				}
 			}
@@ -274,5 +370,5 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, b *vaBlock, es []*f
 	if len(kept) > 0 {
 		d.serviceFaults(p, b, g.id, kept)
 	}
-	return throttled, true
+	return coalesced, throttled, true
 }

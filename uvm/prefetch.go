@@ -59,12 +59,17 @@ func PrefetchPages(in PrefetchInput) PageMask {
 		tree := or(and(in.Resident, block), faulted)
 		growBigPages(&tree, &faulted, &in.Thrashing, n)
 		migrate := andNot(faulted, in.Thrashing)
-		for pg := migrate.First(); pg >= 0; pg = migrate.Next(pg + 1) {
+		for pg := migrate.First(); pg >= 0; {
 			first, end := prefetchRegion(&tree, n, pg, in.Threshold)
 			out.SetRange(first, end)
 			if end == n {
 				break
 			}
+			// The faulted pages inside the region have the same larger
+			// subtrees, none of which qualified, so the region is theirs
+			// too: skip them (a block faulted whole costs a walk per
+			// region, not per page).
+			pg = migrate.Next(max(end, pg+1))
 		}
 	}
 	out.AndNot(&faulted)

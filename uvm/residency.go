@@ -115,9 +115,11 @@ func (d *Driver) serviceFaults(p *sim.Proc, b *vaBlock, requester Processor, req
 			Threshold:           d.p.PrefetchThreshold,
 			FirstTouchPreferred: all.Empty() && b.alloc.policyAt(b.addr(firstFault)).preferred == to,
 		})
-		for pg := prefetched.First(); pg >= 0; pg = prefetched.Next(pg + 1) {
-			if b.alloc.policyAt(b.addr(pg)).readMostly && b.holders(pg) != 0 {
-				dup.Set(pg)
+		if b.alloc.anyReadMostly() {
+			for pg := prefetched.First(); pg >= 0; pg = prefetched.Next(pg + 1) {
+				if b.alloc.policyAt(b.addr(pg)).readMostly && b.holders(pg) != 0 {
+					dup.Set(pg)
+				}
 			}
 		}
 	}
@@ -182,12 +184,15 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 
 	// Sources: each page from its closest holder.
 	src := make([]PageMask, len(b.resident))
-	var populate PageMask
-	for pg := need.First(); pg >= 0; pg = need.Next(pg + 1) {
-		if h := b.holders(pg); h == 0 {
-			populate.Set(pg)
-		} else {
-			src[d.closest(h, dest)].Set(pg)
+	held := and(need, b.anyResident())
+	populate := andNot(need, held)
+	if q := b.soleHolder(held); q != NoProcessor {
+		// One processor holds every page that has a copy: it is each
+		// page's closest holder.
+		src[q] = held
+	} else {
+		for pg := held.First(); pg >= 0; pg = held.Next(pg + 1) {
+			src[d.closest(b.holders(pg), dest)].Set(pg)
 		}
 	}
 	if !populate.Empty() {

@@ -2,6 +2,7 @@ package vfio
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"syscall"
@@ -45,7 +46,9 @@ func protFlags(p iommu.Prot) string {
 
 // pin is vfio_pin_pages_remote (and iommufd's pfn_reader_user_pin):
 // every page of the user range must lie in a mapping of the process
-// (EFAULT otherwise, as get_user_pages finds no VMA), the pages count
+// (EFAULT otherwise, as get_user_pages finds no VMA), anonymous pages
+// not yet placed are faulted in (ENOMEM if the policy's nodes are
+// full), the pages count
 // against RLIMIT_MEMLOCK (ENOMEM past it, nothing pinned), and t pays
 // PinCost per page.
 func (v *VFIO) pin(t *sim.Proc, call string, m *mapping) error {
@@ -56,6 +59,14 @@ func (v *VFIO) pin(t *sim.Proc, call string, m *mapping) error {
 			return fmt.Errorf("%v is not mapped in %s: %w", va, m.proc.Name(), syscall.EFAULT)
 		}
 		va = vma.End()
+	}
+	// get_user_pages faults in what nothing has touched yet (anonymous
+	// memory), placed for t's node by the process's policy, before it
+	// pins: pinning is a first touch.
+	if m.proc.Kernel().Memory() != nil {
+		if err := m.proc.Populate(t, m.vaddr, m.size); errors.Is(err, syscall.ENOMEM) {
+			return fmt.Errorf("%v+%#x: %w", m.vaddr, m.size, err)
+		}
 	}
 	ranges, _, _, err := v.mem.Translate(m.vaddr, m.size)
 	if err != nil {
