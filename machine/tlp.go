@@ -108,7 +108,6 @@ func (m *Machine) DMARoute(src, dst Endpoint, by Master) (fabric.Route, error) {
 	return r, nil
 }
 
-
 // back is what data in TLPs of payload size puts on the link's other
 // direction per byte, in units of the link's rate: an Ack per TLP and,
 // for a read, a request header per req bytes.
