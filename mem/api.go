@@ -37,6 +37,10 @@ var (
 	// ErrNotPresent is a page of anonymous memory that nothing has
 	// touched yet: Translate does not fault it in (Populate does).
 	ErrNotPresent = errors.New("page not present")
+	// ErrBusy is a page that cannot migrate because it is pinned
+	// (PinPages): its extra references make migrate_folio_move fail
+	// (folio_expected_refcount mismatch), move_pages's -EBUSY.
+	ErrBusy = errors.New("page pinned")
 )
 
 // Options configure a Memory.

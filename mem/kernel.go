@@ -160,6 +160,12 @@ type area struct {
 	// is the kernel's handler of the fault a CPU access then takes.
 	hint   []bool
 	hintFn HintHandler
+	// pins counts, per anonymous page, the pins held on it (PinPages:
+	// get_user_pages with FOLL_PIN); nil until the first. A pinned
+	// page does not migrate. gone marks an area UnmapAnon removed, so
+	// that a pin released after it touches nothing.
+	pins []uint32
+	gone bool
 }
 
 func (a *area) end() uint64 { return a.start + a.npages*PageSize }
