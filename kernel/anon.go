@@ -253,13 +253,13 @@ func (p *Process) Munmap(t *sim.Proc, va mem.VirtAddr) error {
 // Populate faults in the absent pages of [va, va+size) for thread t, as
 // get_user_pages does for a pinner (cuMemHostRegister, VFIO's
 // MAP_DMA): each is placed by policy for t's node (ThreadNode; a nil t
-// is the process's node).
+// is the process's node), t paying each fault (FaultCost).
 func (p *Process) Populate(t *sim.Proc, va mem.VirtAddr, size uint64) error {
 	node := p.node
 	if t != nil {
 		node = p.ThreadNode(t)
 	}
-	if err := p.k.mem.Populate(va, size, node); err != nil {
+	if err := p.k.mem.FaultIn(t, va, size, node); err != nil {
 		return fmt.Errorf("get_user_pages in %s: %w", p.name, err)
 	}
 	return nil

@@ -30,8 +30,8 @@ type FaultHandler func(va VirtAddr, node int) (PhysAddr, error)
 // in the vmalloc space (the model's user addresses are kernel addresses,
 // as Vmalloc's are for malloc): no page is there until the first CPU
 // access or Populate, which calls fault to place it. A placed page reads
-// as zeros (clear_page), its content version 0; placing it costs no
-// time here (the page fault's cost is the caller's to model).
+// as zeros (clear_page), its content version 0; placing it costs the
+// faulting thread what SetFaultCost says (nothing without it).
 func (m *Memory) MapAnon(size uint64, fault FaultHandler) (VirtAddr, error) {
 	n, err := pages(size)
 	if err == nil && fault == nil {
@@ -106,7 +106,44 @@ func (m *Memory) present(a *area, x uint64, toucher int) error {
 	}
 	m.clearPage(uint64(pa))
 	a.pages[i] = uint64(pa)
+	m.faults++
 	return nil
+}
+
+// SetFaultCost makes every anonymous page fault a CPU access or a
+// FaultIn takes cost the faulting thread time (Linux's
+// do_anonymous_page): entry, the fixed part (the trap and return,
+// the page allocation, the PTE and its accounting), then the zeroing of
+// the page (clear_page) at the faulting CPU's node's streaming store
+// rate (platform.Node.StreamCopyRate). Zeroing is the larger part on
+// most machines. Without a call, faults cost nothing (the caller
+// models them, or not).
+func (m *Memory) SetFaultCost(entry sim.Time) {
+	m.faultEntry, m.faultOn = entry, true
+}
+
+// faultTime is what n page faults by a CPU of node cost.
+func (m *Memory) faultTime(node int, n uint64) sim.Time {
+	if !m.faultOn || n == 0 {
+		return 0
+	}
+	if node < 0 || node >= len(m.spec.Nodes) {
+		node = 0
+	}
+	one := m.faultEntry + sim.TransferTime(PageSize, float64(m.spec.Nodes[node].StreamCopyRate()))
+	return sim.Time(n) * one
+}
+
+// FaultIn is Populate by thread p, which pays each fault's cost
+// (SetFaultCost): get_user_pages or MAP_POPULATE run in p's context.
+// A nil p faults pages in for free.
+func (m *Memory) FaultIn(p *sim.Proc, va VirtAddr, size uint64, node int) error {
+	m.faults = 0
+	err := m.Populate(va, size, node)
+	if n := m.faults; p != nil && n > 0 {
+		p.Sleep(m.faultTime(node, n))
+	}
+	return err
 }
 
 // clearPage makes the page at pa read as zeros: what its last owner left
