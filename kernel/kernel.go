@@ -69,7 +69,7 @@ type Kernel struct {
 	// faultEntry is the fixed part of an anonymous page fault's cost
 	// (SetFaultEntry).
 	faultEntry sim.Time
-	procs []*Process
+	procs      []*Process
 	// nextPID is the pid the next process gets (pid 1 is init, which the
 	// model does not run; processes start at 100 as after boot).
 	nextPID int

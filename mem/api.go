@@ -219,7 +219,7 @@ type Memory struct {
 	faultEntry sim.Time
 	faultOn    bool
 	cand       []extent
-	gap    []extent
+	gap        []extent
 }
 
 // New builds the memory of spec: one DRAM range per NUMA node, a cache per
