@@ -98,3 +98,40 @@ func TestPinnedPagesDoNotMigrate(t *testing.T) {
 		t.Errorf("pin count %d after munmap", n)
 	}
 }
+
+// An anonymous page fault costs the faulting thread the fixed entry and
+// the clearing of the page at its node's streaming rate; a touch of a
+// placed page costs only the access, and a pin's faults cost the
+// pinning thread the same.
+func TestAnonFaultCost(t *testing.T) {
+	const pages = 8
+	k, m := numaMachine(t, false, twoNodes)
+	p, _ := k.NewProcess("app", 0)
+	va, _ := p.MmapAnon(2 * pages * mem.PageSize)
+	// numaMachine's nodes: 10 GB/s memcpy, no stream rate of their own.
+	const rate = 10e9
+	access := sim.TransferTime(pages*mem.PageSize, rate)
+	fault := DefaultFaultEntry + sim.TransferTime(mem.PageSize, rate)
+	var first, again, pin sim.Time
+	p.Spawn("main", func(th *sim.Proc) {
+		t0 := th.Now()
+		m.Write(th, 0, va, pages*mem.PageSize)
+		t1 := th.Now()
+		m.Write(th, 0, va, pages*mem.PageSize)
+		t2 := th.Now()
+		if err := p.Populate(th, va, 2*pages*mem.PageSize); err != nil {
+			t.Error(err)
+		}
+		first, again, pin = t1-t0, t2-t1, th.Now()-t2
+	})
+	k.Engine().Run()
+	if want := pages*fault + access; first != want {
+		t.Errorf("first touch of %d pages %v, want %v (%v per fault)", pages, first, want, fault)
+	}
+	if again != access {
+		t.Errorf("second touch %v, want the access alone %v", again, access)
+	}
+	if want := pages * fault; pin != want {
+		t.Errorf("populating %d more pages %v, want %v", pages, pin, want)
+	}
+}
