@@ -175,6 +175,9 @@ func TestPageableRemoteMemcpy(t *testing.T) {
 			va, err := kp.MmapAnon(size)
 			must(t, err)
 			must(t, kp.Mbind(p, va, size, kern.MPOLBind, 0, []int{bind}, 0))
+			// Filled first, so that the copy's time is the memcpy's,
+			// not the first-touch page faults'.
+			r.m.Mem.Write(p, kp.ThreadNode(p), va, size)
 			dev, err := r.ctx.MemAlloc(p, size)
 			must(t, err)
 			before := r.upiBytes()
