@@ -145,8 +145,8 @@ func TestFormatters(t *testing.T) {
 			t.Errorf("FormatRate(%g) = %q, want %q", g, got, want)
 		}
 	}
-	// Sentences keep their old form: they are part of the JSON.
-	if got := FormatGBps(0.0012); got != "0.0012" {
+	// Sentences follow the same rule as the tables.
+	if got := FormatGBps(0.0012); got != "0.00120" {
 		t.Errorf("FormatGBps(0.0012) = %q", got)
 	}
 }

@@ -524,20 +524,10 @@ func FormatRate(g float64) string {
 	return formatSig(g, 3, true)
 }
 
-// FormatGBps writes a bandwidth in GB/s as scenarios' sentences have
-// always written it (two decimals, one above 100, two significant digits
-// below 0.01). Those sentences are part of the JSON documents
-// (summary, note), which do not change under text formatting; tables
-// use FormatRate.
-func FormatGBps(g float64) string {
-	if g >= 100 {
-		return fmt.Sprintf("%.1f", g)
-	}
-	if g >= 0.01 {
-		return fmt.Sprintf("%.2f", g)
-	}
-	return fmt.Sprintf("%.2g", g)
-}
+// FormatGBps writes a bandwidth in GB/s in scenarios' sentences
+// (summary, note) by the tables' rule (FormatRate: three significant
+// digits, no exponent), so that a sentence and the table above it agree.
+func FormatGBps(g float64) string { return FormatRate(g) }
 
 // numastatRows are numastat's counter names, in its order.
 var numastatRows = []string{"numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node"}

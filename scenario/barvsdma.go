@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dmalab/dmalab"
@@ -556,7 +557,7 @@ func (b *bvProg) explain(out *bvRun, spec *platform.Spec) {
 	out.why["memcpy"] = fmt.Sprintf("each cuMemcpy costs copy_overhead %s before its bytes move at its route's rate",
 		report.FormatSeconds(g.CopyOverhead.V.Seconds()))
 	out.why["gdr h2d"] = fmt.Sprintf("write-combined stores: %s per call (gdr.StoreOverhead), then at most %s GB/s (gdr.WCStoreRate)",
-		report.FormatSeconds(gdr.StoreOverhead.Seconds()), report.FormatGBps(gdr.WCStoreRate/1e9))
+		report.FormatSeconds(gdr.StoreOverhead.Seconds()), strconv.FormatFloat(gdr.WCStoreRate/1e9, 'g', -1, 64))
 	n := spec.Nodes[b.node]
 	cpuRate := n.MemcpyRate.V
 	kind := "cached"

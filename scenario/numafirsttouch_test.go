@@ -33,7 +33,7 @@ func TestNUMAFirstTouch(t *testing.T) {
 	for _, plat := range []string{"2s-4gpu-pcie", "dgx-h100"} {
 		t.Run(plat, func(t *testing.T) {
 			res, rows := ftRun(t, Options{Platform: plat})
-			if len(res.Summary) == 0 || !strings.HasPrefix(res.Summary[0], "first-touch: node1 workers 0.0 % local, 5.7") || !strings.Contains(res.Summary[0], "% below 10.00") {
+			if len(res.Summary) == 0 || !strings.HasPrefix(res.Summary[0], "first-touch: node1 workers 0.0 % local, 5.7") || !strings.Contains(res.Summary[0], "% below 10.0)") {
 				t.Errorf("summary %q: want the pitfall's remote share and the bandwidth lost first", res.Summary)
 			}
 			pit := rows["first-touch/node1 workers"]
