@@ -124,10 +124,14 @@ func params(m *machine.Machine) uvm.Params {
 	if err != nil {
 		return p
 	}
+	p.FaultEntryCost = u.EntryCost()
+	p.FaultPageCost = u.PageCost()
 	move := moveTime(m, r, uvm.BigPageSize)
 	if o, err := uvm.CalibrateBatchOverhead(p, u.Fault(), move); err == nil {
 		p.FaultBatchOverhead = o
-		p.CPUFaultCost = o + p.FaultEntryCost + p.BlockServiceCost
+		// A CPU fault runs the same service less the fault buffer: the
+		// isolated round trip less its transfer.
+		p.CPUFaultCost = u.Fault() - move
 	}
 	return p
 }

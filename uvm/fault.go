@@ -345,6 +345,8 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 	}
 	g.reqs = reqs
 	p.Sleep(d.p.BlockServiceCost)
+	before := b.residentOn(g.id)
+	defer d.chargePages(p, b, g.id, &before)
 	now := p.Now()
 	if d.p.DisableThrashing || b.thrash == nil || b.thrash.pages == nil {
 		// No page of the block has a thrashing history: every hint is
@@ -371,4 +373,18 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 		d.serviceFaults(p, b, g.id, kept)
 	}
 	return coalesced, throttled, true
+}
+
+// chargePages charges the fault service's per-page work for the pages
+// of b that became resident on x since before (faulted and prefetched
+// alike). It runs before the block is unlocked: the work is done under
+// the block lock.
+func (d *Driver) chargePages(p *sim.Proc, b *vaBlock, x Processor, before *PageMask) {
+	if d.p.FaultPageCost == 0 {
+		return
+	}
+	moved := andNot(b.residentOn(x), *before)
+	if n := moved.Count(); n > 0 {
+		p.Sleep(sim.Time(n) * d.p.FaultPageCost)
+	}
 }
