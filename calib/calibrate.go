@@ -37,6 +37,10 @@ type Change struct {
 	Measured float64 `json:"measured"`
 	Unit     string  `json:"unit"`
 	Source   string  `json:"source"`
+	// AtBound: the row lies beyond the parameter's bounds and the
+	// parameter took the nearer one; the row is not reproduced, so
+	// validate does not count it as a calibration row.
+	AtBound bool `json:"at_bound,omitempty"`
 }
 
 // Calibrate returns base with the calibration subset solved from rep,
@@ -245,6 +249,7 @@ func (c *calibrator) solveClamped(gi int, row *probe.Measurement, path string, l
 		return m.Predict(gi, row)
 	}
 	target := row.Median
+	atBound := false
 	fLo, errLo := eval(lo)
 	fHi, errHi := eval(hi)
 	if err := errors.Join(errLo, errHi); err != nil {
@@ -260,6 +265,7 @@ func (c *calibrator) solveClamped(gi int, row *probe.Measurement, path string, l
 		c.notef("%s: at its bound %s: row [%s] measured %.4g %s, the model gives %.4g to %.4g over %s..%s",
 			path, format(bound), id, target, row.Unit, fLo, fHi, format(lo), format(hi))
 		lo, hi = bound, bound
+		atBound = true
 	} else if (target-fLo)*(target-fHi) > 0 {
 		c.notef("%s: not calibrated: row [%s] measured %.4g %s, the model gives %.4g to %.4g over %s..%s: something else bounds it",
 			path, id, target, row.Unit, fLo, fHi, format(lo), format(hi))
@@ -286,6 +292,12 @@ func (c *calibrator) solveClamped(gi int, row *probe.Measurement, path string, l
 		return err
 	}
 	src := c.source(gi, id, row)
+	if atBound {
+		// Not "calibrated from": the row is not reproduced, and
+		// validate must not count it as a calibration row.
+		src = fmt.Sprintf("bound of the bisection: %s (%s) measured %.6g %s for %s, beyond what the model reaches with this value",
+			c.file, c.rep.Machine.Hostname, row.Median, row.Unit, id)
+	}
 	s, err := platform.Set(c.spec, path+".value", format(x))
 	if err == nil {
 		s, err = platform.Set(s, path+".source", yamlString(src))
@@ -294,7 +306,7 @@ func (c *calibrator) solveClamped(gi int, row *probe.Measurement, path string, l
 		return fmt.Errorf("calibrate %s: %w", path, err)
 	}
 	c.spec = s
-	c.changes = append(c.changes, Change{Path: path, Old: old, New: format(x), Row: id, Measured: row.Median, Unit: row.Unit, Source: src})
+	c.changes = append(c.changes, Change{Path: path, Old: old, New: format(x), Row: id, Measured: row.Median, Unit: row.Unit, Source: src, AtBound: atBound})
 	return nil
 }
 

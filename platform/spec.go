@@ -612,10 +612,11 @@ const (
 	// dmalab probe on the H200 machine, one GPU thread at 2 MiB stride
 	// (docs/measurements/2026-11-21-h200-cli-probe.txt).
 	DefaultFaultLatency = 21920 * sim.Nanosecond
-	// DefaultFaultEntryCost is assumed: some hundred CPU instructions
-	// per 32-byte fault entry. The H200 rows put it below their
-	// resolution (docs/measurements/2026-11-25-um-fidelity.md).
-	DefaultFaultEntryCost = 100 * sim.Nanosecond
+	// DefaultFaultEntryCost: calibrated on the H200 machine from the
+	// many-thread managed-fault read (13.49 GB/s), which needs less than
+	// 1 ns per fault entry once DefaultFaultPageCost is set; 1 ns is
+	// calibrate's lower bound (docs/measurements/2026-11-25-um-fidelity.md).
+	DefaultFaultEntryCost = 1 * sim.Nanosecond
 	// DefaultFaultPageCost: calibrated on the H200 machine from the
 	// probe's single GPU thread at 4 KiB stride (29.42 us median slow
 	// touch, faults of 32 and 64 pages about the median) against 2 MiB
