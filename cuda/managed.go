@@ -274,6 +274,25 @@ func (h *managedHandler) GPUAccess(p *sim.Proc, g int, addr mem.GPUAddr, size ui
 	d.moveAccess(p, g, acc, ua, size, write)
 }
 
+// GPUAccessStrided is gpu.ManagedStridedHandler: only the pages the
+// walk's elements touch fault (uvm.Driver.GPUAccessStrided); the bytes
+// move as GPUAccess moves them.
+func (h *managedHandler) GPUAccessStrided(p *sim.Proc, g int, addr mem.GPUAddr, size, stride, elem uint64, write bool) {
+	d := h.d
+	ua, err := d.uvmAddr(addr)
+	if err != nil {
+		return // freed while the kernel ran; uvm has nothing to move
+	}
+	acc, err := d.um.GPUAccessStrided(p, g, ua, int64(size), int64(stride), int64(elem), write)
+	if err != nil {
+		return // reported by uvm as a KindError event
+	}
+	if write && d.integrated(g) {
+		d.markDirty(d.managedPhys(addr, size), true)
+	}
+	d.moveAccess(p, g, acc, ua, size, write)
+}
+
 func (h *managedHandler) BeforeKernel(p *sim.Proc, g int) { h.d.um.KernelLaunch(p, g) }
 func (h *managedHandler) AfterKernel(p *sim.Proc, g int)  { h.d.um.KernelComplete(p, g) }
 

@@ -217,3 +217,41 @@ func TestIsolatedFault(t *testing.T) {
 		}
 	})
 }
+
+// TestManagedKernelStrided: a kernel reading 4 bytes every 2 MiB of
+// CPU-resident managed memory faults one page per block, and the blocks
+// it touches are the only ones that move (the prefetcher moves a 64 KiB
+// big page around each fault); every page of the region is touched by a
+// 4 KiB stride.
+func TestManagedKernelStrided(t *testing.T) {
+	for _, tc := range []struct {
+		stride     uint64
+		faults     int64
+		maxMigrate int64
+	}{
+		{blockSize, 8, 8 * 64 << 10},
+		{4 << 10, 8 * 512, 8 * blockSize},
+	} {
+		r := h200(t)
+		um := r.d.UVM()
+		const size = 8 * blockSize
+		r.run(func(p *sim.Proc) {
+			a := r.managedOnCPU(p, size)
+			before := um.Stats()
+			k := gpu.Kernel{Name: "strided", Accesses: []gpu.Access{{Addr: a, Size: size, Bytes: size / tc.stride * 4, Pattern: gpu.Strided{Stride: tc.stride, Elem: 4}}}}
+			must(t, r.ctx.LaunchKernel(p, k, nil))
+			must(t, r.ctx.Synchronize(p))
+			after := um.Stats()
+			if got := after.GPUFaults - before.GPUFaults; got != tc.faults {
+				t.Errorf("stride %d: %d faults, want %d", tc.stride, got, tc.faults)
+			}
+			moved := int64(0)
+			for _, b := range after.MigratedBytes {
+				moved += b
+			}
+			if moved > tc.maxMigrate || moved == 0 {
+				t.Errorf("stride %d: %d B migrated, want 1..%d", tc.stride, moved, tc.maxMigrate)
+			}
+		})
+	}
+}

@@ -66,6 +66,47 @@ type faultWaiter struct {
 // On pre-Pascal and Tegra GPUs managed memory never faults, but must be
 // accessed between KernelLaunch and KernelComplete.
 func (d *Driver) GPUAccess(p *sim.Proc, gpu int, addr Addr, size int64, write bool) (Access, error) {
+	return d.gpuAccess(p, gpu, addr, size, 0, 0, write)
+}
+
+// GPUAccessStrided is GPUAccess of a strided walk: elem bytes every
+// stride bytes from addr, inside [addr, addr+size). Only the pages the
+// elements touch fault: a warp raises faults for the pages its loads and
+// stores name (the fault buffer's entries are per faulting address,
+// uvm_fault_buffer_entry_t), so a 4-byte read every 64 KiB faults one
+// page in 16, and what else moves is the prefetcher's choice. A stride
+// of at most elem (or at most a page, where every page is touched) is
+// GPUAccess of the region.
+func (d *Driver) GPUAccessStrided(p *sim.Proc, gpu int, addr Addr, size, stride, elem int64, write bool) (Access, error) {
+	if elem <= 0 || stride <= elem || stride <= PageSize {
+		return d.gpuAccess(p, gpu, addr, size, 0, 0, write)
+	}
+	return d.gpuAccess(p, gpu, addr, size, stride, elem, write)
+}
+
+// touchedPages is the pages of the block at bstart that elements of elem
+// bytes every stride bytes from start, inside [start, end), touch.
+func touchedPages(bstart, start, end Addr, stride, elem int64) PageMask {
+	var m PageMask
+	bend := bstart + BlockSize
+	k := int64(0)
+	if bstart > start {
+		// The first element that may overlap the block.
+		k = (int64(bstart-start) - elem + 1 + stride - 1) / stride
+		k = max(k, 0)
+	}
+	for e := start + Addr(k*stride); e < end && e < bend; e += Addr(stride) {
+		lo := max(e, bstart)
+		hi := min(e+Addr(elem), end, bend)
+		if hi <= lo {
+			continue
+		}
+		m.SetRange(int(lo-bstart)/PageSize, int(hi-bstart+PageSize-1)/PageSize)
+	}
+	return m
+}
+
+func (d *Driver) gpuAccess(p *sim.Proc, gpu int, addr Addr, size, stride, elem int64, write bool) (Access, error) {
 	g, err := d.gpu(gpu)
 	if err != nil {
 		return Access{}, d.fail(p, NoProcessor, addr, err)
@@ -88,6 +129,9 @@ func (d *Driver) GPUAccess(p *sim.Proc, gpu int, addr Addr, size int64, write bo
 		for num := uint64(addr) / BlockSize; num <= (uint64(end)-1)/BlockSize; num++ {
 			lo, hi := spanPages(Addr(num*BlockSize), addr, end)
 			missing := rangeMask(lo, hi)
+			if stride > 0 {
+				missing = touchedPages(Addr(num*BlockSize), addr, end, stride, elem)
+			}
 			if b := d.blocks[num]; b != nil {
 				ok := b.accessible(g.id, write)
 				missing.AndNot(&ok)

@@ -45,3 +45,38 @@ func TestFaultPageCost(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUAccessStrided: a strided walk faults only the pages its
+// elements touch; a stride of a page or less touches them all.
+func TestGPUAccessStrided(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		stride, elem int64
+		size         int64
+		faults       int
+	}{
+		{"4 B every 64 KiB", 64 << 10, 4, BlockSize, 32},
+		{"4 B every 2 MiB over 4 blocks", BlockSize, 4, 4 * BlockSize, 4},
+		{"8 KiB every 64 KiB: two pages each", 64 << 10, 8 << 10, BlockSize, 64},
+		{"4 B every page: every page", PageSize, 4, BlockSize, 512},
+		{"stride below the element: the region", 4, 8, BlockSize, 512},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := oneGPU(1 << 30)
+			cfg.Params = DefaultParams()
+			cfg.Params.DisablePrefetch = true
+			env := &testEnv{e: sim.New(1), moveT: h200Move}
+			d, err := New(env, cfg)
+			must(t, err)
+			a := mustAlloc(t, d, tc.size)
+			onHost(t, d, env, a, tc.size)
+			var acc Access
+			run(t, env, func(p *sim.Proc) {
+				acc = ok(t)(d.GPUAccessStrided(p, 0, a.Base, tc.size, tc.stride, tc.elem, false))
+			})
+			if acc.Faults != tc.faults {
+				t.Errorf("%d faults, want %d", acc.Faults, tc.faults)
+			}
+		})
+	}
+}
