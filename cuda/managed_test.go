@@ -196,6 +196,47 @@ func TestManagedCopy(t *testing.T) {
 	})
 }
 
+// TestManagedCopyFaults: cuMemcpy from CPU-resident managed memory to
+// device memory faults as the copy engine reaches each page it cannot
+// access, one fault at a time with the prefetcher's growing regions (0,
+// 16, 32, 64, 128, 256 of each 2 MiB block), not a prefetch of the
+// whole range first: 6 faults a block, each a fault's fixed cost, so the
+// copy is several times slower than a prefetch of the same range.
+func TestManagedCopyFaults(t *testing.T) {
+	const size = 32 * blockSize
+	var copyT, prefetchT sim.Time
+	var faults int64
+	{
+		r := h200(t)
+		um := r.d.UVM()
+		r.run(func(p *sim.Proc) {
+			a := r.managedOnCPU(p, size)
+			dv, err := r.ctx.MemAlloc(p, size)
+			must(t, err)
+			before := um.Stats().GPUFaults
+			copyT = timed(p, func() { must(t, r.ctx.Memcpy(p, dv, a, size)) })
+			faults = um.Stats().GPUFaults - before
+		})
+	}
+	{
+		r := h200(t)
+		r.run(func(p *sim.Proc) {
+			a := r.managedOnCPU(p, size)
+			prefetchT = timed(p, func() {
+				must(t, r.ctx.MemPrefetchAsync(p, a, size, 0, nil))
+				must(t, r.ctx.Synchronize(p))
+			})
+		})
+	}
+	if faults != 6*32 {
+		t.Errorf("%d faults, want 6 a block (%d)", faults, 6*32)
+	}
+	if copyT < 2*prefetchT {
+		t.Errorf("copy %v, prefetch %v: want the copy's serial faults to cost over twice the prefetch", copyT, prefetchT)
+	}
+	t.Logf("64 MiB: copy from CPU-resident managed %v (%.2f GB/s), prefetch %v", copyT, float64(size)/copyT.Seconds()/1e9, prefetchT)
+}
+
 // TestIsolatedFault: one GPU access to host-resident managed memory
 // costs the platform's measured isolated-fault round trip (21.92 µs on
 // the H200), the calibration target, on top of an empty kernel.

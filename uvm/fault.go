@@ -84,6 +84,48 @@ func (d *Driver) GPUAccessStrided(p *sim.Proc, gpu int, addr Addr, size, stride,
 	return d.gpuAccess(p, gpu, addr, size, stride, elem, write)
 }
 
+// CopyEngineAccess is a copy engine of GPU gpu reading (or, write,
+// writing) [addr, addr+size) of managed memory, as cuMemcpy's copy does:
+// the engine walks the range in address order, and each page the GPU
+// may not access as asked raises a non-replayable fault, which stops the
+// engine's channel until it is serviced (uvm_gpu_non_replayable_faults.c:
+// "fault and switch", one fault at a time, each with its own batch id).
+// Its service is a replayable fault's (service_managed_fault_in_block_locked
+// calls uvm_va_block_service_locked, with the prefetch hint), so here
+// each is one fault of a batch of its own: the batch overhead, one entry,
+// the block, the pages migrated with the prefetcher's region. The pages
+// end where the policy puts them (the GPU by default; they stay and are
+// mapped under AccessedBy or a CPU preferred location).
+func (d *Driver) CopyEngineAccess(p *sim.Proc, gpu int, addr Addr, size int64, write bool) (Access, error) {
+	g, err := d.gpu(gpu)
+	if err != nil {
+		return Access{}, d.fail(p, NoProcessor, addr, err)
+	}
+	if _, err := d.find(addr, size); err != nil {
+		return Access{}, d.fail(p, g.id, addr, err)
+	}
+	var acc Access
+	end := addr + Addr(size)
+	for a := addr &^ (PageSize - 1); a < end; a += PageSize {
+		num := uint64(a) / BlockSize
+		pg := int(uint64(a)%BlockSize) / PageSize
+		if b := d.blocks[num]; b != nil {
+			ok := b.accessible(g.id, write)
+			if ok.Test(pg) {
+				continue
+			}
+		}
+		f, err := d.gpuAccess(p, gpu, max(a, addr), 1, 0, 0, write)
+		acc.Faults += f.Faults
+		acc.Stall += f.Stall
+		if err != nil {
+			return acc, err
+		}
+	}
+	d.describe(&acc, g.id, addr, end)
+	return acc, nil
+}
+
 // touchedPages is the pages of the block at bstart that elements of elem
 // bytes every stride bytes from start, inside [start, end), touch.
 func touchedPages(bstart, start, end Addr, stride, elem int64) PageMask {
