@@ -179,6 +179,9 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 	// The kernel places anonymous memory (MmapAnon) in the machine's
 	// memory, by the platform's distances.
 	s.Kernel.SetMemory(m.Mem)
+	// numa_balancing=1 runs automatic NUMA balancing with Linux's
+	// default tuning; 0, every preset's, leaves it off.
+	s.Kernel.SetNUMABalancing(spec.NUMABalancing.V == 1, kernel.AutoNUMA{})
 	if err := s.launcher(opt.NUMACtl); err != nil {
 		m.Close()
 		return nil, err

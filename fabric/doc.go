@@ -22,27 +22,55 @@
 // the flow), found by Fabric.Route or built by hand for paths that are not
 // graph paths (an in-HBM copy crosses the HBM link with weight 2).
 //
+// Sharing is plain max-min by default: every flow on a bottleneck gets an
+// equal share, whatever its route. That is how the links modelled here
+// arbitrate: PCIe switch ports and root ports, NVLink and memory
+// controllers serve requesters round robin (weighted at most by
+// configuration, never by distance), and a DMA engine's throughput does
+// not depend on a round-trip time the way a TCP window does. LV08's
+// weighted max-min (Factors.WeightS, SimGrid's network/weight-S; the
+// platform's "fabric: {sharing: lv08}") is there for networks of TCP
+// flows: a flow's sharing penalty is its route's latency plus weight-S
+// over each crossed link's bandwidth, as in NetworkCm02Model::communicate
+// (src/surf/network_cm02.cpp, SimGrid 3.32), and its share is inversely
+// proportional to it, so flows on short, fast routes get more of a shared
+// link (TCP's RTT unfairness). SimGrid's TCP-gamma window bound is not
+// modelled.
+//
 // Invariants:
 //
 //   - No per-byte or per-packet events: a flow costs one event for its
 //     latency phase and shares one fabric-wide completion timer; the fabric
 //     costs one recompute per instant at which flows become active or end,
-//     however many do (a burst of 1000 starts is one recompute).
-//   - One recompute is O(F·H + R·S) for F transferring flows of at most H
-//     loads each, R loaded resources and S ≤ R + C filling steps (C flows
-//     with a MaxRate cap), plus O(C log C) to order the caps.
+//     however many do (a burst of 1000 starts is one recompute, and so is
+//     an end whose completion callback starts the next flow with no
+//     latency: the recompute is scheduled after the ends' callbacks).
+//   - A recompute shares anew only the connected component (resources
+//     joined by the flows that load them) that the flows started or ended
+//     since the last one reach; max-min is separable over components, so
+//     the others keep their rates. Its cost is O(F) for F active flows
+//     (their progress, the earliest end) plus, for the component's Fc
+//     flows of at most H loads and Rc resources, O(Fc·H) to set up and
+//     freeze, and per filling step either a scan of its resources (Rc ≤
+//     1,024) or, for larger components, O(moved·log) on a heap of levels
+//     where only the resources of the flows a step froze move.
+//   - Routes are computed per pair on demand; at most 64 per-destination
+//     distance arrays and 16,384 routes are cached, so memory does not
+//     grow with the square of the nodes.
 //   - After every recompute each resource carries at most its effective
 //     capacity (up to float64 rounding), and every transferring flow is
 //     either at its MaxRate or crosses a saturated resource on which no
-//     other flow has a higher rate (max-min optimality).
+//     other flow has a higher rate per unit of share (max-min optimality;
+//     under plain sharing every share is 1).
 //   - A flow never completes early: its completion time is rounded up to a
 //     whole picosecond (sim.TransferTime) and is recomputed only when its
 //     rate changes, so a flow whose rate never changes ends exactly at
 //     start + latency + ceil(bytes/rate).
 //   - Determinism: flows are visited in activation order (the active set is
 //     a slice, compacted in order when flows end), resources in the
-//     order flows first load them, links and nodes in creation order; no Go
-//     map is ever iterated. The same inputs give the same rates, end times
+//     order flows first load them (ties between equal levels go to the
+//     first loaded), links and nodes in creation order; no Go map is ever
+//     iterated. The same inputs give the same rates, end times
 //     and observer events.
 //
 // A Fabric is not safe for concurrent use; like the engine it runs on, it

@@ -18,6 +18,15 @@ type Factors struct {
 	// per byte it carries forward (TCP ACKs, PCIe flow-control and
 	// completion traffic); 0 means none.
 	Cross float64
+	// WeightS is LV08's network/weight-S, in bytes (20537 in SimGrid's
+	// LV08 model). Positive, it makes the sharing weighted max-min as
+	// SimGrid's does: a flow's sharing penalty is its route's latency in
+	// seconds (before the latency factor) plus WeightS / capacity for
+	// each link its route crosses (not for Load hops), and its share of
+	// a bottleneck is inversely proportional to its penalty, so flows on
+	// short, fast routes get more (TCP's RTT unfairness). 0, the
+	// default, is plain max-min: equal shares whatever the route.
+	WeightS float64
 }
 
 // withDefaults returns f with zero factors set to 1, and panics on
@@ -32,7 +41,7 @@ func (f Factors) withDefaults() Factors {
 	for _, v := range []struct {
 		name string
 		v    float64
-	}{{"bandwidth", f.Bandwidth}, {"latency", f.Latency}, {"cross", f.Cross}} {
+	}{{"bandwidth", f.Bandwidth}, {"latency", f.Latency}, {"cross", f.Cross}, {"weight-S", f.WeightS}} {
 		if v.v < 0 || math.IsNaN(v.v) || math.IsInf(v.v, 0) {
 			panic(fmt.Sprintf("fabric: %s factor %v must be finite and not negative", v.name, v.v))
 		}
@@ -94,12 +103,6 @@ type Fabric struct {
 	linkByName map[string]*Link // lookup only, never iterated
 	res        []resource
 
-	// toward[d] holds, per node, the best (hops, latency) to node d; nil
-	// until a route to d is asked for. routes caches finished routes by
-	// (from, to) node index. Both are cleared by Connect.
-	toward [][]pathCost
-	routes map[[2]int]Route
-
 	// Hooks receives every Event from now on, in the order they happen,
 	// inside the fabric's event handling: a hook may Start flows (they
 	// take effect through events) but must not block. The event is
@@ -123,13 +126,39 @@ type Fabric struct {
 
 	recomputeFn, timerFn func() // method values, made once
 
+	// changedRes are the resources whose flows changed since the last
+	// recompute (a flow became active on them or ended), startedFlows the
+	// flows that became active: the recompute shares anew only the
+	// component of resources and flows they reach.
+	changedRes   []int32
+	startedFlows []*Flow
+	actSeq       uint64 // activation counter, for Flow.seq
+
 	// Scratch reused by each recompute, so that it does not allocate.
-	epoch   uint64
-	touched []int32 // resources loaded, in first-load order
-	live    []int32 // resources with unfrozen flows
-	capped  []*Flow
-	used    []int32 // link-direction slots (link index*2 + dir) carrying flows
-	ending  []*Flow
+	epoch     uint64
+	comp      []int32      // resources of the component, in discovery order
+	compFlows []*Flow      // its flows, in activation order
+	heap      []levelEntry // resources with unfrozen flows, by level
+	live      []int32      // the same, unordered, when scan
+	// allRes are the resources of the last discovered component when it
+	// held every active flow, at epoch allEpoch (0: it did not).
+	allRes   []int32
+	allEpoch uint64
+	scan     bool    // fill scans live instead of keeping heap
+	moved    []int32 // resources whose level changed in this filling step
+	capped   []*Flow
+	// used are the link-direction slots (link index*2 + dir) that carried
+	// flows at the last recompute, or still do; dirState.inUsed marks them.
+	used   []int32
+	ending []*Flow
+
+	// routes caches finished routes by (from, to) node index, at most
+	// routeCacheMax of them; toward holds the distance arrays of at most
+	// towardCacheMax destinations, oldest replaced first. Both are
+	// cleared by Connect.
+	routes     map[[2]int]Route
+	toward     []towardEntry
+	towardNext int
 }
 
 // New returns an empty fabric on eng.
@@ -205,8 +234,9 @@ type dirState struct {
 	busy  sim.Time
 	// rate (payload bytes/s, weights included, cross traffic not) and n
 	// (hops of transferring flows) hold since the last recompute.
-	rate float64
-	n    int32
+	rate   float64
+	n      int32
+	inUsed bool // in Fabric.used
 }
 
 // resource is one capacity that progressive filling shares.
@@ -215,12 +245,25 @@ type resource struct {
 	cap  float64 // effective: capacity × bandwidth factor
 	peak float64 // highest load/cap seen
 
+	// dirs are the link directions it carries: 0 (AtoB), 1 (BtoA), or 2
+	// for both (a Shared link).
+	dirs uint8
+	// members are the active flows loading it, once per load, in
+	// activation order; ended flows are dropped when the recompute that
+	// follows their end visits the resource.
+	members     []*Flow
+	changedMark bool // in Fabric.changedRes
+
 	// Progressive-filling state, valid while epoch is the fabric's.
 	epoch uint64
 	rem   float64 // capacity not used by frozen flows
-	w     float64 // summed weights of unfrozen loads
+	w     float64 // summed weights × shares of unfrozen loads
 	n     int32   // unfrozen loads
-	flows []*Flow // flows loading it, once per load
+	ver   uint32  // bumped when its level changes: older heap entries are stale
+	order int32   // first-load order in the component, for ties
+	moved bool    // in Fabric.moved
+	// allEpoch is Fabric.allEpoch when the resource was in Fabric.allRes.
+	allEpoch uint64
 }
 
 // Connect adds a link between a and b with capacity bytes/s per direction
@@ -249,7 +292,11 @@ func (f *Fabric) Connect(name string, a, b *Node, capacity float64, latency sim.
 			break
 		}
 		l.res[d] = int32(len(f.res))
-		f.res = append(f.res, resource{link: l, cap: eff})
+		dirs := uint8(d)
+		if s == Shared {
+			dirs = 2
+		}
+		f.res = append(f.res, resource{link: l, cap: eff, dirs: dirs})
 	}
 	f.links = append(f.links, l)
 	f.linkByName[name] = l
@@ -257,7 +304,7 @@ func (f *Fabric) Connect(name string, a, b *Node, capacity float64, latency sim.
 	if b != a {
 		b.links = append(b.links, l)
 	}
-	f.toward = nil
+	f.toward, f.towardNext = f.toward[:0], 0
 	clear(f.routes)
 	return l
 }
@@ -302,6 +349,30 @@ func (l *Link) From(d Dir) *Node {
 
 // To is the node a flow travelling d over l arrives at.
 func (l *Link) To(d Dir) *Node { return l.From(d.Reverse()) }
+
+// share is the rate per unit of filling level of a flow over r, whose
+// latency (before the latency factor) is lat: 1 under plain max-min, the
+// inverse of LV08's sharing penalty under weighted sharing. The penalty
+// is that of SimGrid's NetworkCm02Model::communicate
+// (src/surf/network_cm02.cpp in SimGrid 3.32): the route's latency plus
+// weight-S over the bandwidth of each link of the route. A route with no
+// link and no latency has no penalty to weigh by; its flow, capped or
+// unlimited, shares nothing, and keeps the share 1.
+func (f *Fabric) share(r Route, lat sim.Time) float64 {
+	if f.fac.WeightS == 0 {
+		return 1
+	}
+	p := float64(lat) / float64(sim.Second)
+	for _, h := range r.Hops {
+		if !h.Load {
+			p += f.fac.WeightS / h.Link.capacity
+		}
+	}
+	if !(p > 0) {
+		return 1
+	}
+	return 1 / p
+}
 
 // Recomputes counts the bandwidth recomputations so far (at most one per
 // instant at which flows become active or end, plus one for any flow

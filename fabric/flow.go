@@ -25,6 +25,11 @@ type Flow struct {
 	rate      float64 // while active
 	remaining float64 // bytes left at fab.last, while active
 	slot      int     // index in fab.active, while active
+	seq       uint64  // activation order, while active
+	// share is the flow's rate per unit of filling level: 1 under plain
+	// max-min, 1/penalty under LV08's weighted sharing (Factors.WeightS).
+	share float64
+	mark  uint64 // the recompute epoch whose component holds it
 
 	// Progressive-filling scratch.
 	frozen, changed bool
@@ -112,6 +117,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 		}
 	}
 	lat := r.Latency()
+	fl.share = f.share(r, lat)
 	if f.fac.Latency != 1 {
 		lat = sim.Time(math.Round(float64(lat) * f.fac.Latency))
 	}
@@ -131,7 +137,15 @@ func (fl *Flow) activate() {
 	}
 	fl.remaining = float64(fl.bytes)
 	fl.slot = len(f.active)
+	f.actSeq++
+	fl.seq = f.actSeq
 	f.active = append(f.active, fl)
+	for _, ld := range fl.loads {
+		r := &f.res[ld.r]
+		r.members = append(r.members, fl)
+		f.changed(ld.r)
+	}
+	f.startedFlows = append(f.startedFlows, fl)
 	f.markDirty()
 }
 
@@ -144,6 +158,9 @@ func (f *Fabric) onTimer() {
 	for _, fl := range f.active {
 		if fl.endAt <= now {
 			ending = append(ending, fl)
+			for _, ld := range fl.loads {
+				f.changed(ld.r)
+			}
 			continue
 		}
 		fl.slot = len(kept)
@@ -151,12 +168,16 @@ func (f *Fabric) onTimer() {
 	}
 	clear(f.active[len(kept):])
 	f.active = kept
-	f.markDirty()
 	for i, fl := range ending {
 		ending[i] = nil
 		f.finish(fl)
 	}
 	f.ending = ending[:0]
+	// After the ends: a completion callback that starts a flow with no
+	// latency activates it before this recompute, which so covers both
+	// the ends and the starts (a closed loop costs one recompute per
+	// instant, not two).
+	f.markDirty()
 }
 
 // finish marks fl done now; it is no longer in the active set.

@@ -75,6 +75,24 @@ func (r Route) String() string {
 	return b.String()
 }
 
+// Bounds of the route caches. A cached distance array costs 16 bytes per
+// node, so caching one per destination grows with the square of the nodes
+// (340 MB at 4,000); 64 arrays cover every destination of the built-in
+// machines and cost 64 × 16 bytes per node beyond. Routes themselves are
+// kept up to 16,384 pairs, then the cache starts afresh: a route is a pure
+// function of the topology, so eviction changes cost, never results.
+const (
+	towardCacheMax = 64
+	routeCacheMax  = 1 << 14
+)
+
+// towardEntry is one cached distance array: per node, the best
+// (hops, latency) to dst.
+type towardEntry struct {
+	dst  int
+	dist []pathCost
+}
+
 // pathCost orders paths: fewer hops first, then lower latency.
 type pathCost struct {
 	hops int // -1: unreachable
@@ -84,7 +102,7 @@ type pathCost struct {
 // Route returns the path from one node to another with the fewest hops;
 // among those, the lowest latency; among those, the one whose links, read
 // from the source, come earliest in creation order. Routes are cached
-// until the next Connect; the caller owns the returned hops. from == to
+// (a bounded number) until the next Connect; the caller owns the returned hops. from == to
 // gives an empty route. An unreachable pair is an error that names both
 // ends and wraps ErrNoRoute.
 func (f *Fabric) Route(from, to *Node) (Route, error) {
@@ -124,6 +142,9 @@ func (f *Fabric) Route(from, to *Node) (Route, error) {
 			}
 		}
 	}
+	if len(f.routes) >= routeCacheMax {
+		clear(f.routes)
+	}
 	f.routes[key] = Route{Hops: hops}
 	return Route{Hops: append([]Hop(nil), hops...)}, nil
 }
@@ -133,13 +154,27 @@ func (f *Fabric) Route(from, to *Node) (Route, error) {
 // latency is minimised over the previous layer, which is exact because
 // links within one layer never lie on a fewest-hop path. O(nodes + links).
 func (f *Fabric) distancesTo(dst *Node) []pathCost {
-	if len(f.toward) != len(f.nodes) {
-		f.toward = make([][]pathCost, len(f.nodes))
+	// An array shorter than the node count predates a Node call; it is
+	// stale and goes like any other.
+	if len(f.toward) > 0 && len(f.toward[0].dist) != len(f.nodes) {
+		f.toward, f.towardNext = f.toward[:0], 0
 	}
-	if d := f.toward[dst.index]; d != nil {
-		return d
+	for _, e := range f.toward {
+		if e.dst == dst.index {
+			return e.dist
+		}
 	}
-	dist := make([]pathCost, len(f.nodes))
+	var dist []pathCost
+	if len(f.toward) < towardCacheMax {
+		dist = make([]pathCost, len(f.nodes))
+		f.toward = append(f.toward, towardEntry{dst: dst.index, dist: dist})
+	} else {
+		// Reuse the oldest entry's array: its slot is the next to go.
+		e := &f.toward[f.towardNext]
+		f.towardNext = (f.towardNext + 1) % towardCacheMax
+		e.dst, dist = dst.index, e.dist
+		clear(dist)
+	}
 	for i := range dist {
 		dist[i].hops = -1
 	}
@@ -165,6 +200,5 @@ func (f *Fabric) distancesTo(dst *Node) []pathCost {
 		}
 		layer = next
 	}
-	f.toward[dst.index] = dist
 	return dist
 }

@@ -39,36 +39,48 @@ func (l *Link) Stats() LinkStats {
 func (f *Fabric) Stats(l *Link) LinkStats { return l.Stats() }
 
 // advanceStats adds the traffic since the last recompute, dt, to the
-// counters of the link directions in use.
+// counters of the link directions in use, and forgets those that no flow
+// crosses any more.
 func (f *Fabric) advanceStats(dt sim.Time) {
+	kept := f.used[:0]
 	for _, u := range f.used {
 		st := &f.links[u/2].dir[u%2]
 		st.bytes += st.rate * float64(dt) / float64(sim.Second)
 		if st.n > 0 {
 			st.busy += dt
+			kept = append(kept, u)
+		} else {
+			st.inUsed = false
 		}
 	}
+	f.used = kept
 }
 
-// restartStats sets the per-direction rates from the new flow rates.
+// restartStats sets the per-direction rates of the component's link
+// directions from its flows' new rates, summed in activation order as a
+// recompute of every flow would; the other directions carry flows of
+// other components only, whose rates did not change.
 func (f *Fabric) restartStats() {
-	for _, u := range f.used {
-		st := &f.links[u/2].dir[u%2]
-		st.rate, st.n = 0, 0
+	for _, r := range f.comp {
+		res := &f.res[r]
+		l := res.link
+		if res.dirs == 2 {
+			l.dir[0].rate, l.dir[0].n = 0, 0
+			l.dir[1].rate, l.dir[1].n = 0, 0
+		} else {
+			l.dir[res.dirs].rate, l.dir[res.dirs].n = 0, 0
+		}
+		res.peak = max(res.peak, (res.cap-res.rem)/res.cap)
 	}
-	f.used = f.used[:0]
-	for _, fl := range f.active {
+	for _, fl := range f.compFlows {
 		for _, h := range fl.route.Hops {
 			st := &h.Link.dir[h.Dir]
-			if st.n == 0 {
+			if !st.inUsed {
+				st.inUsed = true
 				f.used = append(f.used, int32(h.Link.index*2+int(h.Dir)))
 			}
 			st.n++
 			st.rate += h.weight() * fl.rate
 		}
-	}
-	for _, r := range f.touched {
-		res := &f.res[r]
-		res.peak = max(res.peak, (res.cap-res.rem)/res.cap)
 	}
 }

@@ -47,6 +47,9 @@ type anonMap struct {
 	start  mem.VirtAddr
 	npages uint64
 	pols   []*MemPolicy
+	// last is each page's last_cpupid (autonuma.go), nil until the
+	// first NUMA hinting fault.
+	last []cpupid
 }
 
 func (am *anonMap) policy(i uint64, p *Process) *MemPolicy {
@@ -216,6 +219,11 @@ func (p *Process) MmapAnon(size uint64) (mem.VirtAddr, error) {
 		return 0, fmt.Errorf("mmap anon(%#x) in %s: %w", size, p.name, errors.Join(err, syscall.ENOMEM))
 	}
 	am.start, am.npages = va, (size+mem.PageSize-1)/mem.PageSize
+	// The kernel handles the NUMA hinting faults automatic NUMA
+	// balancing sets up in the mapping (do_numa_page).
+	if err := p.k.mem.SetHintHandler(va, func(t *sim.Proc, node int, at mem.VirtAddr) { p.numaHintFault(am, t, node, at) }); err != nil {
+		return 0, errors.Join(fmt.Errorf("mmap anon(%#x) in %s: %w", size, p.name, err), p.k.mem.UnmapAnon(va))
+	}
 	p.anon = append(p.anon, am)
 	err = p.MM.Map(VMA{Start: va, Size: am.npages * mem.PageSize, Name: "anon", Close: func(*sim.Proc) error {
 		p.anon = slices.DeleteFunc(p.anon, func(x *anonMap) bool { return x == am })
@@ -416,6 +424,7 @@ func (target *Process) migrateBy(t *sim.Proc, by *Process, va mem.VirtAddr, allo
 	if err != nil {
 		return errors.Join(err, by.k.mem.FreePages(dst, mem.PageSize))
 	}
+	by.k.vm.PgmigrateSuccess++
 	return by.k.mem.FreePages(old, mem.PageSize)
 }
 

@@ -61,6 +61,15 @@
 // started by numactl(8) inherits what numactl set in itself (fork's
 // mpol_dup and cpus_mask); the program may change both afterwards.
 //
+// Automatic NUMA balancing (autonuma.go; kernel/sched/fair.c,
+// mm/memory.c do_numa_page, mm/migrate.c): with SetNUMABalancing on (the
+// boot does it for a platform's numa_balancing=1), each process's
+// scanner marks its anonymous pages PROT_NONE scan size at a time
+// (mem.MarkHint), a thread's access to one takes a NUMA hinting fault,
+// and the fault migrates the page to the thread's node when
+// should_numa_migrate_memory agrees; the scan period adapts to the
+// faults, and VMStat counts them as /proc/vmstat does.
+//
 // Invariants: a descriptor refers to one open file; an open file counts
 // its references (f_count: descriptors in every process and Gets) and
 // is released exactly once, when the last is dropped, by the thread

@@ -82,6 +82,11 @@ type Kernel struct {
 	weights   []uint8
 	stat      []NUMAStat
 	placed    uint64
+	// Automatic NUMA balancing (autonuma.go): numa_balancing, its
+	// tuning, and /proc/vmstat's NUMA counters.
+	balancing bool
+	autonuma  AutoNUMA
+	vm        VMStat
 	// launcher is the placement new processes inherit (launch.go).
 	launcher *Launcher
 	// Hooks receives every Event.
@@ -92,7 +97,7 @@ type Kernel struct {
 // eng. Until SetMemory it knows one CPU per node (CPU n on node n) and
 // the default SLIT distances, and cannot place anonymous memory.
 func New(eng *sim.Engine, nodes int) *Kernel {
-	k := &Kernel{eng: eng, nodes: nodes, nextPID: 100, weights: make([]uint8, nodes), stat: make([]NUMAStat, nodes)}
+	k := &Kernel{eng: eng, nodes: nodes, nextPID: 100, weights: make([]uint8, nodes), stat: make([]NUMAStat, nodes), autonuma: DefaultAutoNUMA()}
 	for n := range nodes {
 		k.cpuNode = append(k.cpuNode, n)
 		k.weights[n] = 1

@@ -54,6 +54,9 @@ type Process struct {
 	mems, cpus []int
 	threadCPU  map[*sim.Proc]int
 	anon       []*anonMap
+	// nmm is automatic NUMA balancing's state (autonuma.go), nil until
+	// a thread starts with it on.
+	nmm *numaMM
 	// launchCPUs are the CPUs the launcher allowed (nil: any): a thread
 	// nobody bound runs on the first of them on the process's node.
 	launchCPUs []int
@@ -154,6 +157,7 @@ func (p *Process) Spawn(name string, body func(t *sim.Proc)) *sim.Proc {
 	}
 	t := p.k.eng.Spawn(full, body)
 	p.threads = append(p.threads, t)
+	p.threadStarted(t)
 	return t
 }
 

@@ -161,6 +161,7 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 			Bandwidth: ff.Bandwidth(),
 			Latency:   ff.Latency(),
 			Cross:     ff.Cross(),
+			WeightS:   ff.LV08WeightS(),
 		}),
 		pcie:         map[string]*pciePort{},
 		tlp:          map[*fabric.Link]*tlpLink{},

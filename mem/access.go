@@ -81,6 +81,9 @@ func (m *Memory) cpuTranslate(node int, va VirtAddr, size uint64) ([]PhysRange, 
 }
 
 func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []byte) Access {
+	if m.hints > 0 && size > 0 {
+		m.hintFaults(p, node, va, size)
+	}
 	a := Access{Header: sim.Header{Time: m.now(), Proc: procName(p)}, Kind: CPURead, Node: node, VA: va, Size: size}
 	if size == 0 {
 		return a
@@ -123,6 +126,9 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 }
 
 func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data []byte) Version {
+	if m.hints > 0 && size > 0 {
+		m.hintFaults(p, node, va, size)
+	}
 	a := Access{Header: sim.Header{Time: m.now(), Proc: procName(p)}, Kind: CPUWrite, Node: node, VA: va, Size: size}
 	if size == 0 {
 		return 0

@@ -67,6 +67,7 @@ func (m *Memory) UnmapAnon(va VirtAddr) error {
 			}
 		}
 	}
+	m.hints -= countHints(m.areas[i].hint)
 	m.areas = slices.Delete(m.areas, i, i+1)
 	if len(errs) > 0 {
 		return fmt.Errorf("munmap(%v): %w", va, errs[0])
@@ -136,6 +137,18 @@ func (m *Memory) Populate(va VirtAddr, size uint64, node int) error {
 // it is an anonymous page not yet placed. Memory that is not DRAM, or
 // not mapped, is ErrBadAddr.
 func (m *Memory) PageNode(va VirtAddr) (node int, present bool, err error) {
+	// An anonymous page directly: Classify would also measure the
+	// physically contiguous run from va, which costs the run's length.
+	if i := m.areaAt(uint64(va)); i >= 0 && m.areas[i].class == ClassAnon {
+		a := m.areas[i]
+		pa := a.pages[(uint64(va)-a.start)/PageSize]
+		if pa == absent {
+			return -1, false, nil
+		}
+		if n, ok := m.NodeOf(PhysAddr(pa)); ok {
+			return n, true, nil
+		}
+	}
 	c, pa, _ := m.Classify(va)
 	if c == ClassAnon && pa == 0 {
 		return -1, false, nil
@@ -191,6 +204,9 @@ func (m *Memory) MovePage(p *sim.Proc, node int, va VirtAddr, dst PhysAddr) (Phy
 	m.carry(&m.dram, src, d)
 	m.carry(&m.latest, src, d)
 	a.pages[i] = d
+	// The new page table entry is the VMA's normal protection
+	// (remove_migration_pte): a NUMA hint on the old one is gone.
+	m.clearHint(a, i)
 	m.invariants()
 	if p != nil {
 		m.copyCost(p, node, PhysAddr(src), dst, PageSize, false)
@@ -251,4 +267,129 @@ func (m *Memory) NodeCPUs(node int) int {
 		return 0
 	}
 	return max(m.spec.Nodes[node].Cores.V, 1)
+}
+
+// ---- NUMA hinting faults (the seam of automatic NUMA balancing) ----
+
+// HintHandler is the kernel's NUMA hinting fault handler (do_numa_page
+// in mm/memory.c): a CPU of node, in process p, accessed the page at va
+// (page-aligned) that MarkHint had made PROT_NONE. The mark is already
+// gone when it runs: whatever it does, the access then goes on. It may
+// migrate the page (MovePage) and spend p's time (the fault, the copy);
+// the access takes effect after it returns. p is nil for an access made
+// outside any process.
+type HintHandler func(p *sim.Proc, node int, va VirtAddr)
+
+// SetHintHandler installs h as the NUMA hinting fault handler of the
+// anonymous area that MapAnon returned at va (nil removes it; marked
+// pages then fault into nothing).
+func (m *Memory) SetHintHandler(va VirtAddr, h HintHandler) error {
+	i := m.areaAt(uint64(va))
+	if i < 0 || m.areas[i].class != ClassAnon || m.areas[i].start != uint64(va) {
+		return fmt.Errorf("numa hint handler at %v: not an anonymous mapping: %w", va, ErrBadAddr)
+	}
+	m.areas[i].hintFn = h
+	return nil
+}
+
+// MarkHint is change_prot_numa over [va, va+size) of one anonymous
+// area (mm/mprotect.c, change_pte_range with MM_CP_PROT_NUMA): every
+// placed page that is not marked yet and that mark accepts (told the
+// page and its node; nil accepts all) is made PROT_NONE, so that the
+// next CPU access to it takes a NUMA hinting fault. Absent pages and
+// pages already marked are skipped, as change_pte_range skips them. It
+// returns the pages it marked (the kernel's nr_pte_updates). Marking
+// costs no time here: the scanner's cost is the caller's to model.
+func (m *Memory) MarkHint(va VirtAddr, size uint64, mark func(va VirtAddr, node int) bool) (uint64, error) {
+	a, err := m.anonArea("change_prot_numa", va)
+	if err != nil {
+		return 0, err
+	}
+	end, ok := va.Add(size)
+	if !ok || uint64(end) > a.end() {
+		return 0, fmt.Errorf("change_prot_numa(%v, %#x): beyond the mapping: %w", va, size, ErrBadAddr)
+	}
+	var n uint64
+	for x := alignDown(uint64(va), PageSize); x < uint64(end); x += PageSize {
+		i := (x - a.start) / PageSize
+		if a.pages[i] == absent || a.hint != nil && a.hint[i] {
+			continue
+		}
+		if mark != nil {
+			node, _ := m.NodeOf(PhysAddr(a.pages[i]))
+			if !mark(VirtAddr(x), node) {
+				continue
+			}
+		}
+		if a.hint == nil {
+			a.hint = make([]bool, a.npages)
+		}
+		a.hint[i] = true
+		n++
+	}
+	m.hints += n
+	return n, nil
+}
+
+// Hinted reports whether the anonymous page holding va is marked for a
+// NUMA hinting fault.
+func (m *Memory) Hinted(va VirtAddr) bool {
+	i := m.areaAt(uint64(va))
+	if i < 0 || m.areas[i].class != ClassAnon || m.areas[i].hint == nil {
+		return false
+	}
+	a := m.areas[i]
+	return a.hint[(uint64(va)-a.start)/PageSize]
+}
+
+// clearHint removes page i's mark, if any.
+func (m *Memory) clearHint(a *area, i uint64) {
+	if a.hint != nil && a.hint[i] {
+		a.hint[i] = false
+		m.hints--
+	}
+}
+
+// hintFaults takes the NUMA hinting faults of a CPU access by p (a CPU
+// of node) to [va, va+size), before the access itself: each marked
+// page, in address order, loses its mark and goes to its area's
+// handler, as the faulting instruction would trap, the kernel handle
+// it and the instruction restart. A range that is not one anonymous
+// area's is left to the access to fail.
+func (m *Memory) hintFaults(p *sim.Proc, node int, va VirtAddr, size uint64) {
+	end, ok := va.Add(size)
+	if !ok {
+		return
+	}
+	i := m.areaAt(uint64(va))
+	if i < 0 || m.areas[i].class != ClassAnon || m.areas[i].hint == nil || uint64(end) > m.areas[i].end() {
+		return
+	}
+	a := m.areas[i]
+	for x := alignDown(uint64(va), PageSize); x < uint64(end); x += PageSize {
+		k := (x - a.start) / PageSize
+		if !a.hint[k] {
+			continue
+		}
+		m.clearHint(a, k)
+		if a.hintFn != nil {
+			// The handler may sleep: another process may unmap the
+			// area meanwhile, so look it up again after.
+			a.hintFn(p, node, VirtAddr(x))
+			if j := m.areaAt(uint64(va)); j < 0 || m.areas[j] != a {
+				return
+			}
+		}
+	}
+}
+
+// countHints is how many pages of hint are marked.
+func countHints(hint []bool) uint64 {
+	var n uint64
+	for _, h := range hint {
+		if h {
+			n++
+		}
+	}
+	return n
 }

@@ -182,6 +182,10 @@ type Memory struct {
 	latest  spanMap[Version] // the latest write: the logical truth
 	caches  []*cache         // one per node: its last-level cache
 	journal map[Version][]jseg
+	// hints is how many anonymous pages are marked for a NUMA hinting
+	// fault (anon.go): 0, the common case, lets CPU accesses skip the
+	// check altogether.
+	hints uint64
 
 	// Scratch, reused so that an access allocates nothing.
 	got  spanMap[Version] // what the current reader obtained

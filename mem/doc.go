@@ -39,7 +39,12 @@
 //     zeros (clear_page). Translate does not fault (ErrNotPresent).
 //     MovePage migrates a placed page to a new physical page, carrying
 //     its versions and bytes (no stale data), at one page of CPU copy;
-//     PageNode says where a page lives (move_pages's query).
+//     PageNode says where a page lives (move_pages's query). NUMA
+//     hinting faults: MarkHint makes placed pages PROT_NONE
+//     (change_prot_numa); a CPU access to such a page first calls the
+//     area's HintHandler (SetHintHandler: the kernel's do_numa_page,
+//     which may migrate the page and spend the thread's time), then
+//     proceeds. Accesses to unmarked pages are unchanged.
 //   - The CPU cache: one per node, the last-level cache its cores share,
 //     with the node's CPUCache parameters: write-allocate, write-back,
 //     lines evicted in fill order beyond its size (dirty ones written

@@ -155,6 +155,11 @@ type area struct {
 	pages  []uint64 // vmalloc, stack, anon: the PA of each page (anon: absent until touched)
 	pa     uint64   // remap: the PA of the first page
 	fault  FaultHandler
+	// hint marks anonymous pages made PROT_NONE for NUMA hinting
+	// (MarkHint), by page index; nil until the first mark. hintFn
+	// is the kernel's handler of the fault a CPU access then takes.
+	hint   []bool
+	hintFn HintHandler
 }
 
 func (a *area) end() uint64 { return a.start + a.npages*PageSize }

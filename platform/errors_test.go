@@ -119,6 +119,12 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:10: root_complexes[0].node: no node 3 (nodes are 0..0)`},
 		{"explicit zero factor", func(t *testing.T) string { return base + "fabric: {bandwidth_factor: 0}\n" },
 			`t.yaml:20: fabric.bandwidth_factor: must be positive (leave it out for the default 1), got 0`},
+		{"unknown sharing", func(t *testing.T) string { return base + "fabric: {sharing: fair}\n" },
+			`t.yaml:20: fabric.sharing: unknown sharing "fair": want max-min or lv08 (or leave it out for max-min)`},
+		{"weight_s without lv08", func(t *testing.T) string { return base + "fabric: {weight_s: 100}\n" },
+			`t.yaml:20: fabric.weight_s: applies to lv08 sharing only (set fabric.sharing: lv08)`},
+		{"negative weight_s", func(t *testing.T) string { return base + "fabric: {sharing: lv08, weight_s: -1}\n" },
+			`t.yaml:20: fabric.weight_s: must be positive (leave it out for SimGrid's 20537), got -1`},
 		{"nvlink to a root complex", func(t *testing.T) string {
 			return base + "nvlinks:\n  - {a: gpu0, b: rc0, links: 2, link_rate: 25 GB/s, efficiency: 1}\n"
 		},

@@ -121,3 +121,28 @@ func TestPresetSocketLinks(t *testing.T) {
 		}
 	}
 }
+
+// numa_balancing is off unless set; --set turns it on; only 0 and 1
+// are accepted.
+func TestNUMABalancingSetting(t *testing.T) {
+	s, err := Preset("2s-4gpu-pcie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.NUMABalancing.V != 0 {
+		t.Fatalf("preset numa_balancing = %d, want 0", s.NUMABalancing.V)
+	}
+	on, err := Set(s, "numa_balancing", "1")
+	if err != nil || on.NUMABalancing.V != 1 {
+		t.Fatalf("set numa_balancing=1: %v, %+v", err, on.NUMABalancing)
+	}
+	for _, bad := range []string{"2", "-1"} {
+		if _, err := Set(s, "numa_balancing", bad); err == nil {
+			t.Errorf("set numa_balancing=%s: no error", bad)
+		}
+	}
+	y, err := Marshal(on)
+	if err != nil || !strings.Contains(string(y), "numa_balancing: 1") {
+		t.Errorf("marshal: %v\n%s", err, y)
+	}
+}

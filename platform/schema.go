@@ -50,7 +50,9 @@ var yamlNames = map[string]string{
 	"Links": "links", "LinkRate": "link_rate", "Protocol": "protocol",
 
 	"BandwidthFactor": "bandwidth_factor", "LatencyFactor": "latency_factor",
-	"CrossTraffic": "cross_traffic",
+	"CrossTraffic": "cross_traffic", "Sharing": "sharing", "WeightS": "weight_s",
+
+	"NUMABalancing": "numa_balancing",
 
 	"IOMMU": "iommu", "P2PEfficiency": "p2p_efficiency", "Profile": "profile", "Mode": "mode", "ACS": "acs",
 }

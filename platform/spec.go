@@ -58,6 +58,14 @@ type Spec struct {
 	// IOMMU is the platform's IOMMU hardware and how the kernel runs it;
 	// left out, the platform has none in use (mode off).
 	IOMMU IOMMU
+	// NUMABalancing is the kernel's /proc/sys/kernel/numa_balancing:
+	// 0 (the default, and every preset's, so that outputs without it
+	// stay as they were) leaves placed pages where they are; 1
+	// (NUMA_BALANCING_NORMAL) runs automatic NUMA balancing, the
+	// scanner and NUMA hinting faults that migrate pages towards the
+	// threads that use them (kernel/sched/fair.c task_numa_work). The
+	// memory-tiering mode (2) is not modelled.
+	NUMABalancing Param[int]
 }
 
 // IOMMU modes, as the kernel sets them (iommu=off or intel_iommu=off,
@@ -509,11 +517,35 @@ type NVLink struct {
 // every link's capacity is multiplied by BandwidthFactor, every latency by
 // LatencyFactor, and each flow also loads the reverse direction of its
 // route with CrossTraffic times its rate (acknowledgements, read requests).
-// The zero value means 1, 1, 0.
+// The zero value means 1, 1, 0 and plain max-min sharing.
 type FabricFactors struct {
 	BandwidthFactor Param[float64]
 	LatencyFactor   Param[float64]
 	CrossTraffic    Param[float64]
+	// Sharing is how flows share a bottleneck: "max-min" (or empty, the
+	// default) gives every flow on it an equal share, as the round-robin
+	// arbitration of PCIe, NVLink and memory controllers does; "lv08" is
+	// SimGrid's LV08 weighted max-min, where a flow's share is inversely
+	// proportional to its route's latency plus WeightS over each link's
+	// bandwidth (TCP's RTT unfairness).
+	Sharing string
+	// WeightS is LV08's network/weight-S in bytes, used by "lv08" sharing
+	// only; unset means SimGrid's 20537.
+	WeightS Param[float64]
+}
+
+// DefaultWeightS is SimGrid's network/weight-S for LV08, in bytes
+// (surf_network_model_init_LegrandVelho in src/surf/network_cm02.cpp,
+// SimGrid 3.32).
+const DefaultWeightS = 20537
+
+// LV08WeightS returns the weight-S that the fabric's sharing uses: 0 for
+// plain max-min, WeightS (DefaultWeightS when unset) for "lv08".
+func (f FabricFactors) LV08WeightS() float64 {
+	if f.Sharing != "lv08" {
+		return 0
+	}
+	return orDefault(f.WeightS.V, DefaultWeightS)
 }
 
 // Bandwidth returns the bandwidth factor, 1 when unset.

@@ -143,6 +143,9 @@ func validate(s *Spec, errs *errorList, lines map[string]int) {
 		v.add("swiotlb", "want a positive multiple of %s, swiotlb's slot size IO_TLB_SIZE (leave it out for the default %s), got %s",
 			bytesText(IOTLBSlot), bytesText(DefaultSWIOTLB), bytesText(s.SWIOTLB.V))
 	}
+	if s.NUMABalancing.V != 0 && s.NUMABalancing.V != 1 {
+		v.add("numa_balancing", "want 0 (off) or 1 (NUMA_BALANCING_NORMAL; memory tiering, 2, is not modelled), got %d", s.NUMABalancing.V)
+	}
 	v.coherency()
 	v.iommu()
 	v.functions()
@@ -909,6 +912,19 @@ func (v *validator) fabric() {
 	}
 	if c := f.CrossTraffic.V; !(c >= 0 && c < 1) {
 		v.add("fabric.cross_traffic", "want a number in [0, 1), got %v", c)
+	}
+	switch f.Sharing {
+	case "", "max-min", "lv08":
+	default:
+		v.add("fabric.sharing", "unknown sharing %q: want max-min or lv08 (or leave it out for max-min)", f.Sharing)
+	}
+	if given(v, "fabric.weight_s", f.WeightS) {
+		switch w := f.WeightS.V; {
+		case f.Sharing != "lv08":
+			v.add("fabric.weight_s", "applies to lv08 sharing only (set fabric.sharing: lv08)")
+		case !(w > 0 && !math.IsInf(w, 0)):
+			v.add("fabric.weight_s", "must be positive (leave it out for SimGrid's 20537), got %v", w)
+		}
 	}
 }
 
