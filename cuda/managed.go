@@ -126,7 +126,11 @@ func params(m *machine.Machine) uvm.Params {
 	}
 	p.FaultEntryCost = u.EntryCost()
 	p.FaultPageCost = u.PageCost()
-	move := moveTime(m, r, uvm.BigPageSize)
+	// The migration is the copy engine's read of host memory: its
+	// request's way out (machine.ReadLimit's lead) is in the measured
+	// round trip too.
+	lead, _ := m.ReadLimit(r, g.CE())
+	move := moveTime(m, r, uvm.BigPageSize) + lead
 	if o, err := uvm.CalibrateBatchOverhead(p, u.Fault(), move); err == nil {
 		p.FaultBatchOverhead = o
 		// A CPU fault runs the same service less the fault buffer: the
