@@ -21,7 +21,9 @@ var Parameters = []string{
 	"gpus[i].copy_overhead: sync_call pinned d2h at the smallest size (a write: no read round trip in it)",
 	"gpus[i].vram_latency: latency device pointer_chase (one dependent load of VRAM)",
 	"gpus[i].hub_latency: latency mapped h2d pointer_chase, less the modelled links and DRAM (host_device_latency_sm)",
-	"gpus[i].uvm.fault_latency: unified managed-fault single_thread_read at the largest stride (one isolated fault)",
+	"gpus[i].uvm.fault_latency: unified managed-fault single_thread_read at the largest stride (one isolated fault: the per-batch cost, with one entry, one block and 16 pages)",
+	"gpus[i].uvm.fault_page_cost: unified managed-fault single_thread_read at the smallest stride (its median faults move 32 and 64 pages, the isolated one 16)",
+	"gpus[i].uvm.fault_entry_cost: unified managed-fault read (many threads, 256 entries a batch, one block a batch)",
 	"gpus[i].pin_cost and unpin_cost: pin register and unregister at the largest size",
 	"nodes[n].memcpy_rate: host_memcpy memcpy (Go's copy where the report has no C memcpy row), on the first GPU's node",
 	"nodes[n].stream_rate: host_memcpy stream_out, on the first GPU's node",
@@ -37,6 +39,10 @@ type Change struct {
 	Measured float64 `json:"measured"`
 	Unit     string  `json:"unit"`
 	Source   string  `json:"source"`
+	// AtBound: the row lies beyond the parameter's bounds and the
+	// parameter took the nearer one; the row is not reproduced, so
+	// validate does not count it as a calibration row.
+	AtBound bool `json:"at_bound,omitempty"`
 }
 
 // Calibrate returns base with the calibration subset solved from rep,
@@ -142,6 +148,9 @@ func (c *calibrator) gpu(g *probe.GPUReport, gi int) error {
 	} else if err := c.solve(gi, row, at+"uvm.fault_latency", row.Median*1e-6/2, row.Median*1e-6*4, timeText); err != nil {
 		return err
 	}
+	if err := c.faults(g, gi, at); err != nil {
+		return err
+	}
 	for _, op := range []struct{ op, param string }{{"register", "pin_cost"}, {"unregister", "unpin_cost"}} {
 		row := pick(g, true, size, is(probe.FamilyPin, "pageable", "", op.op))
 		if row == nil {
@@ -153,6 +162,30 @@ func (c *calibrator) gpu(g *probe.GPUReport, gi int) error {
 		if err := c.solve(gi, row, at+op.param, perPage/16, perPage*16, timeText); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// faults calibrates the fault service's per-page and per-entry costs
+// after its per-batch cost (uvm.fault_latency, which the platform turns
+// into the batch overhead net of the other costs, so that the isolated
+// fault stays as measured while they change). Each needs one row: the
+// single thread at the smallest stride differs from the isolated fault
+// only by the pages its median faults move, and the many-thread read
+// only by its entries (256 a batch) and pages once both are known.
+func (c *calibrator) faults(g *probe.GPUReport, gi int, at string) error {
+	if c.spec.GPUs[gi].Integrated {
+		return nil
+	}
+	if row := pick(g, false, stride, is(probe.FamilyUnified, probe.PathManagedFault, probe.H2D, "single_thread_read")); row == nil || row.StrideBytes >= 2<<20 {
+		c.notef("gpu%d: no single_thread_read row below 2 MiB stride: uvm.fault_page_cost keeps its value", gi)
+	} else if err := c.solve(gi, row, at+"uvm.fault_page_cost", 1e-9, 2e-6, timeText); err != nil {
+		return err
+	}
+	if row := pick(g, true, size, is(probe.FamilyUnified, probe.PathManagedFault, probe.H2D, "read")); row == nil {
+		c.notef("gpu%d: no unified managed-fault read row: uvm.fault_entry_cost keeps its value", gi)
+	} else if err := c.solveClamped(gi, row, at+"uvm.fault_entry_cost", 1e-9, 2e-6, timeText, true); err != nil {
+		return err
 	}
 	return nil
 }
@@ -210,6 +243,13 @@ func round(x float64, digits int) float64 {
 // A row the model cannot reach inside the bounds leaves the parameter
 // as it is, with a note.
 func (c *calibrator) solve(gi int, row *probe.Measurement, path string, lo, hi float64, format text) error {
+	return c.solveClamped(gi, row, path, lo, hi, format, false)
+}
+
+// solveClamped is solve; with clamp, a row beyond the bounds takes the
+// nearer bound (with a note) instead of leaving the parameter as it is:
+// for a cost the row says is below the model's resolution.
+func (c *calibrator) solveClamped(gi int, row *probe.Measurement, path string, lo, hi float64, format text, clamp bool) error {
 	id := RowID(gi, row)
 	eval := func(x float64) (float64, error) {
 		s, err := platform.Set(c.spec, path+".value", format(x))
@@ -224,6 +264,7 @@ func (c *calibrator) solve(gi int, row *probe.Measurement, path string, lo, hi f
 		return m.Predict(gi, row)
 	}
 	target := row.Median
+	atBound := false
 	fLo, errLo := eval(lo)
 	fHi, errHi := eval(hi)
 	if err := errors.Join(errLo, errHi); err != nil {
@@ -231,7 +272,16 @@ func (c *calibrator) solve(gi int, row *probe.Measurement, path string, lo, hi f
 		return nil
 	}
 	rising := fHi > fLo
-	if (target-fLo)*(target-fHi) > 0 {
+	if (target-fLo)*(target-fHi) > 0 && clamp {
+		bound := lo
+		if math.Abs(target-fHi) < math.Abs(target-fLo) {
+			bound = hi
+		}
+		c.notef("%s: at its bound %s: row [%s] measured %.4g %s, the model gives %.4g to %.4g over %s..%s",
+			path, format(bound), id, target, row.Unit, fLo, fHi, format(lo), format(hi))
+		lo, hi = bound, bound
+		atBound = true
+	} else if (target-fLo)*(target-fHi) > 0 {
 		c.notef("%s: not calibrated: row [%s] measured %.4g %s, the model gives %.4g to %.4g over %s..%s: something else bounds it",
 			path, id, target, row.Unit, fLo, fHi, format(lo), format(hi))
 		return nil
@@ -257,6 +307,12 @@ func (c *calibrator) solve(gi int, row *probe.Measurement, path string, lo, hi f
 		return err
 	}
 	src := c.source(gi, id, row)
+	if atBound {
+		// Not "calibrated from": the row is not reproduced, and
+		// validate must not count it as a calibration row.
+		src = fmt.Sprintf("bound of the bisection: %s (%s) measured %.6g %s for %s, beyond what the model reaches with this value",
+			c.file, c.rep.Machine.Hostname, row.Median, row.Unit, id)
+	}
 	s, err := platform.Set(c.spec, path+".value", format(x))
 	if err == nil {
 		s, err = platform.Set(s, path+".source", yamlString(src))
@@ -265,7 +321,7 @@ func (c *calibrator) solve(gi int, row *probe.Measurement, path string, lo, hi f
 		return fmt.Errorf("calibrate %s: %w", path, err)
 	}
 	c.spec = s
-	c.changes = append(c.changes, Change{Path: path, Old: old, New: format(x), Row: id, Measured: row.Median, Unit: row.Unit, Source: src})
+	c.changes = append(c.changes, Change{Path: path, Old: old, New: format(x), Row: id, Measured: row.Median, Unit: row.Unit, Source: src, AtBound: atBound})
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/dmalab/dmalab"
@@ -313,7 +314,7 @@ func (m *Model) unified(gi int, meas *probe.Measurement) (float64, error) {
 	case path == xfer.ManagedRemote && meas.Operation == "accessed_by":
 		return m.managedKernel(gi, meas, false, true)
 	case path == xfer.ManagedFault && meas.Operation == "single_thread_read":
-		return m.isolatedFault(gi)
+		return m.faultLatency(gi, meas)
 	case path == xfer.ManagedCPUFault && meas.Operation == "first_touch":
 		return m.firstTouch(gi, meas)
 	}
@@ -363,26 +364,31 @@ func (m *Model) managedKernel(gi int, meas *probe.Measurement, write, remote boo
 	return gbps(meas.SizeBytes, took), nil
 }
 
-// isolatedFault is the model's isolated GPU fault, in microseconds: a
-// one-word kernel on a host-resident block, less the same kernel on
-// memory already on the GPU. The probe's single thread at 2 MiB stride
-// takes one such fault per block; at smaller strides its median slow
-// touch is still one fault's round trip, which the model's isolated
-// fault stands for.
-func (m *Model) isolatedFault(gi int) (float64, error) {
-	var faulted, resident sim.Time
+// faultLatency is the probe's single-thread fault latency, in
+// microseconds (hw/probe/unified.go, faultLatency): one GPU thread reads
+// a word every stride bytes of host-resident managed memory, in address
+// order, each touch timed; a touch slower than probe.SlowTouch is a
+// fault, and the value is the median slow touch. Here each touch is a
+// one-word kernel timed less the same kernel on resident memory, so the
+// prefetcher's growing migrations (16, 16, 32, 64, 128, 256 pages of a
+// block at small strides) weigh in as they do on the GPU.
+func (m *Model) faultLatency(gi int, meas *probe.Measurement) (float64, error) {
+	size, stride := uint64(meas.SizeBytes), uint64(meas.StrideBytes)
+	if size == 0 || stride == 0 || stride > size {
+		return 0, notModelled("a single-thread fault row of %d B at stride %d B", size, stride)
+	}
+	var slow []float64
 	err := m.run(gi, func(p *sim.Proc, _ *cuda.Process, c *cuda.Context) error {
-		const n = 2 << 20
-		buf, err := c.MemAllocManaged(p, n, cuda.MemAttachGlobal)
+		buf, err := c.MemAllocManaged(p, size, cuda.MemAttachGlobal)
 		if err != nil {
 			return err
 		}
 		defer c.MemFree(p, buf)
-		if err := c.CPUAccess(p, buf, n, true); err != nil {
+		if err := c.CPUAccess(p, buf, size, true); err != nil {
 			return err
 		}
-		k := gpu.Kernel{Name: "touch", Accesses: []gpu.Access{{Addr: buf, Size: 4, Bytes: 4, Pattern: gpu.Streaming{}}}}
-		timed := func() (sim.Time, error) {
+		touch := func(off uint64) (sim.Time, error) {
+			k := gpu.Kernel{Name: "touch", Accesses: []gpu.Access{{Addr: buf + mem.GPUAddr(off), Size: 4, Bytes: 4, Pattern: gpu.Streaming{}}}}
 			t0 := p.Now()
 			if err := c.LaunchKernel(p, k, nil); err != nil {
 				return 0, err
@@ -390,13 +396,52 @@ func (m *Model) isolatedFault(gi int) (float64, error) {
 			err := c.Synchronize(p)
 			return p.Now() - t0, err
 		}
-		if faulted, err = timed(); err != nil {
+		var times []sim.Time
+		for off := uint64(0); off+4 <= size; off += stride {
+			t, err := touch(off)
+			if err != nil {
+				return err
+			}
+			times = append(times, t)
+		}
+		// The first word is resident now: its kernel is the launch and
+		// the synchronization a touch's time carries besides the fault.
+		base, err := touch(0)
+		if err != nil {
 			return err
 		}
-		resident, err = timed()
-		return err
+		var all []float64
+		for _, t := range times {
+			us := (t - base).Seconds() * 1e6
+			all = append(all, us)
+			if us > probe.SlowTouch.Seconds()*1e6 {
+				slow = append(slow, us)
+			}
+		}
+		if len(slow) == 0 {
+			slow = all
+		}
+		return nil
 	})
-	return (faulted - resident).Seconds() * 1e6, err
+	if err != nil {
+		return 0, err
+	}
+	return medianOf(slow), nil
+}
+
+// medianOf is the median of xs (the mean of the middle two when even),
+// as the probe's summaries take it.
+func medianOf(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // firstTouch is the CPU writing a fresh managed buffer: every page

@@ -130,10 +130,13 @@ func (d *Driver) endpoint(e *copyEnd, size uint64) error {
 //   - device ↔ device: on the GPU's engine for copies between VRAMs, over
 //     NVLink or PCIe to a peer;
 //   - host ↔ host: a CPU memcpy on the process's node;
-//   - managed memory (Pascal and later): its range is first migrated to
-//     where the other end is (the CPU for host memory, the GPU for
-//     device memory; the context's GPU when both are managed) by the
-//     unified-memory driver, as a prefetch, then copied from there.
+//   - managed memory (Pascal and later): toward device memory (or both
+//     ends managed: the context's GPU) the copy engine touches the
+//     managed range and each page it may not access is a non-replayable
+//     fault serviced alone, migrating the page and the prefetcher's
+//     region (uvm_gpu_non_replayable_faults.c); the copy then reads the
+//     pages where they are. Toward host memory the range is first
+//     migrated to the CPU as a prefetch.
 //
 // The source is read when the copy starts and the destination written
 // when it ends, through mem (DMA by the GPU for device and pinned
@@ -306,8 +309,11 @@ func (d *Driver) stagingFor(p *sim.Proc, dev *gpu.Device, node int) (*StagingMem
 	return sm, nil
 }
 
-// migrateEnds moves the managed ends of a copy to where the other end
-// is, as a prefetch (uvm.Driver.Prefetch), and points them there.
+// migrateEnds makes the managed ends of a copy accessible to the copy:
+// toward host memory as a prefetch to the CPU (uvm.Driver.Prefetch);
+// toward a GPU by that GPU's copy engine touching the range, faulting
+// page by page (uvm.Driver.CopyEngineAccess). It points each end where
+// its pages are then.
 func (c *Context) migrateEnds(p *sim.Proc, call string, d, s *copyEnd, size uint64) error {
 	for _, pair := range [][2]*copyEnd{{s, d}, {d, s}} {
 		e, other := pair[0], pair[1]
@@ -326,13 +332,23 @@ func (c *Context) migrateEnds(p *sim.Proc, call string, d, s *copyEnd, size uint
 		if err != nil {
 			return fail(call, ErrorInvalidValue, err)
 		}
-		if err := c.d.um.Prefetch(p, ua, int64(size), to); err != nil {
+		if to == uvm.CPU {
+			if err := c.d.um.Prefetch(p, ua, int64(size), to); err != nil {
+				return wrap(call, err)
+			}
+			e.ep, _ = c.d.m.HostMemory(c.dev.GPU.Node)
+			continue
+		}
+		// The GPU's copy engine touches the range itself: its faults
+		// are serviced one by one (uvm.Driver.CopyEngineAccess), and it
+		// copies from where the pages then are.
+		acc, err := c.d.um.CopyEngineAccess(p, to.GPUIndex(), ua, int64(size), e == d)
+		if err != nil {
 			return wrap(call, err)
 		}
-		if to == uvm.CPU {
-			e.ep, _ = c.d.m.HostMemory(c.dev.GPU.Node)
-		} else {
-			e.dev = c.d.sys.Devices[to.GPUIndex()]
+		e.dev = c.d.sys.Devices[to.GPUIndex()]
+		e.ep = c.d.procMemory(acc.Where, to)
+		if acc.Where == uvm.NoProcessor {
 			e.ep = e.dev.GPU.Memory()
 		}
 	}

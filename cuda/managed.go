@@ -124,10 +124,18 @@ func params(m *machine.Machine) uvm.Params {
 	if err != nil {
 		return p
 	}
-	move := moveTime(m, r, uvm.BigPageSize)
+	p.FaultEntryCost = u.EntryCost()
+	p.FaultPageCost = u.PageCost()
+	// The migration is the copy engine's read of host memory: its
+	// request's way out (machine.ReadLimit's lead) is in the measured
+	// round trip too.
+	lead, _ := m.ReadLimit(r, g.CE())
+	move := moveTime(m, r, uvm.BigPageSize) + lead
 	if o, err := uvm.CalibrateBatchOverhead(p, u.Fault(), move); err == nil {
 		p.FaultBatchOverhead = o
-		p.CPUFaultCost = o + p.FaultEntryCost + p.BlockServiceCost
+		// A CPU fault runs the same service less the fault buffer: the
+		// isolated round trip less its transfer.
+		p.CPUFaultCost = u.Fault() - move
 	}
 	return p
 }
@@ -261,6 +269,25 @@ func (h *managedHandler) GPUAccess(p *sim.Proc, g int, addr mem.GPUAddr, size ui
 		return // freed while the kernel ran; uvm has nothing to move
 	}
 	acc, err := d.um.GPUAccess(p, g, ua, int64(size), write)
+	if err != nil {
+		return // reported by uvm as a KindError event
+	}
+	if write && d.integrated(g) {
+		d.markDirty(d.managedPhys(addr, size), true)
+	}
+	d.moveAccess(p, g, acc, ua, size, write)
+}
+
+// GPUAccessStrided is gpu.ManagedStridedHandler: only the pages the
+// walk's elements touch fault (uvm.Driver.GPUAccessStrided); the bytes
+// move as GPUAccess moves them.
+func (h *managedHandler) GPUAccessStrided(p *sim.Proc, g int, addr mem.GPUAddr, size, stride, elem uint64, write bool) {
+	d := h.d
+	ua, err := d.uvmAddr(addr)
+	if err != nil {
+		return // freed while the kernel ran; uvm has nothing to move
+	}
+	acc, err := d.um.GPUAccessStrided(p, g, ua, int64(size), int64(stride), int64(elem), write)
 	if err != nil {
 		return // reported by uvm as a KindError event
 	}

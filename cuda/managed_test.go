@@ -196,19 +196,57 @@ func TestManagedCopy(t *testing.T) {
 	})
 }
 
+// TestManagedCopyFaults: cuMemcpy from CPU-resident managed memory to
+// device memory faults as the copy engine reaches each page it cannot
+// access, one fault at a time with the prefetcher's growing regions (0,
+// 16, 32, 64, 128, 256 of each 2 MiB block), not a prefetch of the
+// whole range first: 6 faults a block, each a fault's fixed cost, so the
+// copy is several times slower than a prefetch of the same range.
+func TestManagedCopyFaults(t *testing.T) {
+	const size = 32 * blockSize
+	var copyT, prefetchT sim.Time
+	var faults int64
+	{
+		r := h200(t)
+		um := r.d.UVM()
+		r.run(func(p *sim.Proc) {
+			a := r.managedOnCPU(p, size)
+			dv, err := r.ctx.MemAlloc(p, size)
+			must(t, err)
+			before := um.Stats().GPUFaults
+			copyT = timed(p, func() { must(t, r.ctx.Memcpy(p, dv, a, size)) })
+			faults = um.Stats().GPUFaults - before
+		})
+	}
+	{
+		r := h200(t)
+		r.run(func(p *sim.Proc) {
+			a := r.managedOnCPU(p, size)
+			prefetchT = timed(p, func() {
+				must(t, r.ctx.MemPrefetchAsync(p, a, size, 0, nil))
+				must(t, r.ctx.Synchronize(p))
+			})
+		})
+	}
+	if faults != 6*32 {
+		t.Errorf("%d faults, want 6 a block (%d)", faults, 6*32)
+	}
+	if copyT < 2*prefetchT {
+		t.Errorf("copy %v, prefetch %v: want the copy's serial faults to cost over twice the prefetch", copyT, prefetchT)
+	}
+	t.Logf("64 MiB: copy from CPU-resident managed %v (%.2f GB/s), prefetch %v", copyT, float64(size)/copyT.Seconds()/1e9, prefetchT)
+}
+
 // TestIsolatedFault: one GPU access to host-resident managed memory
 // costs the platform's measured isolated-fault round trip (21.92 µs on
 // the H200), the calibration target, on top of an empty kernel.
 func TestIsolatedFault(t *testing.T) {
 	r := h200(t)
-	// The fault's service plus what the model's migration adds as its
-	// copy's read round trip (hub + link and root complex both ways)
-	// and the kernel's read of VRAM after it.
+	// The fault's round trip (the batch overhead is calibrated net of
+	// the migration's read round trip, so the parameter is the whole of
+	// it) and the kernel's read of VRAM after it.
 	g := r.m.GPUs[0]
-	route, err := r.m.Route(r.host(), g.Memory())
-	must(t, err)
-	lead, _ := r.m.ReadLimit(route, g.CE())
-	want := g.Spec.UVM.Fault() + lead + g.Spec.VRAMLatency.V
+	want := g.Spec.UVM.Fault() + g.Spec.VRAMLatency.V
 	r.run(func(p *sim.Proc) {
 		a := r.managedOnCPU(p, blockSize)
 		empty := timed(p, func() {
@@ -223,4 +261,42 @@ func TestIsolatedFault(t *testing.T) {
 			t.Errorf("isolated fault %v, want %v", fault, want)
 		}
 	})
+}
+
+// TestManagedKernelStrided: a kernel reading 4 bytes every 2 MiB of
+// CPU-resident managed memory faults one page per block, and the blocks
+// it touches are the only ones that move (the prefetcher moves a 64 KiB
+// big page around each fault); every page of the region is touched by a
+// 4 KiB stride.
+func TestManagedKernelStrided(t *testing.T) {
+	for _, tc := range []struct {
+		stride     uint64
+		faults     int64
+		maxMigrate int64
+	}{
+		{blockSize, 8, 8 * 64 << 10},
+		{4 << 10, 8 * 512, 8 * blockSize},
+	} {
+		r := h200(t)
+		um := r.d.UVM()
+		const size = 8 * blockSize
+		r.run(func(p *sim.Proc) {
+			a := r.managedOnCPU(p, size)
+			before := um.Stats()
+			k := gpu.Kernel{Name: "strided", Accesses: []gpu.Access{{Addr: a, Size: size, Bytes: size / tc.stride * 4, Pattern: gpu.Strided{Stride: tc.stride, Elem: 4}}}}
+			must(t, r.ctx.LaunchKernel(p, k, nil))
+			must(t, r.ctx.Synchronize(p))
+			after := um.Stats()
+			if got := after.GPUFaults - before.GPUFaults; got != tc.faults {
+				t.Errorf("stride %d: %d faults, want %d", tc.stride, got, tc.faults)
+			}
+			moved := int64(0)
+			for _, b := range after.MigratedBytes {
+				moved += b
+			}
+			if moved > tc.maxMigrate || moved == 0 {
+				t.Errorf("stride %d: %d B migrated, want 1..%d", tc.stride, moved, tc.maxMigrate)
+			}
+		})
+	}
 }

@@ -292,6 +292,15 @@ func (s *Stream) execute(w *sim.Proc, k Kernel, plan []planned) {
 				d.access(spans, false)
 			}
 			child := w.Spawn(name+" managed", func(q *sim.Proc) {
+				if st, ok := a.Pattern.(Strided); ok && st.Stride > orDefault(st.Elem) {
+					if sh, ok := h.(ManagedStridedHandler); ok {
+						sh.GPUAccessStrided(q, d.Index, a.Addr, a.Size, st.Stride, orDefault(st.Elem), a.Write)
+						if a.Write && len(spans) > 0 && sys.lookup(a.Addr) != nil {
+							d.access(spans, true)
+						}
+						return
+					}
+				}
 				h.GPUAccess(q, d.Index, a.Addr, a.Size, a.Write)
 				if a.Write && len(spans) > 0 && sys.lookup(a.Addr) != nil {
 					d.access(spans, true)

@@ -25,6 +25,18 @@ type ManagedHandler interface {
 	GPUAccess(p *sim.Proc, gpu int, addr mem.GPUAddr, size uint64, write bool)
 }
 
+// ManagedStridedHandler is a ManagedHandler told a strided access's
+// walk: Elem bytes every Stride bytes from addr, inside [addr,
+// addr+size). Only the pages the elements touch fault, as on the GPU,
+// where an SM raises a fault for the pages its loads and stores name and
+// no other. The GPU model calls GPUAccessStrided instead of GPUAccess
+// for an access whose Pattern is Strided with a stride over its element
+// when the handler implements it.
+type ManagedStridedHandler interface {
+	ManagedHandler
+	GPUAccessStrided(p *sim.Proc, gpu int, addr mem.GPUAddr, size, stride, elem uint64, write bool)
+}
+
 // ManagedLaunchHandler is a ManagedHandler that also acts at kernel
 // boundaries, as the pre-Pascal and Tegra models must (dirty managed
 // pages migrate at launch; CPU access while a kernel runs faults; cache

@@ -437,6 +437,15 @@ type UVM struct {
 	// managed memory: the fault is raised, serviced by the driver
 	// (migration of one small region included) and replayed.
 	FaultLatency Param[sim.Time]
+	// FaultEntryCost is the fault service's cost per fault-buffer entry
+	// fetched (decode, VA-space and block lookup, the sort:
+	// fetch_fault_buffer_entries and preprocess_fault_batch in
+	// uvm_gpu_replayable_faults.c).
+	FaultEntryCost Param[sim.Time]
+	// FaultPageCost is the fault service's cost per page it makes
+	// resident on the faulting GPU, faulted or prefetched
+	// (uvm_va_block_service_locked's per-page work in uvm_va_block.c).
+	FaultPageCost Param[sim.Time]
 }
 
 // Device is a DMA-capable device other than a GPU: on PCIe, or on an
@@ -713,6 +722,19 @@ const (
 	// dmalab probe on the H200 machine, one GPU thread at 2 MiB stride
 	// (docs/measurements/2026-11-21-h200-cli-probe.txt).
 	DefaultFaultLatency = 21920 * sim.Nanosecond
+	// DefaultFaultEntryCost: calibrated on the H200 machine from the
+	// many-thread managed-fault read (13.49 GB/s), which needs less than
+	// 1 ns per fault entry once DefaultFaultPageCost is set; 1 ns is
+	// calibrate's lower bound (docs/measurements/2026-11-25-um-fidelity.md).
+	DefaultFaultEntryCost = 1 * sim.Nanosecond
+	// DefaultFaultPageCost: calibrated on the H200 machine from the
+	// probe's single GPU thread at 4 KiB stride (29.42 us median slow
+	// touch, faults of 32 and 64 pages about the median) against 2 MiB
+	// stride (21.92 us, 16 pages): 234 ns a page, less the 74 ns its
+	// transfer takes at 55.5 GB/s
+	// (docs/measurements/2026-11-21-h200-cli-probe.txt,
+	// docs/measurements/2026-11-25-um-fidelity.md).
+	DefaultFaultPageCost = 160 * sim.Nanosecond
 	// HostPage is the page size PinCost and UnpinCost are counted in.
 	HostPage Bytes = 4 << 10
 )
@@ -793,6 +815,14 @@ func (u UVM) EpochTime() sim.Time { return lapses(u.Lapse(), u.EpochLapses()) }
 // Fault returns the isolated-fault round trip, DefaultFaultLatency when
 // unset.
 func (u UVM) Fault() sim.Time { return orDefault(u.FaultLatency.V, DefaultFaultLatency) }
+
+// EntryCost returns the per-entry fault cost, DefaultFaultEntryCost
+// when unset.
+func (u UVM) EntryCost() sim.Time { return orDefault(u.FaultEntryCost.V, DefaultFaultEntryCost) }
+
+// PageCost returns the per-page fault service cost,
+// DefaultFaultPageCost when unset.
+func (u UVM) PageCost() sim.Time { return orDefault(u.FaultPageCost.V, DefaultFaultPageCost) }
 
 func lapses(lapse sim.Time, n int) sim.Time {
 	if lapse > 0 && sim.Time(n) > sim.Forever/lapse {

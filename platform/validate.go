@@ -556,6 +556,8 @@ func (v *validator) uvm(p string, u UVM) {
 			maxUint, DefaultThrashingLapse, l)
 	}
 	v.optionalTime(p+".fault_latency", u.FaultLatency, DefaultFaultLatency)
+	v.optionalTime(p+".fault_entry_cost", u.FaultEntryCost, DefaultFaultEntryCost)
+	v.optionalTime(p+".fault_page_cost", u.FaultPageCost, DefaultFaultPageCost)
 }
 
 // pixels checks the fields of the video devices: a camera needs its

@@ -78,8 +78,9 @@ gather kernel packs them in device memory, one cuMemcpyDtoH); gdr and
 cpu-mapped store or load each object on its own, at its own place (one
 gdr call or CPU access per object); zero-copy and managed run the kernel
 with a strided access over the region (gpu.Strided: an object every
-2·object bytes; managed faults every page the objects touch, so it moves
-the whole region); 2-streams gathers each chunk with the CPU into one of
+2·object bytes; managed faults only the pages the objects touch, every
+other page at 4 KiB objects, and the prefetcher moves the regions they
+fill past its threshold); 2-streams gathers each chunk with the CPU into one of
 two pinned staging buffers, waiting for that buffer's last copy first.
 The pointer array itself is not counted.
 

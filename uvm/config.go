@@ -105,6 +105,15 @@ type Params struct {
 	// unmapping the old location and mapping the new one (PTE writes and
 	// a TLB invalidate on the GPU). Data movement is extra (Env.Move).
 	BlockServiceCost sim.Time
+	// FaultPageCost is the fault service's cost per page it makes
+	// resident on the faulting GPU (faulted and prefetched pages alike):
+	// uvm_va_block_service_locked walks the service context page by
+	// page (residency selection, the CPU PTE revoked one page at a time
+	// by unmap_mapping_range in block_unmap_cpu, the copy pushed per
+	// contiguous run of CPU pages, which are not physically contiguous),
+	// work that cuMemPrefetchAsync's uvm_migrate does per block instead.
+	// Data movement is extra.
+	FaultPageCost sim.Time
 	// CPUFaultCost is the cost of one CPU page fault on managed memory
 	// (uvm_vm_fault: the trap, the same block service), data movement
 	// extra.
@@ -196,9 +205,16 @@ const (
 	// measured 3.2 us here).
 	DefaultBlockServiceCost = 4 * sim.Microsecond
 	// DefaultFaultBatchOverhead is calibrated: IsolatedFaultLatency less
-	// CalibrationMove, one FaultEntryCost and one BlockServiceCost:
-	// 21.920 - 1.541 - 0.100 - 4.000 = 16.279 us.
-	DefaultFaultBatchOverhead = IsolatedFaultLatency - CalibrationMove - DefaultFaultEntryCost - DefaultBlockServiceCost
+	// CalibrationMove, one FaultEntryCost, one BlockServiceCost and the
+	// 16 pages' FaultPageCost (none by default): 21.920 - 1.541 - 0.100
+	// - 4.000 = 16.279 us.
+	DefaultFaultBatchOverhead = IsolatedFaultLatency - CalibrationMove - DefaultFaultEntryCost - DefaultBlockServiceCost - pagesPerBigPage*DefaultFaultPageCost
+	// DefaultFaultPageCost is zero: the package's own cost model charges
+	// a fault's pages their transfer only. An integrator calibrates it
+	// (platform's uvm.fault_page_cost: 160 ns on the H200 machine, from
+	// the probe's single-thread fault latency at 4 KiB against 2 MiB
+	// stride; docs/measurements/2026-11-25-um-fidelity.md).
+	DefaultFaultPageCost = 0
 	// DefaultCPUFaultCost is assumed equal to the isolated GPU fault's
 	// service (the round trip less its transfer, 20.379 us): a CPU fault
 	// runs the same block service (uvm_va_block_service_locked), trading
@@ -238,6 +254,7 @@ func DefaultParams() Params {
 		FaultBatchOverhead:    DefaultFaultBatchOverhead,
 		FaultEntryCost:        DefaultFaultEntryCost,
 		BlockServiceCost:      DefaultBlockServiceCost,
+		FaultPageCost:         DefaultFaultPageCost,
 		CPUFaultCost:          DefaultCPUFaultCost,
 		PrefetchBlockCost:     DefaultPrefetchBlockCost,
 		CPUZeroPageCost:       DefaultCPUZeroPageCost,
@@ -247,14 +264,16 @@ func DefaultParams() Params {
 
 // CalibrateBatchOverhead is the FaultBatchOverhead that makes one
 // isolated fault take faultLatency when the Env moves the fault's 64 KiB
-// big page in move64K: the other per-fault costs of p stay as they are.
+// big page in move64K: the other per-fault costs of p (one entry, one
+// block, the big page's 16 pages) stay as they are.
 // An integrator whose Move differs from CalibrationMove, or a platform
 // with its own measured FaultLatency, recalibrates with it.
 func CalibrateBatchOverhead(p Params, faultLatency, move64K sim.Time) (sim.Time, error) {
-	d := faultLatency - move64K - p.FaultEntryCost - p.BlockServiceCost
+	pages := pagesPerBigPage * p.FaultPageCost
+	d := faultLatency - move64K - p.FaultEntryCost - p.BlockServiceCost - pages
 	if d < 0 {
-		return 0, fmt.Errorf("fault latency %v is less than its parts (move %v, entry %v, block %v): %w",
-			faultLatency, move64K, p.FaultEntryCost, p.BlockServiceCost, ErrInvalidValue)
+		return 0, fmt.Errorf("fault latency %v is less than its parts (move %v, entry %v, block %v, pages %v): %w",
+			faultLatency, move64K, p.FaultEntryCost, p.BlockServiceCost, pages, ErrInvalidValue)
 	}
 	return d, nil
 }
@@ -289,7 +308,7 @@ func (p *Params) validate() error {
 		return bad("ThrashingMaxResets", p.ThrashingMaxResets)
 	case p.UnpinGranularity <= 0:
 		return bad("UnpinGranularity", p.UnpinGranularity)
-	case p.FaultBatchOverhead < 0 || p.FaultEntryCost < 0 || p.BlockServiceCost < 0 ||
+	case p.FaultBatchOverhead < 0 || p.FaultEntryCost < 0 || p.BlockServiceCost < 0 || p.FaultPageCost < 0 ||
 		p.CPUFaultCost < 0 || p.PrefetchBlockCost < 0 || p.CPUZeroPageCost < 0 || p.CPUMapPageCost < 0:
 		return bad("a cost", "negative")
 	}

@@ -66,6 +66,89 @@ type faultWaiter struct {
 // On pre-Pascal and Tegra GPUs managed memory never faults, but must be
 // accessed between KernelLaunch and KernelComplete.
 func (d *Driver) GPUAccess(p *sim.Proc, gpu int, addr Addr, size int64, write bool) (Access, error) {
+	return d.gpuAccess(p, gpu, addr, size, 0, 0, write)
+}
+
+// GPUAccessStrided is GPUAccess of a strided walk: elem bytes every
+// stride bytes from addr, inside [addr, addr+size). Only the pages the
+// elements touch fault: a warp raises faults for the pages its loads and
+// stores name (the fault buffer's entries are per faulting address,
+// uvm_fault_buffer_entry_t), so a 4-byte read every 64 KiB faults one
+// page in 16, and what else moves is the prefetcher's choice. A stride
+// of at most elem (or at most a page, where every page is touched) is
+// GPUAccess of the region.
+func (d *Driver) GPUAccessStrided(p *sim.Proc, gpu int, addr Addr, size, stride, elem int64, write bool) (Access, error) {
+	if elem <= 0 || stride <= elem || stride <= PageSize {
+		return d.gpuAccess(p, gpu, addr, size, 0, 0, write)
+	}
+	return d.gpuAccess(p, gpu, addr, size, stride, elem, write)
+}
+
+// CopyEngineAccess is a copy engine of GPU gpu reading (or, write,
+// writing) [addr, addr+size) of managed memory, as cuMemcpy's copy does:
+// the engine walks the range in address order, and each page the GPU
+// may not access as asked raises a non-replayable fault, which stops the
+// engine's channel until it is serviced (uvm_gpu_non_replayable_faults.c:
+// "fault and switch", one fault at a time, each with its own batch id).
+// Its service is a replayable fault's (service_managed_fault_in_block_locked
+// calls uvm_va_block_service_locked, with the prefetch hint), so here
+// each is one fault of a batch of its own: the batch overhead, one entry,
+// the block, the pages migrated with the prefetcher's region. The pages
+// end where the policy puts them (the GPU by default; they stay and are
+// mapped under AccessedBy or a CPU preferred location).
+func (d *Driver) CopyEngineAccess(p *sim.Proc, gpu int, addr Addr, size int64, write bool) (Access, error) {
+	g, err := d.gpu(gpu)
+	if err != nil {
+		return Access{}, d.fail(p, NoProcessor, addr, err)
+	}
+	if _, err := d.find(addr, size); err != nil {
+		return Access{}, d.fail(p, g.id, addr, err)
+	}
+	var acc Access
+	end := addr + Addr(size)
+	for a := addr &^ (PageSize - 1); a < end; a += PageSize {
+		num := uint64(a) / BlockSize
+		pg := int(uint64(a)%BlockSize) / PageSize
+		if b := d.blocks[num]; b != nil {
+			ok := b.accessible(g.id, write)
+			if ok.Test(pg) {
+				continue
+			}
+		}
+		f, err := d.gpuAccess(p, gpu, max(a, addr), 1, 0, 0, write)
+		acc.Faults += f.Faults
+		acc.Stall += f.Stall
+		if err != nil {
+			return acc, err
+		}
+	}
+	d.describe(&acc, g.id, addr, end)
+	return acc, nil
+}
+
+// touchedPages is the pages of the block at bstart that elements of elem
+// bytes every stride bytes from start, inside [start, end), touch.
+func touchedPages(bstart, start, end Addr, stride, elem int64) PageMask {
+	var m PageMask
+	bend := bstart + BlockSize
+	k := int64(0)
+	if bstart > start {
+		// The first element that may overlap the block.
+		k = (int64(bstart-start) - elem + 1 + stride - 1) / stride
+		k = max(k, 0)
+	}
+	for e := start + Addr(k*stride); e < end && e < bend; e += Addr(stride) {
+		lo := max(e, bstart)
+		hi := min(e+Addr(elem), end, bend)
+		if hi <= lo {
+			continue
+		}
+		m.SetRange(int(lo-bstart)/PageSize, int(hi-bstart+PageSize-1)/PageSize)
+	}
+	return m
+}
+
+func (d *Driver) gpuAccess(p *sim.Proc, gpu int, addr Addr, size, stride, elem int64, write bool) (Access, error) {
 	g, err := d.gpu(gpu)
 	if err != nil {
 		return Access{}, d.fail(p, NoProcessor, addr, err)
@@ -88,6 +171,9 @@ func (d *Driver) GPUAccess(p *sim.Proc, gpu int, addr Addr, size int64, write bo
 		for num := uint64(addr) / BlockSize; num <= (uint64(end)-1)/BlockSize; num++ {
 			lo, hi := spanPages(Addr(num*BlockSize), addr, end)
 			missing := rangeMask(lo, hi)
+			if stride > 0 {
+				missing = touchedPages(Addr(num*BlockSize), addr, end, stride, elem)
+			}
 			if b := d.blocks[num]; b != nil {
 				ok := b.accessible(g.id, write)
 				missing.AndNot(&ok)
@@ -345,6 +431,8 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 	}
 	g.reqs = reqs
 	p.Sleep(d.p.BlockServiceCost)
+	before := b.residentOn(g.id)
+	defer d.chargePages(p, b, g.id, &before)
 	now := p.Now()
 	if d.p.DisableThrashing || b.thrash == nil || b.thrash.pages == nil {
 		// No page of the block has a thrashing history: every hint is
@@ -371,4 +459,18 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 		d.serviceFaults(p, b, g.id, kept)
 	}
 	return coalesced, throttled, true
+}
+
+// chargePages charges the fault service's per-page work for the pages
+// of b that became resident on x since before (faulted and prefetched
+// alike). It runs before the block is unlocked: the work is done under
+// the block lock.
+func (d *Driver) chargePages(p *sim.Proc, b *vaBlock, x Processor, before *PageMask) {
+	if d.p.FaultPageCost == 0 {
+		return
+	}
+	moved := andNot(b.residentOn(x), *before)
+	if n := moved.Count(); n > 0 {
+		p.Sleep(sim.Time(n) * d.p.FaultPageCost)
+	}
 }
