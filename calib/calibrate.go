@@ -1,7 +1,6 @@
 package calib
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -315,7 +314,7 @@ func (c *calibrator) solveClamped(gi int, row *probe.Measurement, path string, l
 	}
 	s, err := platform.Set(c.spec, path+".value", format(x))
 	if err == nil {
-		s, err = platform.Set(s, path+".source", yamlString(src))
+		s, err = platform.Set(s, path+".source", src)
 	}
 	if err != nil {
 		return fmt.Errorf("calibrate %s: %w", path, err)
@@ -357,13 +356,6 @@ func current(s *platform.Spec, path string) (string, error) {
 		return "unset", nil
 	}
 	return v, nil
-}
-
-// yamlString quotes s as a YAML double-quoted scalar (JSON's string
-// syntax is one), so that a source with ": " stays one string.
-func yamlString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }
 
 // DefaultBase is the preset a report is calibrated on when no platform
