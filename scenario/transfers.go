@@ -395,7 +395,8 @@ func measurePageable(p *sim.Proc, x *dma.DMA, t transfer, g *machine.GPU, host m
 		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
 			errs[i] = cuda.StagedCopy(q, x.Machine(), cuda.Staging{
 				Name: name, GPU: g, DMA: dev, Host: host, Node: g.Node,
-				ToDevice: d == xfer.H2D, Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V, Buffers: staging,
+				ToDevice: d == xfer.H2D, Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V,
+				Completion: g.Spec.CopyCompletion.V, Buffers: staging,
 			})
 		}))
 	}
