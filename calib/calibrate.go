@@ -135,7 +135,7 @@ func (c *calibrator) gpu(g *probe.GPUReport, gi int) error {
 	}
 	if row := pick(g, false, size, is(probe.FamilyCallTime, "pinned", probe.D2H, "")); row == nil {
 		c.notef("gpu%d: no sync_call pinned d2h row: copy_overhead keeps its value", gi)
-	} else if err := c.solve(gi, row, at+"copy_overhead", 0, row.Median*1e-6, timeText); err != nil {
+	} else if err := c.solve(gi, row, at+"copy_overhead", spec.CopyCompletion.V.Seconds(), row.Median*1e-6, timeText); err != nil {
 		return err
 	}
 	// After the overhead, which bounds it: a pageable h2d call returns

@@ -57,7 +57,7 @@ func TestStagedCopyMatchesTransfers(t *testing.T) {
 				kids = append(kids, p.Spawn("leg", func(q *sim.Proc) {
 					err := cuda.StagedCopy(q, m, cuda.Staging{
 						Name: "pageable", GPU: g, DMA: gd, Host: host, Node: g.Node, ToDevice: toDevice,
-						Bytes: size, Overhead: g.Spec.CopyOverhead.V,
+						Bytes: size, Overhead: g.Spec.CopyOverhead.V, Completion: g.Spec.CopyCompletion.V,
 					})
 					if err != nil {
 						t.Error(err)
