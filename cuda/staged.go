@@ -208,8 +208,6 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 		return err
 	}
 	if nchunks > MaxStagedChunks {
-		// The steady state's chunks are not waited one by one: the
-		// last one's completion stands for them (under 1 % at 2 MiB).
 		err := bulkStaged(p, m, s, name, chunk, size(nchunks-1), move)
 		if !s.ToDevice && err == nil {
 			p.Sleep(s.Completion)
@@ -283,7 +281,8 @@ const MaxStagedChunks = 1024
 // device, the first chunk's memcpy, then the memcpy of the rest alongside
 // the DMA of all but the last chunk, then the last chunk's DMA; from the
 // device the same with the stages swapped.
-func bulkStaged(p *sim.Proc, m *machine.Machine, s Staging, name string, first, last int64, dma func(*sim.Proc, int64) error) error {
+func bulkStaged(p *sim.Proc, m *machine.Machine, s Staging, name string, chunk, last int64, dma func(*sim.Proc, int64) error) error {
+	first := chunk
 	memcpy := func(q *sim.Proc, n int64) error { return s.stage(q, m, name, n) }
 	lead, follow := memcpy, dma
 	if !s.ToDevice {
@@ -294,7 +293,14 @@ func bulkStaged(p *sim.Proc, m *machine.Machine, s Staging, name string, first, 
 		return err
 	}
 	var followErr error
-	worker := p.Spawn(name+" steady", func(q *sim.Proc) { followErr = follow(q, s.Bytes-last) })
+	worker := p.Spawn(name+" steady", func(q *sim.Proc) {
+		if !s.ToDevice {
+			// The CPU stage waits for each chunk's completion before
+			// copying it out: one wait per chunk of the steady state.
+			q.Sleep(sim.Time((s.Bytes-last)/chunk) * s.Completion)
+		}
+		followErr = follow(q, s.Bytes-last)
+	})
 	leadErr := lead(p, s.Bytes-first)
 	p.Join(worker)
 	if err := errors.Join(leadErr, followErr); err != nil {
