@@ -305,9 +305,14 @@ func (c *Context) staged(p *sim.Proc, call string, dev *gpu.Device, toDevice boo
 		// legacy stream, and any synchronisation, waits for the DMA.
 		st.Landed = p.Engine().NewNamedCompletion(st.Name + " landed")
 		st.LandedErr = new(error)
-		c.d.stagedTails = append(c.d.stagedTails, stagedTail{dev: dev.Index, landed: st.Landed, err: st.LandedErr})
 	}
 	err = StagedCopy(p, m, st)
+	if err == nil && st.Landed != nil && !st.Landed.Done() {
+		// Registered once returned: a call another thread makes
+		// meanwhile waits only for what is left after the return, as
+		// before the return it was this thread's own work.
+		c.d.stagedTails = append(c.d.stagedTails, stagedTail{dev: dev.Index, landed: st.Landed, err: st.LandedErr})
+	}
 	if err != nil {
 		return fail(call, ErrorUnknown, err)
 	}
