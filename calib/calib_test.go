@@ -50,7 +50,7 @@ func TestCalibrateValidateRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPaths := []string{"gpus.gpu0.link.efficiency", "gpus.gpu0.copy_overhead", "gpus.gpu0.uvm.fault_latency",
+	wantPaths := []string{"gpus.gpu0.link.efficiency", "gpus.gpu0.copy_overhead", "gpus.gpu0.copy_completion", "gpus.gpu0.uvm.fault_latency",
 		"gpus.gpu0.uvm.fault_page_cost", "gpus.gpu0.pin_cost", "gpus.gpu0.unpin_cost", "nodes.0.memcpy_rate"}
 	got := map[string]Change{}
 	for _, c := range changes {

@@ -20,6 +20,7 @@ var Parameters = []string{
 	"gpus[i].copy_overhead: sync_call pinned d2h at the smallest size (a write: no read round trip in it)",
 	"gpus[i].vram_latency: latency device pointer_chase (one dependent load of VRAM)",
 	"gpus[i].hub_latency: latency mapped h2d pointer_chase, less the modelled links and DRAM (host_device_latency_sm)",
+	"gpus[i].copy_completion: sync_call pageable h2d at the smallest size (the call returns once staged: the per-call overhead less the host's wait for the DMA's completion)",
 	"gpus[i].uvm.fault_latency: unified managed-fault single_thread_read at the largest stride (one isolated fault: the per-batch cost, with one entry, one block and 16 pages)",
 	"gpus[i].uvm.fault_page_cost: unified managed-fault single_thread_read at the smallest stride (its median faults move 32 and 64 pages, the isolated one 16)",
 	"gpus[i].uvm.fault_entry_cost: unified managed-fault read (many threads, 256 entries a batch, one block a batch)",
@@ -139,7 +140,14 @@ func (c *calibrator) gpu(g *probe.GPUReport, gi int) error {
 	}
 	if row := pick(g, false, size, is(probe.FamilyCallTime, "pinned", probe.D2H, "")); row == nil {
 		c.notef("gpu%d: no sync_call pinned d2h row: copy_overhead keeps its value", gi)
-	} else if err := c.solve(gi, row, at+"copy_overhead", 0, row.Median*1e-6, timeText); err != nil {
+	} else if err := c.solve(gi, row, at+"copy_overhead", spec.CopyCompletion.V.Seconds(), row.Median*1e-6, timeText); err != nil {
+		return err
+	}
+	// After the overhead, which bounds it: a pageable h2d call returns
+	// once its data is staged, so it lacks exactly the completion wait.
+	if row := pick(g, false, size, is(probe.FamilyCallTime, "pageable", probe.H2D, "")); row == nil || spec.Integrated {
+		c.notef("gpu%d: no sync_call pageable h2d row (or an integrated GPU): copy_completion keeps its value", gi)
+	} else if err := c.solve(gi, row, at+"copy_completion", 0, c.spec.GPUs[gi].CopyOverhead.V.Seconds(), timeText); err != nil {
 		return err
 	}
 	if row := pick(g, true, stride, is(probe.FamilyUnified, probe.PathManagedFault, probe.H2D, "single_thread_read")); row == nil {

@@ -12,7 +12,8 @@
 // Calibrate changes only the calibration subset of a platform: each
 // parameter is solved for by bisection on the model's own output, so
 // that the model's prediction of one chosen row equals the measurement
-// (the pinned copy's link efficiency, the per-call copy overhead, the
+// (the pinned copy's link efficiency, the per-call copy overhead and its
+// completion wait, the
 // isolated fault latency, the memcpy and streaming-copy rates, the
 // pinning costs). The parameter's source names the report, its date, its
 // machine and GPU, the row and the measured value; Validate reads those

@@ -188,13 +188,38 @@ func (c *Context) MemcpyAsync(p *sim.Proc, dst, src mem.GPUAddr, size uint64, s 
 }
 
 // waitLegacy is the implicit synchronisation of a call issued into the
-// legacy default stream: the work of it and of the blocking streams.
+// legacy default stream: the work of it and of the blocking streams,
+// and the DMA of pageable copies to the GPU that returned once staged.
 func (c *Context) waitLegacy(p *sim.Proc) {
 	for _, s := range c.d.streams[c.dev.Index] {
 		if s.flags&StreamNonBlocking == 0 {
 			s.s.Synchronize(p)
 		}
 	}
+	c.d.waitStaged(p, c.dev.Index)
+}
+
+// stagedTail is a pageable copy to GPU dev that returned before its
+// last chunks' DMA landed.
+type stagedTail struct {
+	dev    int
+	landed *sim.Completion
+	err    *error
+}
+
+// waitStaged blocks p until the staged copies to GPU dev have landed,
+// and forgets them. The model's host waits where the driver orders the
+// copy before later work in the stream: the first call after it.
+func (d *Driver) waitStaged(p *sim.Proc, dev int) {
+	left := d.stagedTails[:0]
+	for _, t := range d.stagedTails {
+		if t.dev != dev {
+			left = append(left, t)
+			continue
+		}
+		p.Wait(t.landed)
+	}
+	d.stagedTails = left
 }
 
 // copySync performs a resolved copy, blocking p until it is done.
@@ -272,11 +297,25 @@ func (c *Context) staged(p *sim.Proc, call string, dev *gpu.Device, toDevice boo
 	if err != nil {
 		return fail(call, ErrorOutOfMemory, err)
 	}
-	err = StagedCopy(p, m, Staging{
+	st := Staging{
 		Name: fmt.Sprintf("%s pageable %s %d", call, kind, size), GPU: dev.GPU, DMA: dev.DMA(), Host: host, Node: cpu,
 		RemotePages: pages != cpu, PageNode: pages,
-		ToDevice: toDevice, Bytes: int64(size), Overhead: dev.GPU.Spec.CopyOverhead.V, Buffers: bufs,
-	})
+		ToDevice: toDevice, Bytes: int64(size), Overhead: dev.GPU.Spec.CopyOverhead.V,
+		Completion: dev.GPU.Spec.CopyCompletion.V, Buffers: bufs,
+	}
+	if toDevice {
+		// The call returns once staged; what is issued next into the
+		// legacy stream, and any synchronisation, waits for the DMA.
+		st.Landed = p.Engine().NewNamedCompletion(st.Name + " landed")
+		st.LandedErr = new(error)
+	}
+	err = StagedCopy(p, m, st)
+	if err == nil && st.Landed != nil && !st.Landed.Done() {
+		// Registered once returned: a call another thread makes
+		// meanwhile waits only for what is left after the return, as
+		// before the return it was this thread's own work.
+		c.d.stagedTails = append(c.d.stagedTails, stagedTail{dev: dev.Index, landed: st.Landed, err: st.LandedErr})
+	}
 	if err != nil {
 		return fail(call, ErrorUnknown, err)
 	}

@@ -218,3 +218,37 @@ func TestMemcpyAsync(t *testing.T) {
 		wantResult(t, r.ctx.MemcpyAsync(p, dv, 0x1000, 8, s), ErrorInvalidValue)
 	})
 }
+
+// TestPageableH2DReturnsOnceStaged: a synchronous pageable copy to the
+// device returns once its data is in a staging buffer (CUDA's API
+// synchronization behavior), before its DMA lands and without the
+// host's completion wait; cuCtxSynchronize, or the next call, waits for
+// the DMA.
+func TestPageableH2DReturnsOnceStaged(t *testing.T) {
+	r := h200(t)
+	spec := r.m.Spec.GPUs[0]
+	var ret, synced sim.Time
+	r.run(func(p *sim.Proc) {
+		src, err := r.pr.Malloc(8)
+		must(t, err)
+		dv, err := r.ctx.MemAlloc(p, 8)
+		must(t, err)
+		t0 := p.Now()
+		must(t, r.ctx.Memcpy(p, dv, mem.GPUAddr(src), 8))
+		ret = p.Now()
+		if d := ret - t0; d >= spec.CopyOverhead.V {
+			t.Errorf("8 B pageable h2d took %v, want less than the call's overhead %v (no completion wait)", d, spec.CopyOverhead.V)
+		}
+		must(t, r.ctx.Synchronize(p))
+		synced = p.Now()
+	})
+	var landed sim.Time
+	for _, tr := range r.tr {
+		if strings.Contains(tr.Name, "pageable h2d") {
+			landed = tr.End
+		}
+	}
+	if landed <= ret || synced < landed {
+		t.Errorf("returned at %v, DMA landed at %v, synchronized at %v: want return < landed <= synchronized", ret, landed, synced)
+	}
+}

@@ -71,6 +71,9 @@ type Driver struct {
 	// staging are the pageable copies' staging buffers by GPU and node,
 	// made at the first such copy when the GPU is behind an IOMMU.
 	staging map[[2]int]*StagingMemory
+	// stagedTails are pageable copies to a GPU whose call returned
+	// before their DMA landed (waitStaged).
+	stagedTails []stagedTail
 	// umChunks are managed memory's CPU chunks mapped for GPUs behind an
 	// IOMMU, by VA block (umdma.go).
 	umChunks map[uvm.Addr]*umChunk
@@ -494,6 +497,7 @@ func (c *Context) Synchronize(p *sim.Proc) error {
 		return err
 	}
 	c.dev.Synchronize(p)
+	c.d.waitStaged(p, c.dev.Index)
 	c.d.active[c.dev.Index] = false
 	return nil
 }

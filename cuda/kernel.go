@@ -50,6 +50,10 @@ func (c *Context) LaunchKernel(p *sim.Proc, k gpu.Kernel, s *Stream) error {
 			return err
 		}
 	}
+	// A kernel may read what a pageable copy that returned once staged
+	// is still moving: the model's host waits for it to land (the
+	// driver orders it in the stream instead).
+	c.d.waitStaged(p, c.dev.Index)
 	if err := st.s.Launch(p, k); err != nil {
 		return wrap(call, err)
 	}

@@ -40,9 +40,25 @@ type Staging struct {
 	// ToDevice: host to device; otherwise device to host.
 	ToDevice bool
 	Bytes    int64
-	// Overhead is the call's fixed cost, paid once before the first
-	// chunk (the GPU's CopyOverhead for a cuMemcpy).
+	// Overhead is the call's fixed cost (the GPU's CopyOverhead for a
+	// cuMemcpy): all of it but Completion before the first chunk.
 	Overhead sim.Time
+	// Completion is the share of Overhead that is the host observing a
+	// DMA's completion (the GPU's CopyCompletion): from the device, paid
+	// after each chunk's DMA, before the CPU copies the chunk out (the
+	// last chunk's is the call's own); to the device, not paid: the call
+	// returns once its data is staged (CUDA Runtime API, "API
+	// synchronization behavior": "The function will return once the
+	// pageable buffer has been copied to the staging memory for DMA
+	// transfer to device memory, but the DMA to final destination may not
+	// have completed").
+	Completion sim.Time
+	// Landed, when not nil, is completed when the last byte has landed:
+	// to the device after StagedCopy returns, while the last chunks' DMA
+	// finishes; from the device before it returns. LandedErr then holds
+	// the error of a DMA that failed after the return.
+	Landed    *sim.Completion
+	LandedErr *error
 	// Chunk is the staging buffers' size; 0 means the GPU's
 	// PageableChunk (platform.GPU.Chunk).
 	Chunk int64
@@ -144,7 +160,10 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 	}
 	en := s.GPU.CopyEngine(kind)
 	name := s.Name
-	p.Sleep(s.Overhead)
+	if s.Completion > s.Overhead {
+		return fmt.Errorf("staged copy %s: completion %v exceeds the call's overhead %v", s.Name, s.Completion, s.Overhead)
+	}
+	p.Sleep(s.Overhead - s.Completion)
 	free := StagingBuffers
 	var ready []int64 // chunks filled and waiting for the next stage
 	cond := sim.NewCond(name + " staging")
@@ -179,8 +198,21 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 	}
 	nchunks := (s.Bytes + chunk - 1) / chunk
 	size := func(i int64) int64 { return min(chunk, s.Bytes-i*chunk) }
+	landed := func(err error) error {
+		if s.LandedErr != nil {
+			*s.LandedErr = err
+		}
+		if s.Landed != nil {
+			s.Landed.Complete()
+		}
+		return err
+	}
 	if nchunks > MaxStagedChunks {
-		return bulkStaged(p, m, s, name, chunk, size(nchunks-1), move)
+		err := bulkStaged(p, m, s, name, chunk, size(nchunks-1), move)
+		if !s.ToDevice && err == nil {
+			p.Sleep(s.Completion)
+		}
+		return landed(err)
 	}
 	if s.ToDevice {
 		// The copy engine drains filled buffers in order.
@@ -205,8 +237,9 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 			ready = append(ready, size(i))
 			cond.Broadcast()
 		}
-		p.Join(worker)
-		return dmaErr
+		// Staged: the call returns while the engine drains the rest.
+		worker.Exited().OnComplete(func() { landed(dmaErr) })
+		return nil
 	}
 	worker := p.Spawn(name+" dma", func(q *sim.Proc) {
 		for i := range nchunks {
@@ -223,6 +256,8 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 		p.WaitUntil(cond, func() bool { return len(ready) > 0 })
 		n := ready[0]
 		ready = ready[1:]
+		// The host learns of the chunk's DMA by its semaphore.
+		p.Sleep(s.Completion)
 		if err := s.unstage(p, m, name, n); err != nil {
 			return err
 		}
@@ -230,7 +265,7 @@ func StagedCopy(p *sim.Proc, m *machine.Machine, s Staging) error {
 		cond.Broadcast()
 	}
 	p.Join(worker)
-	return dmaErr
+	return landed(dmaErr)
 }
 
 // MaxStagedChunks bounds the chunks a staged copy simulates one by one
@@ -246,7 +281,8 @@ const MaxStagedChunks = 1024
 // device, the first chunk's memcpy, then the memcpy of the rest alongside
 // the DMA of all but the last chunk, then the last chunk's DMA; from the
 // device the same with the stages swapped.
-func bulkStaged(p *sim.Proc, m *machine.Machine, s Staging, name string, first, last int64, dma func(*sim.Proc, int64) error) error {
+func bulkStaged(p *sim.Proc, m *machine.Machine, s Staging, name string, chunk, last int64, dma func(*sim.Proc, int64) error) error {
+	first := chunk
 	memcpy := func(q *sim.Proc, n int64) error { return s.stage(q, m, name, n) }
 	lead, follow := memcpy, dma
 	if !s.ToDevice {
@@ -257,7 +293,14 @@ func bulkStaged(p *sim.Proc, m *machine.Machine, s Staging, name string, first, 
 		return err
 	}
 	var followErr error
-	worker := p.Spawn(name+" steady", func(q *sim.Proc) { followErr = follow(q, s.Bytes-last) })
+	worker := p.Spawn(name+" steady", func(q *sim.Proc) {
+		if !s.ToDevice {
+			// The CPU stage waits for each chunk's completion before
+			// copying it out: one wait per chunk of the steady state.
+			q.Sleep(sim.Time((s.Bytes-last)/chunk) * s.Completion)
+		}
+		followErr = follow(q, s.Bytes-last)
+	})
 	leadErr := lead(p, s.Bytes-first)
 	p.Join(worker)
 	if err := errors.Join(leadErr, followErr); err != nil {

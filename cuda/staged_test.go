@@ -57,7 +57,7 @@ func TestStagedCopyMatchesTransfers(t *testing.T) {
 				kids = append(kids, p.Spawn("leg", func(q *sim.Proc) {
 					err := cuda.StagedCopy(q, m, cuda.Staging{
 						Name: "pageable", GPU: g, DMA: gd, Host: host, Node: g.Node, ToDevice: toDevice,
-						Bytes: size, Overhead: g.Spec.CopyOverhead.V,
+						Bytes: size, Overhead: g.Spec.CopyOverhead.V, Completion: g.Spec.CopyCompletion.V,
 					})
 					if err != nil {
 						t.Error(err)
@@ -144,4 +144,79 @@ func gpuDMA(t *testing.T, m *machine.Machine) *dma.Device {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestStagedCopyReturnsOnceStaged: to the device the call returns once
+// its data is staged, before its DMA lands and without the completion
+// wait (CUDA's API synchronization behavior); from the device it
+// returns after the last byte landed and pays one completion wait per
+// chunk, the first included in its overhead.
+func TestStagedCopyReturnsOnceStaged(t *testing.T) {
+	const (
+		overhead   = 6 * sim.Microsecond
+		completion = 1 * sim.Microsecond
+		chunk      = 2 << 20
+	)
+	for _, c := range []struct {
+		name     string
+		toDevice bool
+		bytes    int64
+	}{
+		{"h2d 8 B", true, 8},
+		{"h2d 3 chunks", true, 3 * chunk},
+		{"d2h 8 B", false, 8},
+		{"d2h 3 chunks", false, 3 * chunk},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run := func(completion sim.Time) (ret, landed sim.Time) {
+				spec, err := platform.Preset("h200-pcie")
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := machine.New(spec, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				g := m.GPUs[0]
+				host, _ := m.HostMemory(g.Node)
+				gd := gpuDMA(t, m)
+				m.Engine.Spawn("copy", func(p *sim.Proc) {
+					done := p.Engine().NewCompletion()
+					var dmaErr error
+					if err := cuda.StagedCopy(p, m, cuda.Staging{Name: "pageable", GPU: g, DMA: gd, Host: host, Node: g.Node,
+						ToDevice: c.toDevice, Bytes: c.bytes, Chunk: chunk, Overhead: overhead, Completion: completion,
+						Landed: done, LandedErr: &dmaErr}); err != nil {
+						t.Error(err)
+					}
+					ret = p.Now()
+					p.Wait(done)
+					landed = done.At()
+					if dmaErr != nil {
+						t.Error(dmaErr)
+					}
+				})
+				m.Engine.Run()
+				return ret, landed
+			}
+			ret, landed := run(completion)
+			ret0, _ := run(0)
+			if c.toDevice {
+				if ret >= landed {
+					t.Errorf("returned at %v, landed at %v: want the return first", ret, landed)
+				}
+				if ret0-ret != completion {
+					t.Errorf("return %v with the completion, %v without: want the completion less", ret, ret0)
+				}
+				return
+			}
+			if ret != landed {
+				t.Errorf("returned at %v, landed at %v: want both at once", ret, landed)
+			}
+			chunks := (c.bytes + chunk - 1) / chunk
+			if want := sim.Time(chunks-1) * completion; ret-ret0 != want {
+				t.Errorf("%d chunks: %v with the completion, %v without: want %v more (a wait per chunk after the first)", chunks, ret, ret0, want)
+			}
+		})
+	}
 }

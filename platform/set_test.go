@@ -161,7 +161,7 @@ func TestSetErrors(t *testing.T) {
 		is                      error
 	}{
 		{"unknown field", "gpus.gpu0.vramm", "1 GiB",
-			`set gpus.gpu0.vramm: bad field path: gpus[0] has no field "vramm" (did you mean "vram"? fields: name, model, arch, integrated, node, parent, link, noncoherent_dma, vram, vram_bandwidth, bar1, copy_engines, copy_overhead, sm_request, kernel_launch, alloc_cost, pin_cost, unpin_cost, vram_latency, hub_latency, outstanding_reads, pageable_chunk, uvm)`, ErrBadPath},
+			`set gpus.gpu0.vramm: bad field path: gpus[0] has no field "vramm" (did you mean "vram"? fields: name, model, arch, integrated, node, parent, link, noncoherent_dma, vram, vram_bandwidth, bar1, copy_engines, copy_overhead, copy_completion, sm_request, kernel_launch, alloc_cost, pin_cost, unpin_cost, vram_latency, hub_latency, outstanding_reads, pageable_chunk, uvm)`, ErrBadPath},
 		{"unknown top-level field", "gpu.gpu0.vram", "1 GiB",
 			`set gpu.gpu0.vram: bad field path: the platform has no field "gpu" (did you mean "gpus"? fields: name, description, nodes, distances, socket_links, root_complexes, switches, gpus, devices, nvswitches, nvlinks, fabric, swiotlb, iommu, numa_balancing)`, ErrBadPath},
 		{"unknown element", "gpus.gpu7.vram", "1 GiB",
@@ -188,6 +188,8 @@ func TestSetErrors(t *testing.T) {
 			`set gpus.gpu0.link.tlp_overhead: gpus[0].link.tlp_overhead: want 12 B to 64 B (header, framing and CRC of one TLP), got 4 B`, nil},
 		{"SM request not a power of two", "gpus.gpu0.sm_request", "100 B",
 			`set gpus.gpu0.sm_request: gpus[0].sm_request: want a power of two from 32 B (one L2 sector) to 4 KiB, got 100 B`, nil},
+		{"completion past the overhead", "gpus.gpu0.copy_completion", "7us",
+			`set gpus.gpu0.copy_completion: gpus[0].copy_completion: want at most copy_overhead (6.24us), got 7us`, nil},
 		{"empty value", "gpus.gpu0.bar1", "",
 			`set gpus.gpu0.bar1: gpus[0].bar1: missing value: want a size like "141 GiB"`, nil},
 		{"breaking a reference", "root_complexes.rc0.name", "rc1",

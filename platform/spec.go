@@ -358,6 +358,16 @@ type GPU struct {
 	// CopyOverhead is the fixed cost of one memcpy call (driver, push
 	// buffer, doorbell, completion), not counting link latency and data.
 	CopyOverhead Param[sim.Time]
+	// CopyCompletion is the share of CopyOverhead that comes after the
+	// engine's last write: the semaphore release the driver appends to
+	// the copy's push buffer and the host's wait that observes it. A
+	// synchronous copy from pageable memory to the device returns once
+	// its data is staged, before its DMA completes (CUDA Runtime API,
+	// "API synchronization behavior"), so it does not pay it; a
+	// pageable copy from the device pays it once per staged chunk, each
+	// chunk's DMA being waited for before the CPU copies it out. At most
+	// CopyOverhead; zero when unset.
+	CopyCompletion Param[sim.Time]
 	// SMRequest is the data one request of the GPU's SMs carries over
 	// PCIe when a kernel loads or stores host memory (zero-copy, remote
 	// mappings): DefaultSMRequest when unset. Copy engines use the

@@ -492,6 +492,10 @@ func (v *validator) gpu(p string, g GPU) {
 	}
 	positive(v, p+".copy_engines", g.CopyEngines)
 	nonNegative(v, p+".copy_overhead", g.CopyOverhead)
+	nonNegative(v, p+".copy_completion", g.CopyCompletion)
+	if g.CopyCompletion.V > g.CopyOverhead.V {
+		v.add(p+".copy_completion", "want at most copy_overhead (%v), got %v", g.CopyOverhead.V, g.CopyCompletion.V)
+	}
 	for _, c := range []struct {
 		name string
 		p    Param[sim.Time]

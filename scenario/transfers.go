@@ -389,23 +389,35 @@ func measurePageable(p *sim.Proc, x *dma.DMA, t transfer, g *machine.GPU, host m
 		dirs = []xfer.Direction{xfer.H2D, xfer.D2H}
 	}
 	start := p.Now()
-	errs := make([]error, len(dirs))
+	errs := make([]error, 2*len(dirs))
 	var kids []*sim.Proc
+	var landed []*sim.Completion
 	for i, d := range dirs {
+		done := p.Engine().NewNamedCompletion(name + " landed")
+		landed = append(landed, done)
 		kids = append(kids, p.Spawn(name, func(q *sim.Proc) {
 			errs[i] = cuda.StagedCopy(q, x.Machine(), cuda.Staging{
 				Name: name, GPU: g, DMA: dev, Host: host, Node: g.Node,
-				ToDevice: d == xfer.H2D, Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V, Buffers: staging,
+				ToDevice: d == xfer.H2D, Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V,
+				Completion: g.Spec.CopyCompletion.V, Buffers: staging,
+				Landed: done, LandedErr: &errs[len(dirs)+i],
 			})
 		}))
 	}
 	for _, k := range kids {
 		p.Join(k)
 	}
+	// The row is the call's time: to the device it returns once staged.
+	// The next row starts once the last chunk has landed.
+	secs := (p.Now() - start).Seconds()
+	for i, c := range landed {
+		if errs[i] == nil {
+			p.Wait(c)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return report.Row{}, err
 	}
-	secs := (p.Now() - start).Seconds()
 	return report.Row{Name: name, Path: string(t.path), Direction: string(t.dir), Bytes: t.bytes,
 		Seconds: secs, GBps: float64(t.bytes) / secs / 1e9}, nil
 }
