@@ -1,8 +1,10 @@
 package fabric
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/dmalab/dmalab/sim"
 )
@@ -20,20 +22,18 @@ type Flow struct {
 	loads []load
 
 	state                  flowState
-	start, activeAt, endAt sim.Time // endAt: scheduled end while active, the end once done
+	start, activeAt, endAt sim.Time // endAt: the end, once done
 
-	rate      float64 // while active
-	remaining float64 // bytes left at fab.last, while active
-	slot      int     // index in fab.active, while active
-	seq       uint64  // activation order, while active
+	// While active: its group (the active flows with its hops, cap and
+	// share, which always get the same rate) and its remaining bytes
+	// relative to the group's reference (remaining = g.left + offset).
+	g      *group
+	offset float64
+	seq    uint64 // activation order, while active
+	rated  bool   // a recompute has set its group's rate since it joined
 	// share is the flow's rate per unit of filling level: 1 under plain
 	// max-min, 1/penalty under LV08's weighted sharing (Factors.WeightS).
 	share float64
-	mark  uint64 // the recompute epoch whose component holds it
-
-	// Progressive-filling scratch.
-	frozen, changed bool
-	newRate         float64
 }
 
 // load is one resource a flow loads, with its weight (bytes of load per
@@ -135,14 +135,17 @@ func (fl *Flow) activate() {
 		f.finish(fl)
 		return
 	}
-	fl.remaining = float64(fl.bytes)
-	fl.slot = len(f.active)
 	f.actSeq++
 	fl.seq = f.actSeq
-	f.active = append(f.active, fl)
-	for _, ld := range fl.loads {
-		r := &f.res[ld.r]
-		r.members = append(r.members, fl)
+	f.nActive++
+	g := f.join(fl)
+	if g.n == 1 {
+		for _, ld := range g.loads {
+			r := &f.res[ld.r]
+			r.members = append(r.members, g)
+		}
+	}
+	for _, ld := range g.loads {
 		f.changed(ld.r)
 	}
 	f.startedFlows = append(f.startedFlows, fl)
@@ -152,22 +155,29 @@ func (fl *Flow) activate() {
 // onTimer ends every active flow whose end is now, in activation order.
 func (f *Fabric) onTimer() {
 	now := f.eng.Now()
-	// Compact the active set in place, keeping activation order, and
-	// collect the ending flows in that order too.
-	ending, kept := f.ending[:0], f.active[:0]
-	for _, fl := range f.active {
-		if fl.endAt <= now {
-			ending = append(ending, fl)
-			for _, ld := range fl.loads {
+	ending := f.ending[:0]
+	kept := f.groups[:0]
+	for _, g := range f.groups {
+		if g.next <= now {
+			for len(g.members) > 0 && g.endOf(g.members[0]) <= now {
+				ending = append(ending, g.pop())
+			}
+			for _, ld := range g.loads {
 				f.changed(ld.r)
 			}
-			continue
+			if g.n == 0 {
+				f.unregister(g)
+				continue
+			}
 		}
-		fl.slot = len(kept)
-		kept = append(kept, fl)
+		kept = append(kept, g)
 	}
-	clear(f.active[len(kept):])
-	f.active = kept
+	clear(f.groups[len(kept):])
+	f.groups = kept
+	// Activation order, as the flows of one group end in the order of
+	// their remaining bytes.
+	slices.SortFunc(ending, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
+	f.nActive -= len(ending)
 	for i, fl := range ending {
 		ending[i] = nil
 		f.finish(fl)
@@ -183,7 +193,7 @@ func (f *Fabric) onTimer() {
 // finish marks fl done now; it is no longer in the active set.
 func (f *Fabric) finish(fl *Flow) {
 	fl.state, fl.endAt = flowDone, f.eng.Now()
-	fl.rate, fl.remaining = 0, 0
+	fl.g, fl.offset, fl.rated = nil, 0, false
 	f.emit(Event{Header: sim.Header{Time: fl.endAt}, Kind: FlowEnd, Flow: fl})
 	fl.done.Complete()
 }
@@ -210,7 +220,12 @@ func (fl *Flow) Done() *sim.Completion { return fl.done }
 
 // Rate is the flow's current rate in bytes/s; 0 during its latency, after
 // its end, and between becoming active and the recompute at that instant.
-func (fl *Flow) Rate() float64 { return fl.rate }
+func (fl *Flow) Rate() float64 {
+	if fl.state != flowActive || !fl.rated {
+		return 0
+	}
+	return fl.g.rate
+}
 
 // Start is when the flow was started.
 func (fl *Flow) Start() sim.Time { return fl.start }
@@ -233,8 +248,9 @@ func (fl *Flow) Remaining() float64 {
 	case flowLatency:
 		return float64(fl.bytes)
 	case flowActive:
+		g := fl.g
 		dt := fl.fab.eng.Now() - fl.fab.last
-		return max(0, fl.remaining-fl.rate*float64(dt)/float64(sim.Second))
+		return max(0, g.left+fl.offset-g.rate*float64(dt)/float64(sim.Second))
 	}
 	return 0
 }
