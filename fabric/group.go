@@ -37,6 +37,8 @@ type group struct {
 	setAt  sim.Time
 	leftAt float64
 	next   sim.Time // the first member's end; sim.Forever while unrated
+	// newTop: the first member changed since next was computed.
+	newTop bool
 
 	// Recompute scratch.
 	mark            uint64 // the recompute epoch whose component holds it
@@ -160,6 +162,7 @@ func (g *group) push(fl *Flow) {
 	}
 	g.members = h
 	g.n = len(h)
+	g.newTop = g.newTop || h[0] == fl
 }
 
 // pop takes the member with the least remaining bytes out of g.
@@ -186,5 +189,6 @@ func (g *group) pop() *Flow {
 	}
 	g.members = h
 	g.n = n
+	g.newTop = true
 	return top
 }

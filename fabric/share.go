@@ -75,8 +75,11 @@ func (f *Fabric) recompute() {
 	}
 	next := sim.Forever
 	for _, g := range f.groups {
-		// From setAt and leftAt: an unchanged rate gives an unchanged end.
-		g.next = g.endOf(g.members[0])
+		// From setAt and leftAt, so an unchanged rate and first member
+		// give an unchanged end, which need not be computed again.
+		if g.changed || g.newTop {
+			g.next, g.newTop = g.endOf(g.members[0]), false
+		}
 		next = min(next, g.next)
 	}
 	f.restartStats()
