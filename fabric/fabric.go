@@ -116,6 +116,9 @@ type Fabric struct {
 	nActive     int
 	groupByHash map[uint64]*group // chained by group.sameHash; lookup only, never iterated
 	groupSeq    uint64
+	// emptied are groups emptied since the last recompute, freeGroups
+	// those free to reuse.
+	emptied, freeGroups []*group
 	// last is when the active flows' progress and the link counters were
 	// last brought up to date.
 	last sim.Time

@@ -34,6 +34,11 @@ type Flow struct {
 	// share is the flow's rate per unit of filling level: 1 under plain
 	// max-min, 1/penalty under LV08's weighted sharing (Factors.WeightS).
 	share float64
+
+	// Storage for the hops and loads of a short route, so that Start
+	// allocates them with the flow.
+	hopBuf  [3]Hop
+	loadBuf [6]load
 }
 
 // load is one resource a flow loads, with its weight (bytes of load per
@@ -86,10 +91,14 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	fl := &Flow{
 		fab:   f,
 		name:  name,
-		route: Route{Hops: append([]Hop(nil), r.Hops...)},
 		bytes: bytes,
 		start: f.eng.Now(),
 		done:  f.eng.NewNamedCompletion("flow " + name),
+	}
+	if n := len(r.Hops); n > 0 && n <= len(fl.hopBuf) {
+		fl.route.Hops = append(fl.hopBuf[:0:n], r.Hops...)
+	} else {
+		fl.route.Hops = append([]Hop(nil), r.Hops...)
 	}
 	for _, o := range opt {
 		o(fl)
@@ -98,7 +107,11 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	if f.fac.Cross > 0 {
 		nl *= 2
 	}
-	fl.loads = make([]load, 0, nl)
+	if nl <= len(fl.loadBuf) {
+		fl.loads = fl.loadBuf[:0:nl]
+	} else {
+		fl.loads = make([]load, 0, nl)
+	}
 	for i, h := range r.Hops {
 		switch w := h.Weight; {
 		case h.Link == nil || h.Link.fab != f:

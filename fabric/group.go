@@ -82,10 +82,18 @@ func (f *Fabric) join(fl *Flow) *group {
 		}
 	}
 	f.groupSeq++
-	g := &group{
+	var g *group
+	if n := len(f.freeGroups); n > 0 {
+		g = f.freeGroups[n-1]
+		f.freeGroups[n-1] = nil
+		f.freeGroups = f.freeGroups[:n-1]
+	} else {
+		g = new(group)
+	}
+	*g = group{
 		hops: fl.route.Hops, loads: fl.loads, cap: fl.cap, share: fl.share,
 		hash: h, seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
-		next: sim.Forever,
+		next: sim.Forever, members: g.members[:0],
 	}
 	g.sameHash = f.groupByHash[h]
 	f.groupByHash[h] = g
@@ -95,8 +103,12 @@ func (f *Fabric) join(fl *Flow) *group {
 	return g
 }
 
-// unregister forgets the emptied g as a group flows may join.
+// unregister forgets the emptied g as a group flows may join. The
+// resources it loaded may still list it until the next recompute purges
+// them (its end marked them changed), so it is reused only after that
+// recompute (reuseGroups).
 func (f *Fabric) unregister(g *group) {
+	f.emptied = append(f.emptied, g)
 	p := f.groupByHash[g.hash]
 	if p == g {
 		if g.sameHash == nil {
@@ -191,4 +203,16 @@ func (g *group) pop() *Flow {
 	g.n = n
 	g.newTop = true
 	return top
+}
+
+// reuseGroups makes the groups emptied before this recompute available to
+// join: the recompute has purged them from every resource's members, and
+// nothing else refers to an emptied group.
+func (f *Fabric) reuseGroups() {
+	for i, g := range f.emptied {
+		g.hops, g.loads = nil, nil
+		f.freeGroups = append(f.freeGroups, g)
+		f.emptied[i] = nil
+	}
+	f.emptied = f.emptied[:0]
 }

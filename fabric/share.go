@@ -124,6 +124,7 @@ func (f *Fabric) recompute() {
 	}
 	clear(f.compGroups) // drop pointers to groups that may empty
 	f.compGroups = f.compGroups[:0]
+	f.reuseGroups()
 }
 
 // endTime is when bytes at rate, from now, are through; sim.Forever when
