@@ -93,7 +93,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 		name:  name,
 		bytes: bytes,
 		start: f.eng.Now(),
-		done:  f.eng.NewNamedCompletion("flow " + name),
+		done:  f.eng.NewLabelledCompletion("flow ", name),
 	}
 	if n := len(r.Hops); n > 0 && n <= len(fl.hopBuf) {
 		fl.route.Hops = append(fl.hopBuf[:0:n], r.Hops...)
