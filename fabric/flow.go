@@ -18,7 +18,7 @@ type Flow struct {
 	bytes int64
 	cap   float64 // MaxRate; 0 for none
 	tag   any
-	done  *sim.Completion
+	done  sim.Completion
 	loads []load
 
 	state                  flowState
@@ -37,8 +37,8 @@ type Flow struct {
 
 	// Storage for the hops and loads of a short route, so that Start
 	// allocates them with the flow.
-	hopBuf  [3]Hop
-	loadBuf [6]load
+	hopBuf  [4]Hop
+	loadBuf [8]load
 }
 
 // load is one resource a flow loads, with its weight (bytes of load per
@@ -93,8 +93,8 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 		name:  name,
 		bytes: bytes,
 		start: f.eng.Now(),
-		done:  f.eng.NewLabelledCompletion("flow ", name),
 	}
+	f.eng.InitCompletion(&fl.done, "flow ", name)
 	if n := len(r.Hops); n > 0 && n <= len(fl.hopBuf) {
 		fl.route.Hops = append(fl.hopBuf[:0:n], r.Hops...)
 	} else {
@@ -229,7 +229,7 @@ func (fl *Flow) Tag() any { return fl.tag }
 func (fl *Flow) MaxRate() float64 { return fl.cap }
 
 // Done completes when the flow's bytes are through.
-func (fl *Flow) Done() *sim.Completion { return fl.done }
+func (fl *Flow) Done() *sim.Completion { return &fl.done }
 
 // Rate is the flow's current rate in bytes/s; 0 during its latency, after
 // its end, and between becoming active and the recompute at that instant.

@@ -275,6 +275,14 @@ func (e *Engine) NewLabelledCompletion(prefix, name string) *Completion {
 	return &Completion{e: e, prefix: prefix, name: name}
 }
 
+// InitCompletion makes *c a pending completion labelled prefix + name,
+// as NewLabelledCompletion does, for a completion embedded in a larger
+// object (a flow's), which so needs no allocation of its own. *c must
+// not be in use.
+func (e *Engine) InitCompletion(c *Completion, prefix, name string) {
+	*c = Completion{e: e, prefix: prefix, name: name}
+}
+
 // Done reports whether c has completed.
 func (c *Completion) Done() bool { return c.done }
 

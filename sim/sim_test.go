@@ -255,7 +255,8 @@ func TestLabelledCompletionInReports(t *testing.T) {
 		t.Fatalf("Blocked() = %q", b)
 	}
 	e.Close()
-	twice := e.NewLabelledCompletion("flow ", "tx1")
+	var twice Completion
+	e.InitCompletion(&twice, "flow ", "tx1")
 	twice.Complete()
 	defer func() {
 		if r := fmt.Sprint(recover()); r != "sim: completion flow tx1 completed twice" {
