@@ -18,7 +18,9 @@ import (
 // solved from, for the command's help.
 var Parameters = []string{
 	"gpus[i].link.efficiency (or link.bandwidth where the link has a fixed rate): ce_copy pinned h2d at the largest size, copy-engine time without the per-call overhead",
-	"gpus[i].copy_overhead: sync_call pinned h2d at the smallest size",
+	"gpus[i].copy_overhead: sync_call pinned d2h at the smallest size (a write: no read round trip in it)",
+	"gpus[i].vram_latency: latency device pointer_chase (one dependent load of VRAM)",
+	"gpus[i].hub_latency: latency mapped h2d pointer_chase, less the modelled links and DRAM (host_device_latency_sm)",
 	"gpus[i].uvm.fault_latency: unified managed-fault single_thread_read at the largest stride (one isolated fault)",
 	"gpus[i].pin_cost and unpin_cost: pin register and unregister at the largest size",
 	"nodes[n].memcpy_rate: host_memcpy memcpy (Go's copy where the report has no C memcpy row), on the first GPU's node",
@@ -117,8 +119,21 @@ func (c *calibrator) gpu(g *probe.GPUReport, gi int) error {
 	} else if err := c.solve(gi, row, at+"link.efficiency", 0.01, 1, floatText); err != nil {
 		return err
 	}
-	if row := pick(g, false, size, is(probe.FamilyCallTime, "pinned", probe.H2D, "")); row == nil {
-		c.notef("gpu%d: no sync_call pinned h2d row: copy_overhead keeps its value", gi)
+	// The latencies before the overhead: an h2d copy waits for its read
+	// round trip, a d2h copy (posted writes) does not, so the d2h row
+	// identifies the overhead alone.
+	if row := pick(g, false, size, is(probe.FamilyLatency, "device", "", "pointer_chase")); row == nil || spec.Integrated {
+		c.notef("gpu%d: no latency device pointer_chase row (or an integrated GPU): vram_latency keeps its value", gi)
+	} else if err := c.solve(gi, row, at+"vram_latency", 0, row.Median*1e-9, timeText); err != nil {
+		return err
+	}
+	if row := pick(g, false, size, is(probe.FamilyLatency, "mapped", probe.H2D, "pointer_chase")); row == nil || spec.Integrated {
+		c.notef("gpu%d: no latency mapped h2d pointer_chase row (or an integrated GPU): hub_latency keeps its value", gi)
+	} else if err := c.solve(gi, row, at+"hub_latency", 0, row.Median*1e-9, timeText); err != nil {
+		return err
+	}
+	if row := pick(g, false, size, is(probe.FamilyCallTime, "pinned", probe.D2H, "")); row == nil {
+		c.notef("gpu%d: no sync_call pinned d2h row: copy_overhead keeps its value", gi)
 	} else if err := c.solve(gi, row, at+"copy_overhead", 0, row.Median*1e-6, timeText); err != nil {
 		return err
 	}

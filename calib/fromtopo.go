@@ -341,7 +341,7 @@ func (b *skeleton) nvlinks() {
 		l.Links = platform.P(nl.Links, fmt.Sprintf("%s: NVML, %d links between %s and %s", b.seen, nl.Links, a, c))
 		b.spec.NVLinks = append(b.spec.NVLinks, l)
 	}
-	b.notef("NVLinks: link rate, efficiency and latency are assumed (NVLink4); calibrate from a peer copy")
+	b.notef("NVLinks: link rate, packet sizes and latency are assumed (NVLink4, as dgx-h100); calibrate from a peer copy")
 }
 
 func (b *skeleton) nics() {

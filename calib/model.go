@@ -133,7 +133,7 @@ func (m *Model) Predict(ordinal int, meas *probe.Measurement) (float64, error) {
 	case probe.FamilyCallOverhead:
 		return 0, notModelled("a driver call that does nothing (cuDriverGetVersion): the model charges time only to calls that act")
 	case probe.FamilyLatency:
-		return 0, notModelled("a pointer chase is a chain of dependent round trips; the model's routes carry a one-way latency and no request round trip")
+		return m.pointerChase(ordinal, meas)
 	case probe.FamilyRegcache:
 		return 0, notModelled("the registration cache's costs are measured against host timers of a real process; run the regcache scenario's model instead")
 	}
@@ -419,6 +419,65 @@ func (m *Model) firstTouch(gi int, meas *probe.Measurement) (float64, error) {
 		return 0, err
 	}
 	return gbps(meas.SizeBytes, took), nil
+}
+
+// chaseHops is how many dependent loads the model's pointer chase
+// makes: enough that the launch, subtracted, leaves whole round trips.
+const chaseHops = 1000
+
+// pointerChase is the probe's latency row: one GPU thread following
+// pointers through mapped pinned host memory (path mapped) or through
+// its own VRAM (path device), in nanoseconds per load. The model's
+// kernel is a gpu.PointerChase, each hop one read round trip; the
+// launch is taken out by timing the same kernel with no access.
+func (m *Model) pointerChase(gi int, meas *probe.Measurement) (float64, error) {
+	path := xfer.Path(meas.Path)
+	if meas.Operation != "pointer_chase" || (path != xfer.Mapped && path != xfer.Device) {
+		return 0, notModelled("latency measurement %s %s", path, meas.Operation)
+	}
+	n := uint64(meas.SizeBytes)
+	if n == 0 {
+		n = 64 << 20
+	}
+	var chase, empty sim.Time
+	err := m.run(gi, func(p *sim.Proc, _ *cuda.Process, c *cuda.Context) error {
+		var buf mem.GPUAddr
+		if path == xfer.Mapped {
+			va, err := c.MemHostAlloc(p, n, cuda.HostAllocDeviceMap)
+			if err != nil {
+				return err
+			}
+			defer c.MemFreeHost(p, va)
+			if buf, err = c.MemHostGetDevicePointer(va, 0); err != nil {
+				return err
+			}
+		} else {
+			var err error
+			if buf, err = c.MemAlloc(p, n); err != nil {
+				return err
+			}
+			defer c.MemFree(p, buf)
+		}
+		timed := func(k gpu.Kernel) (sim.Time, error) {
+			t0 := p.Now()
+			if err := c.LaunchKernel(p, k, nil); err != nil {
+				return 0, err
+			}
+			err := c.Synchronize(p)
+			return p.Now() - t0, err
+		}
+		var err error
+		a := gpu.Access{Addr: buf, Size: n, Pattern: gpu.PointerChase{Hops: chaseHops}}
+		if chase, err = timed(gpu.Kernel{Name: "chase", Accesses: []gpu.Access{a}}); err != nil {
+			return err
+		}
+		empty, err = timed(gpu.Kernel{Name: "empty"})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(chase-empty) / float64(sim.Nanosecond) / chaseHops, nil
 }
 
 func gbps(n int64, t sim.Time) float64 {

@@ -32,7 +32,7 @@ func TestCalibrateThenValidate(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("validate: exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"gpu0 ce_copy pinned h2d 256MiB", "(cal)", "not modelled: a pointer chase", "median |error| %", "bandwidth", "unified"} {
+	for _, want := range []string{"gpu0 ce_copy pinned h2d 256MiB", "(cal)", "latency mapped h2d pointer_chase", "not modelled: a driver call that does nothing", "median |error| %", "bandwidth", "unified"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("validate's table lacks %q:\n%s", want, stdout)
 		}

@@ -15,7 +15,7 @@ func init() {
 }
 
 func runCheck(e *env, args []string) int {
-	fs := newFlags(e, "check", "check SCENARIO [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--json] [--html FILE] | check --classes",
+	fs := newFlags(e, "check", "check SCENARIO [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--sweep key=v1,v2,...]... [--shard I/N] [--json] [--html FILE] | check --classes",
 		`Runs a scenario with the checker attached to the DMA API and to memory: every
 misuse the kernel's DMA-API debug code (kernel/dma/debug.c) would report, plus
 CPU access to a buffer the device owns, stale reads proved by content
@@ -28,7 +28,9 @@ usage or input (or a run the model cannot complete), 3 for an internal
 error. --classes lists every class with a one-line explanation: the
 DMA-API classes, then those of GPU memory (the CUDA driver API façade).
 --html writes the diagnostics with their provenance, the run's results and
-every parameter with its source as a page to open in a browser.`)
+every parameter with its source as a page to open in a browser.
+--sweep and --shard are those of "dmalab run": each point's diagnostics in
+turn, exit status 1 when any point has one.`)
 	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
@@ -36,6 +38,9 @@ every parameter with its source as a page to open in a browser.`)
 	asJSON := fs.Bool("json", false, `print {"diagnostics": [...]} as JSON`)
 	classes := fs.Bool("classes", false, "list the diagnostic classes and exit")
 	htmlPath := fs.String("html", "", htmlFlagHelp)
+	var sweep sweepFlags
+	fs.Var(&sweep.axes, "sweep", "check once per value of a key: `KEY=V1,V2,...` (repeatable: the cartesian product)")
+	fs.StringVar(&sweep.shard, "shard", "", "check shard `I/N` of the sweep (for dmalab merge)")
 	args, help := splitHelp(args)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
@@ -67,6 +72,13 @@ every parameter with its source as a page to open in a browser.`)
 	opt := scenario.Options{Platform: *plat, Sets: sets, Check: true, NUMACtl: *numactlOpts, Trace: *htmlPath != "", TraceTimeline: *htmlPath != ""}
 	if e.isTerminal {
 		opt.Progress = e.stderr
+	}
+	if len(sweep.axes) > 0 || sweep.shard != "" {
+		if *htmlPath != "" {
+			return usageError(e, "check", "--sweep: --html takes one run, not a sweep")
+		}
+		opt.Trace, opt.TraceTimeline = false, false
+		return runSweep(e, "check", s, &sweep, opt, *asJSON)
 	}
 	out, err := scenario.Run(s, opt)
 	if err != nil {

@@ -150,4 +150,13 @@ func TestREADMECommands(t *testing.T) {
 			t.Errorf("%s after the README's commands: %v", f, err)
 		}
 	}
+	// The README says the merged shards are the whole sweep's bytes.
+	if whole, merged := readOrEmpty("sweep.json"), readOrEmpty("merged.json"); whole == "" || whole != merged {
+		t.Errorf("merged.json (%d bytes) is not sweep.json (%d bytes)", len(merged), len(whole))
+	}
+}
+
+func readOrEmpty(name string) string {
+	b, _ := os.ReadFile(name)
+	return string(b)
 }

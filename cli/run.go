@@ -21,7 +21,7 @@ func (s *setFlags) String() string     { return strings.Join(*s, " ") }
 func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
 
 func runRun(e *env, args []string) int {
-	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--json] [--trace FILE] [--attribution] [--html FILE]",
+	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--sweep key=v1,v2,...]... [--shard I/N] [--json] [--trace FILE] [--attribution] [--html FILE]",
 		`Runs a built-in scenario on a modelled platform, in virtual time, and prints
 its results. Without SCENARIO it runs `+scenario.Default+` on its default platform.
 "dmalab list" shows the scenarios and platforms; "dmalab run SCENARIO --help"
@@ -47,7 +47,9 @@ on the wire, and waiting for unified-memory faults ("time_split" in JSON).
 --html writes a report to open in a browser: bandwidth against size, the
 timeline of engines and links, stages, every parameter with its source.
 With --json too, the document carries what the page draws ("timeline",
-"platform_params"), so "dmalab report" makes the same page from it.`)
+"platform_params"), so "dmalab report" makes the same page from it.
+
+`+sweepHelp)
 	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
 	var sets setFlags
 	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
@@ -56,6 +58,9 @@ With --json too, the document carries what the page draws ("timeline",
 	tracePath := fs.String("trace", "", "write a Chrome trace-event file (opens in Perfetto) to `FILE`")
 	attribution := fs.Bool("attribution", false, "add the time split by cause (call, queue, translate, transfer, fault)")
 	htmlPath := fs.String("html", "", htmlFlagHelp)
+	var sweep sweepFlags
+	fs.Var(&sweep.axes, "sweep", "run once per value of a key: `KEY=V1,V2,...` (repeatable: the cartesian product)")
+	fs.StringVar(&sweep.shard, "shard", "", "run shard `I/N` of the sweep (for dmalab merge)")
 	args, help := splitHelp(args)
 	pos, code, stop := parseArgs(e, fs, args)
 	if stop {
@@ -92,6 +97,12 @@ With --json too, the document carries what the page draws ("timeline",
 	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != "" || *htmlPath != "", TraceTimeline: *htmlPath != "", Attribution: *attribution, NUMACtl: *numactlOpts}
 	if e.isTerminal {
 		opt.Progress = e.stderr
+	}
+	if len(sweep.axes) > 0 || sweep.shard != "" {
+		if *tracePath != "" || *htmlPath != "" {
+			return usageError(e, "run", "--sweep: --trace and --html take one run, not a sweep")
+		}
+		return runSweep(e, "run", s, &sweep, opt, *asJSON)
 	}
 	var trace *traceFile
 	if *tracePath != "" {

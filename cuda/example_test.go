@@ -49,7 +49,7 @@ func Example() {
 	m.Engine.Run()
 	// Output:
 	// h2d 256 MiB: 55.4 GB/s
-	// h2d 8 B: 6.60 µs
+	// h2d 8 B: 7.42 µs
 	// CPU load of a device pointer: true
 }
 

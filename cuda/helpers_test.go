@@ -145,7 +145,12 @@ func (r *rig) copyTime(src, dst machine.Endpoint, bytes int64) sim.Time {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return r.m.GPUs[0].Spec.CopyOverhead.V + route.Latency() + sim.TransferTime(float64(bytes), rate(route))
+	// A copy into the GPU reads: its request's way out comes first.
+	var lead sim.Time
+	if g := r.m.GPUs[0]; r.m.Reads(dst, g.CE()) {
+		lead, _ = r.m.ReadLimit(route, g.CE())
+	}
+	return r.m.GPUs[0].Spec.CopyOverhead.V + route.Latency() + lead + sim.TransferTime(float64(bytes), rate(route))
 }
 
 func (r *rig) host() machine.Endpoint {

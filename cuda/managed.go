@@ -294,7 +294,9 @@ func (d *Driver) moveAccess(p *sim.Proc, g int, acc uvm.Access, ua uvm.Addr, siz
 	// (managed memory's content is not followed: no spans).
 	move := func(name string, r fabric.Route, n uint64, spans []dma.Span) {
 		done := m.Engine.NewNamedCompletion(name)
-		t := &dma.Transfer{Name: name, Route: &r, Bytes: int64(n)}
+		// The SMs' loads are reads (request leg, tags), as a kernel's
+		// loads of other memory are.
+		t := &dma.Transfer{Name: name, Route: &r, Bytes: int64(n), Master: gp.SMs(), Load: !write}
 		if write {
 			t.Write = spans
 		} else {

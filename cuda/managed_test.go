@@ -201,7 +201,14 @@ func TestManagedCopy(t *testing.T) {
 // the H200), the calibration target, on top of an empty kernel.
 func TestIsolatedFault(t *testing.T) {
 	r := h200(t)
-	want := r.m.GPUs[0].Spec.UVM.Fault()
+	// The fault's service plus what the model's migration adds as its
+	// copy's read round trip (hub + link and root complex both ways)
+	// and the kernel's read of VRAM after it.
+	g := r.m.GPUs[0]
+	route, err := r.m.Route(r.host(), g.Memory())
+	must(t, err)
+	lead, _ := r.m.ReadLimit(route, g.CE())
+	want := g.Spec.UVM.Fault() + lead + g.Spec.VRAMLatency.V
 	r.run(func(p *sim.Proc) {
 		a := r.managedOnCPU(p, blockSize)
 		empty := timed(p, func() {

@@ -185,7 +185,9 @@ func (d *Device) peer(t *Transfer) (*Transfer, *PeerRule, error) {
 		rule.Cap = narrow * x.crossSocket
 	}
 	if rule.Cap > 0 && c.Route == nil {
-		c.Opts = append(slices.Clone(t.Opts), fabric.MaxRate(rule.Cap))
+		// Applied with the master's own read limit (readLimit): the
+		// lower of the two binds.
+		c.rateCap = rule.Cap
 	}
 	return &c, rule, nil
 }

@@ -3,6 +3,7 @@ package dma
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
@@ -103,6 +104,17 @@ type Transfer struct {
 	// or Completer Abort) reaches the master before any data, so it
 	// issues none of the writes.
 	Dependent bool
+	// Load marks a transfer over a given Route that its Master reads (a
+	// kernel's loads, the SMs as master): the data comes back as
+	// completions of the master's requests. Without a Route the DMA
+	// layer decides it from the endpoints (machine.Reads). A read waits
+	// for its first request to reach the memory before its data starts
+	// back, and its rate is bounded by the master's outstanding
+	// requests over the round trip (machine.ReadLimit).
+	Load bool
+
+	// rateCap is a cap the peer rules put on the transfer (0: none).
+	rateCap float64
 }
 
 // TransferInfo is a finished transfer: when it was issued, started and
@@ -179,11 +191,13 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 	}
 	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
+	lead, opts := d.readLimit(t, route)
 	reads, writes, err := d.translateAll(t, &info)
 	p.Sleep(info.Translate)
 	info.Start = p.Now()
 	info.Data = d.readRanges(reads)
-	info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, t.Opts...)
+	p.Sleep(lead)
+	info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, opts...)
 	p.Wait(info.Flow.Done())
 	info.Move = p.Now() - info.Start
 	if tail := info.translateTail(p.Now()); tail > 0 {
@@ -236,8 +250,9 @@ func (d *Device) translateAll(t *Transfer, info *TransferInfo) (reads, writes []
 // StartTransfer makes t from event context (hardware) and calls done
 // when its last byte has landed; t.Engine and t.Overhead must be zero:
 // a state machine queues and sequences on its own. It returns the
-// translation's cost, known as the transfer starts (the bytes move after
-// it), for hardware that must wait for it before its next access.
+// translation's cost and a read's request leg, known as the transfer
+// starts (the bytes move after them), for hardware that must wait for
+// them before its next access.
 func (d *Device) StartTransfer(t *Transfer, done func(*TransferInfo)) (sim.Time, error) {
 	if err := d.checkTransfer(t); err != nil {
 		return 0, err
@@ -277,15 +292,11 @@ func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
 	}
 	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
+	lead, opts := d.readLimit(t, route)
 	reads, writes, _ := d.translateAll(t, info)
-	move := func() {
-		info.Start = eng.Now()
-		info.Data = d.readRanges(reads)
-		data := info.Data
-		if len(t.Read) == 0 {
-			data = t.Data
-		}
-		info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, t.Opts...)
+	var data []byte
+	flow := func() {
+		info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, opts...)
 		info.Flow.Done().OnComplete(func() {
 			info.Move = eng.Now() - info.Start
 			land := func() {
@@ -300,12 +311,62 @@ func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
 			}
 		})
 	}
+	move := func() {
+		info.Start = eng.Now()
+		info.Data = d.readRanges(reads)
+		data = info.Data
+		if len(t.Read) == 0 {
+			data = t.Data
+		}
+		if lead > 0 {
+			eng.After(lead, flow)
+		} else {
+			flow()
+		}
+	}
 	if info.Translate > 0 {
 		eng.After(info.Translate, move)
 	} else {
 		move()
 	}
-	return info.Translate
+	// The bytes move after the translation and, for a read, its
+	// request's way out.
+	return info.Translate + lead
+}
+
+// readLimit is what t's reads add to its flow (machine.ReadLimit): the
+// request's way out, lead, before the data starts back, and the flow's
+// options with the master's Little's-law rate as a cap, the lowest of it,
+// the peer rules' cap and a DRAM-to-DRAM copy's (machine.CopyRate). A
+// write (posted) adds no lead.
+func (d *Device) readLimit(t *Transfer, route fabric.Route) (sim.Time, []fabric.Option) {
+	master := t.Master
+	if master == (machine.Master{}) && t.Engine != nil {
+		master = t.Engine.Master
+	}
+	m := d.dma.mach
+	var lead sim.Time
+	capRate := t.rateCap
+	read := t.Load
+	if t.Route == nil {
+		read = m.Reads(t.Dst, master)
+	}
+	if read && master != (machine.Master{}) {
+		var rate float64
+		lead, rate = m.ReadLimit(route, master)
+		if rate > 0 && (capRate == 0 || rate < capRate) {
+			capRate = rate
+		}
+	}
+	// A copy that reads and writes one DRAM runs at its bus's copy
+	// efficiency (machine.CopyRate).
+	if rate := m.CopyRate(route, master); rate > 0 && (capRate == 0 || rate < capRate) {
+		capRate = rate
+	}
+	if capRate == 0 {
+		return lead, t.Opts
+	}
+	return lead, append(slices.Clone(t.Opts), fabric.MaxRate(capRate))
 }
 
 // route is the path of t's bytes: given, or the endpoints' as its

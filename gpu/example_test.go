@@ -46,6 +46,6 @@ func Example() {
 	})
 	m.Engine.Run()
 	// Output:
-	// copy 4.839434883ms (55.5 GB/s), kernel 63.430716us
+	// copy 4.840249883ms (55.5 GB/s), kernel 63.572616us
 	// BAR1: 16 pages of 64 KiB mapped; used 6080 KiB of 256 GiB
 }

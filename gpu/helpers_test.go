@@ -132,7 +132,25 @@ func copyTime(t testing.TB, m *machine.Machine, src, dst machine.Endpoint, bytes
 	if err != nil {
 		t.Fatal(err)
 	}
-	return CopyStreamOverhead + route.Latency() + sim.TransferTime(float64(bytes), rate(route))
+	return CopyStreamOverhead + route.Latency() + readLead(m, src, dst, route) + sim.TransferTime(float64(bytes), rate(route))
+}
+
+// readLead is the request's way out that a copy engine's read waits
+// before its data starts back (machine.ReadLimit); 0 for a write.
+func readLead(m *machine.Machine, src, dst machine.Endpoint, route fabric.Route) sim.Time {
+	for _, g := range m.GPUs {
+		if g.Memory() == dst && src != dst {
+			lead, _ := m.ReadLimit(route, g.CE())
+			return lead
+		}
+	}
+	return 0
+}
+
+// smLead is the same for a kernel's loads over route r.
+func smLead(d *Device, r fabric.Route) sim.Time {
+	lead, _ := d.sys.m.ReadLimit(r, d.GPU.SMs())
+	return lead
 }
 
 func mustErr(t testing.TB, err, want error) {

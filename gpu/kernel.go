@@ -52,6 +52,20 @@ func (Streaming) Traffic(bytes uint64) uint64 { return bytes }
 
 func (Streaming) String() string { return "streaming" }
 
+// PointerChase is one thread following a chain of Hops pointers (a
+// linked list, a pointer-chasing latency benchmark): each load's address
+// is what the last one returned, so the loads never overlap and each
+// costs one read round trip from the SMs to the memory and back
+// (machine.RoundTrip: the GPU's hub when the memory is off the chip,
+// the links both ways, the memory's latency). Each hop moves one 32 B
+// sector; the access takes Hops round trips whatever the bandwidth.
+type PointerChase struct{ Hops uint64 }
+
+// Traffic is one sector per hop.
+func (c PointerChase) Traffic(uint64) uint64 { return mulSat(c.Hops, SectorSize) }
+
+func (c PointerChase) String() string { return fmt.Sprintf("pointer chase (%d hops)", c.Hops) }
+
 // Strided is access to one Elem-byte element every Stride bytes (a
 // column of a row-major matrix, a field of an array of structures).
 // Each element moves the sectors it touches, but consecutive elements
@@ -286,9 +300,21 @@ func (s *Stream) execute(w *sim.Proc, k Kernel, plan []planned) {
 			waits = append(waits, child.Exited())
 			continue
 		}
+		if c, ok := pl.a.Pattern.(PointerChase); ok {
+			// Dependent loads: one round trip each, one after the
+			// other; the memory is read when the chase starts.
+			d.access(pl.spans, false)
+			rtt := d.sys.m.RoundTrip(pl.route, d.GPU.SMs())
+			child := w.Spawn(name+" chase", func(q *sim.Proc) { delay(q, sim.Time(c.Hops)*rtt) })
+			waits = append(waits, child.Exited())
+			continue
+		}
 		// The SMs' loads and stores as one transfer of the DMA layer:
-		// read when it starts, written when its flow ends.
-		t := &dma.Transfer{Name: name, Route: &pl.route, Bytes: pl.traffic, Opts: []fabric.Option{fabric.Tag(s)}}
+		// read when it starts, written when its flow ends. Loads are
+		// the SMs' reads: each waits for its request's way out, and
+		// the SMs' requests in flight bound their rate.
+		t := &dma.Transfer{Name: name, Route: &pl.route, Bytes: pl.traffic, Opts: []fabric.Option{fabric.Tag(s)},
+			Master: d.GPU.SMs(), Load: !pl.a.Write}
 		if pl.a.Write {
 			t.Write = pl.spans
 		} else {

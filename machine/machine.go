@@ -36,6 +36,11 @@ type Machine struct {
 	socketLinks []socketLink
 	// socketRoutes caches node-to-node routes over socket links.
 	socketRoutes map[[2]int]fabric.Route
+	// memory holds every memory bus (DRAM, VRAM) with the latency of a
+	// read at it (RoundTrip).
+	memory map[*fabric.Link]sim.Time
+	// nvlink holds the packet view of every NVLink bundle (DMARoute).
+	nvlink map[*fabric.Link]nvPacket
 }
 
 // Node is a NUMA node: its cores and DRAM.
@@ -166,6 +171,8 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 		pcie:         map[string]*pciePort{},
 		tlp:          map[*fabric.Link]*tlpLink{},
 		socketRoutes: map[[2]int]fabric.Route{},
+		memory:       map[*fabric.Link]sim.Time{},
+		nvlink:       map[*fabric.Link]nvPacket{},
 	}
 	f := m.Fabric
 	for _, n := range spec.Nodes {
@@ -178,6 +185,7 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 			DRAM: f.Connect(fmt.Sprintf("node%d.dram", n.ID), sock, mem,
 				float64(n.DRAMBandwidth.V), n.DRAMLatency.V, fabric.Shared),
 		})
+		m.memory[m.Nodes[len(m.Nodes)-1].DRAM] = n.DRAMLatency.V
 	}
 	for _, l := range spec.SocketLinks {
 		link := f.Connect(l.Name, m.sockets[l.A], m.sockets[l.B], float64(l.Rate()), l.Latency.V, fabric.FullDuplex)
@@ -230,7 +238,10 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 			vram = m.Nodes[g.Node].DRAM
 		} else {
 			port = m.attach(g.Name, g.Parent, g.Link, 0)
+			// The bus carries no latency of its own: writes are posted,
+			// and a read's latency is the round trip's (RoundTrip).
 			vram = f.Connect(g.Name+".hbm", port.vertex, f.Node(g.Name+".vram"), float64(g.VRAMBandwidth.V), 0, fabric.Shared)
+			m.memory[vram] = g.VRAMLatency.V
 		}
 		gpu := &GPU{
 			Index: i, Name: g.Name, Spec: g, Node: port.node, Port: port.vertex, port: port,
@@ -257,9 +268,10 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 		f.Node(s.Name)
 	}
 	for _, l := range spec.NVLinks {
-		capacity := float64(l.Links.V) * float64(l.LinkRate.V) * l.Efficiency.V
+		capacity := float64(l.Rate())
 		a, b := m.nvVertex(l.A), m.nvVertex(l.B)
 		link := f.Connect("nvlink."+l.A+"-"+l.B, a, b, capacity, l.Latency.V, fabric.FullDuplex)
+		m.nvlink[link] = newNVPacket(l)
 		for _, g := range m.GPUs {
 			if g.Name == l.A {
 				g.NVLinks[l.B] = link

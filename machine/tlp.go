@@ -3,6 +3,7 @@ package machine
 import (
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/sim"
 )
 
 // Master is the PCIe agent whose transactions move a transfer's bytes: a
@@ -14,18 +15,27 @@ type Master struct {
 	// (Max_Payload_Size for writes and completions, Max_Read_Request_Size
 	// for a read request), as DMA engines issue them.
 	request int64
+	// hub is the master's own share of a read's round trip that leaves
+	// its chip (platform.GPU.HubLatency); outstanding the reads it may
+	// have in flight, 0 for no limit.
+	hub         sim.Time
+	outstanding int
 }
 
 // CE is the GPU's copy engines as a PCIe master.
-func (g *GPU) CE() Master { return Master{port: g.port} }
+func (g *GPU) CE() Master {
+	return Master{port: g.port, hub: g.Spec.HubLatency.V, outstanding: g.Spec.Outstanding()}
+}
 
 // SMs is the GPU's streaming multiprocessors as a PCIe master: a kernel's
 // loads and stores of host memory, one platform.GPU.SMRequestSize line a
 // transaction.
-func (g *GPU) SMs() Master { return Master{port: g.port, request: int64(g.Spec.SMRequestSize())} }
+func (g *GPU) SMs() Master {
+	return Master{port: g.port, request: int64(g.Spec.SMRequestSize()), hub: g.Spec.HubLatency.V, outstanding: g.Spec.Outstanding()}
+}
 
 // DMA is the device's DMA engine as a PCIe master.
-func (d *Device) DMA() Master { return Master{port: d.port} }
+func (d *Device) DMA() Master { return Master{port: d.port, outstanding: d.Spec.OutstandingReads.V} }
 
 // tlpLink is the transaction-layer view of one PCIe link.
 type tlpLink struct {
@@ -69,6 +79,11 @@ func (m *Machine) DMARoute(src, dst Endpoint, by Master) (fabric.Route, error) {
 		t := m.tlp[h.Link]
 		if t == nil {
 			hops = append(hops, h)
+			// A read over NVLink sends a header-only request packet
+			// the other way per packet of data.
+			if nv, ok := m.nvlink[h.Link]; ok && read {
+				hops = append(hops, fabric.Hop{Link: h.Link, Dir: h.Dir.Reverse(), Load: true, Weight: weightOf(h) * nv.request()})
+			}
 			continue
 		}
 		// A master with a request size of its own (the SMs) moves and

@@ -101,6 +101,8 @@ func TestH200LinkRate(t *testing.T) {
 	}
 	rc, _ := s.RootComplex(g.Parent)
 	node, _ := s.Node(rc.Node)
+	// A d2h copy's posted writes pay the route one way: the measured
+	// 8 B d2h call. (An h2d copy waits for a read's round trip too.)
 	if total := g.CopyOverhead.V + node.DRAMLatency.V + rc.Latency.V + g.Link.Latency.V; total != 6600*sim.Nanosecond {
 		t.Errorf("copy overhead + route latency (DRAM, root complex, link) = %v, want the measured 6.6us", total)
 	}
@@ -143,8 +145,20 @@ func TestNVLinkRate(t *testing.T) {
 	if got := float64(l.RawRate()); got != 450e9 {
 		t.Errorf("RawRate = %v, want 450 GB/s", got)
 	}
-	if got := float64(l.Rate()); math.Abs(got/375e9-1) > 1e-12 {
-		t.Errorf("Rate = %v, want 375 GB/s", got)
+	// No efficiency given: 128 B of data per 144 B packet (one 16 B
+	// header flit) is 400 GB/s of the 450.
+	if got := float64(l.Rate()); math.Abs(got/400e9-1) > 1e-12 {
+		t.Errorf("Rate = %v, want 400 GB/s (450 x 128/144)", got)
+	}
+	// An efficiency given replaces the packets.
+	l.Efficiency = Param[float64]{V: 0.5}
+	if got := float64(l.Rate()); got != 225e9 {
+		t.Errorf("Rate with efficiency 0.5 = %v, want 225 GB/s", got)
+	}
+	l.Efficiency = Param[float64]{}
+	l.Payload, l.Header = Param[Bytes]{V: 256}, Param[Bytes]{V: 16}
+	if got, want := l.Share(), 256.0/272; got != want {
+		t.Errorf("Share with 256 B packets = %v, want %v", got, want)
 	}
 }
 

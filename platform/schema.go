@@ -20,7 +20,7 @@ var yamlNames = map[string]string{
 	"Fabric": "fabric", "SWIOTLB": "swiotlb",
 
 	"ID": "id", "Cores": "cores", "DRAM": "dram", "DRAMBandwidth": "dram_bandwidth",
-	"DRAMLatency": "dram_latency", "MemcpyRate": "memcpy_rate", "StreamRate": "stream_rate", "Cache": "cache",
+	"DRAMLatency": "dram_latency", "CopyEfficiency": "copy_efficiency", "MemcpyRate": "memcpy_rate", "StreamRate": "stream_rate", "Cache": "cache",
 
 	"LineSize": "line_size", "Size": "size", "Prefetch": "prefetch",
 	"WritebackCost": "writeback_cost", "InvalidateCost": "invalidate_cost",
@@ -36,6 +36,8 @@ var yamlNames = map[string]string{
 	"CopyEngines": "copy_engines", "CopyOverhead": "copy_overhead", "SMRequest": "sm_request",
 	"Integrated": "integrated", "KernelLaunch": "kernel_launch", "AllocCost": "alloc_cost",
 	"PinCost": "pin_cost", "UnpinCost": "unpin_cost", "PageableChunk": "pageable_chunk", "UVM": "uvm",
+	"VRAMLatency": "vram_latency", "HubLatency": "hub_latency", "OutstandingReads": "outstanding_reads",
+	"Payload": "payload", "Header": "header",
 
 	"FaultBatch": "fault_batch", "MaxBatches": "max_batches", "PrefetchThreshold": "prefetch_threshold",
 	"ThrashingThreshold": "thrashing_threshold", "ThrashingLapse": "thrashing_lapse",

@@ -122,6 +122,12 @@ type Node struct {
 	DRAMBandwidth Param[Rate]
 	// DRAMLatency is a load-to-use latency from a local core.
 	DRAMLatency Param[sim.Time]
+	// CopyEfficiency is the share of DRAMBandwidth a DMA copy that reads
+	// and writes this node's DRAM keeps (1 when unset): the bus turns
+	// around between the copy's reads and writes, and each turnaround
+	// and the bank conflicts between the two streams cost data cycles.
+	// The copy's bytes cross the bus twice whatever its value.
+	CopyEfficiency Param[float64]
 	// MemcpyRate is what one CPU thread achieves copying between two
 	// large buffers in this node (pageable staging copies pay it).
 	MemcpyRate Param[Rate]
@@ -368,6 +374,25 @@ type GPU struct {
 	// memory (DefaultPinCost, DefaultUnpinCost when unset).
 	PinCost   Param[sim.Time]
 	UnpinCost Param[sim.Time]
+	// VRAMLatency is the load-to-use latency of one SM's dependent read
+	// of its own VRAM that misses the L2: what a pointer chase through
+	// device memory takes per hop. It is also the far end of a peer's
+	// read over NVLink. Zero when unset: no latency.
+	VRAMLatency Param[sim.Time]
+	// HubLatency is the GPU's own share of a read that leaves the chip:
+	// from the SMs or a copy engine through the L2 and the GPU's host
+	// interface to its PCIe or NVLink port, and the completion back in,
+	// both ways together. A read's round trip is this, twice the one-way
+	// latency of every link and component between the port and the
+	// memory, and the memory's latency (machine.RoundTrip). Zero when
+	// unset.
+	HubLatency Param[sim.Time]
+	// OutstandingReads is how many read requests one of the GPU's
+	// masters (its copy engines, its SMs) may have in flight on PCIe:
+	// the transaction tags it may use (DefaultOutstandingReads when
+	// unset). A read stream gets at most OutstandingReads × request
+	// size / round trip (Little's law).
+	OutstandingReads Param[int]
 	// PageableChunk is the size of the pinned staging buffers the driver
 	// copies pageable memory through: a pageable copy is a CPU memcpy
 	// into one chunk, then DMA from it, chunk after chunk
@@ -436,6 +461,11 @@ type Device struct {
 	PixelRate Param[float64]
 	// DMAEngines is the number of independent DMA queues the model gives it.
 	DMAEngines Param[int]
+	// OutstandingReads is how many read requests the device's DMA
+	// engine keeps in flight (its PCIe tags in use); zero: no limit but
+	// the links. A read stream gets at most OutstandingReads × request
+	// size / round trip.
+	OutstandingReads Param[int]
 	// NonCoherentDMA says the device's DMA does not snoop the CPU caches
 	// even where its root complex would (PCIe No Snoop). A device is
 	// non-coherent if it or its root complex is.
@@ -499,10 +529,51 @@ type NVLink struct {
 	Links Param[int]
 	// LinkRate is the per-direction rate of one link (NVLink4: 25 GB/s).
 	LinkRate Param[Rate]
-	// Efficiency is the share of LinkRate left for payload.
+	// Efficiency, when given, is the share of LinkRate left for
+	// payload. Left out, the share follows from the packets: Payload
+	// data bytes behind one Header of flits (Rate).
 	Efficiency Param[float64]
-	Latency    Param[sim.Time]
+	// Payload is the data one NVLink packet carries and Header the
+	// flits in front of it (DefaultNVLinkPayload and
+	// DefaultNVLinkHeader when unset). A read sends one header-only
+	// request packet the other way per Payload bytes.
+	Payload Param[Bytes]
+	Header  Param[Bytes]
+	Latency Param[sim.Time]
 }
+
+// Defaults of NVLink's packets. A packet is one to eighteen 128-bit
+// (16 B) flits: a header flit, optional address-extension and
+// byte-enable flits, and up to 16 data flits (Foley and Danskin,
+// "Ultra-Performance Pascal GPU and NVLink Interconnect", IEEE Micro
+// 37(2), 2017; en.wikichip.org/wiki/NVLink). The GPU's requests are its
+// L2's 128-byte lines (CUDA C++ Best Practices Guide): one header flit
+// and eight data flits, 128/144 of the raw rate for data.
+const (
+	DefaultNVLinkPayload Bytes = 128
+	DefaultNVLinkHeader  Bytes = 16
+)
+
+// PacketPayload returns the data bytes per packet, DefaultNVLinkPayload
+// when unset.
+func (l NVLink) PacketPayload() Bytes { return orDefault(l.Payload.V, DefaultNVLinkPayload) }
+
+// PacketHeader returns the header bytes per packet, DefaultNVLinkHeader
+// when unset.
+func (l NVLink) PacketHeader() Bytes { return orDefault(l.Header.V, DefaultNVLinkHeader) }
+
+// Share is the share of the raw rate left for data: Efficiency when
+// given, else Payload / (Payload + Header).
+func (l NVLink) Share() float64 {
+	if l.Efficiency.V != 0 {
+		return l.Efficiency.V
+	}
+	p, h := float64(l.PacketPayload()), float64(l.PacketHeader())
+	return p / (p + h)
+}
+
+// Rate is the bundle's data rate per direction: RawRate × Share.
+func (l NVLink) Rate() Rate { return l.RawRate() * Rate(l.Share()) }
 
 // FabricFactors are the flow model's global factors (SimGrid's LV08 names):
 // every link's capacity is multiplied by BandwidthFactor, every latency by
@@ -572,6 +643,13 @@ const (
 	// sectors (CUDA C++ Best Practices Guide, coalesced access), and a
 	// warp's coalesced 4-byte accesses make one such line.
 	DefaultSMRequest Bytes = 128
+	// DefaultOutstandingReads is what PCIe's 10-bit tags allow one
+	// function: 768 outstanding non-posted requests (PCI Express Base
+	// Specification 4.0, 2.2.6.2: 10-bit tag values whose two upper bits
+	// are 00b are not used, so 1024 - 256). That GPUs enable 10-bit tags
+	// is assumed (Hopper is a Gen5 device, where they are required for
+	// full rate on long round trips).
+	DefaultOutstandingReads = 768
 )
 
 // Defaults of the optional DMA parameters, as Linux has them.
@@ -669,6 +747,13 @@ func (g GPU) Chunk() Bytes { return orDefault(g.PageableChunk.V, DefaultPageable
 // SMRequestSize returns the SMs' PCIe request size, DefaultSMRequest when
 // unset.
 func (g GPU) SMRequestSize() Bytes { return orDefault(g.SMRequest.V, DefaultSMRequest) }
+
+// CopyShare returns the node's DRAM copy efficiency, 1 when unset.
+func (n Node) CopyShare() float64 { return orDefault(n.CopyEfficiency.V, 1) }
+
+// Outstanding returns the reads one master of the GPU may have in
+// flight, DefaultOutstandingReads when unset.
+func (g GPU) Outstanding() int { return orDefault(g.OutstandingReads.V, DefaultOutstandingReads) }
 
 // Batch returns the fault batch size, DefaultFaultBatch when unset.
 func (u UVM) Batch() int { return orDefault(u.FaultBatch.V, DefaultFaultBatch) }

@@ -47,9 +47,6 @@ func (l PCIeLink) Rate() Rate {
 // RawRate is the bundle's rate per direction: Links × LinkRate.
 func (l NVLink) RawRate() Rate { return Rate(l.Links.V) * l.LinkRate.V }
 
-// Rate is the bundle's payload rate per direction: RawRate × Efficiency.
-func (l NVLink) Rate() Rate { return l.RawRate() * Rate(l.Efficiency.V) }
-
 // Kind is what a named component of a Spec is.
 type Kind int
 

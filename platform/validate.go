@@ -131,6 +131,7 @@ func validate(s *Spec, errs *errorList, lines map[string]int) {
 		v.link(p+".link", d.Link)
 		nonNegative(v, p+".line_rate", d.LineRate)
 		positive(v, p+".dma_engines", d.DMAEngines)
+		nonNegative(v, p+".outstanding_reads", d.OutstandingReads)
 		v.pixels(p, d)
 		v.dmaLimits(p, d)
 	}
@@ -410,6 +411,9 @@ func (v *validator) nodes() {
 		positive(v, p+".dram", n.DRAM)
 		positive(v, p+".dram_bandwidth", n.DRAMBandwidth)
 		nonNegative(v, p+".dram_latency", n.DRAMLatency)
+		if given(v, p+".copy_efficiency", n.CopyEfficiency) {
+			v.share(p+".copy_efficiency", n.CopyEfficiency)
+		}
 		positive(v, p+".memcpy_rate", n.MemcpyRate)
 		if given(v, p+".stream_rate", n.StreamRate) {
 			positive(v, p+".stream_rate", n.StreamRate)
@@ -500,6 +504,9 @@ func (v *validator) gpu(p string, g GPU) {
 	} {
 		v.optionalTime(p+"."+c.name, c.p, c.def)
 	}
+	nonNegative(v, p+".vram_latency", g.VRAMLatency)
+	nonNegative(v, p+".hub_latency", g.HubLatency)
+	nonNegative(v, p+".outstanding_reads", g.OutstandingReads)
 	if r := g.SMRequest.V; given(v, p+".sm_request", g.SMRequest) && (r < 32 || r > 4096 || r&(r-1) != 0) {
 		v.add(p+".sm_request", "want a power of two from 32 B (one L2 sector) to 4 KiB, got %s", bytesText(r))
 	}
@@ -871,7 +878,12 @@ func (v *validator) nvlinks() {
 		}
 		positive(v, p+".links", l.Links)
 		positive(v, p+".link_rate", l.LinkRate)
-		v.share(p+".efficiency", l.Efficiency)
+		if given(v, p+".efficiency", l.Efficiency) {
+			// Left out, the packets decide it (NVLink.Share).
+			v.share(p+".efficiency", l.Efficiency)
+		}
+		nonNegative(v, p+".payload", l.Payload)
+		nonNegative(v, p+".header", l.Header)
 		nonNegative(v, p+".latency", l.Latency)
 	}
 }

@@ -1,5 +1,6 @@
 // Package report turns a run into what people and programs read: a
-// result document (JSON with stable field names), a readable table, and a
+// result document (JSON with stable field names), a readable table, a
+// sweep's document (Sweep: its definition and a result per point), and a
 // Chrome trace-event file that opens in Perfetto (ui.perfetto.dev) or
 // chrome://tracing.
 //

@@ -108,9 +108,10 @@ func TestCrossTrafficSlowsBidir(t *testing.T) {
 func TestDeviceCopyReadsAndWrites(t *testing.T) {
 	r := run(t, "h200-pcie", "paths=device", "sizes=1GiB")
 	d2d := row(t, r, "device", "d2d", 1<<30)
-	// h200-pcie: VRAM 4384 GB/s, per-call overhead 6.35 µs; a 1 GiB copy
-	// moves 2 GiB through the memory.
-	want := float64(1<<30) / (6.35e-6 + 2*float64(1<<30)/4384e9) / 1e9
+	// h200-pcie: VRAM 4384 GB/s, per-call overhead 6.35 µs and the VRAM
+	// read's 141.9 ns latency; a 1 GiB copy moves 2 GiB through the
+	// memory.
+	want := float64(1<<30) / (6.35e-6 + 0.1419e-6 + 2*float64(1<<30)/4384e9) / 1e9
 	if math.Abs(d2d.GBps-want)/want > 0.001 {
 		t.Errorf("d2d 1 GiB at %.1f GB/s, want %.1f (half the VRAM bandwidth, less the call overhead)", d2d.GBps, want)
 	}
@@ -149,7 +150,8 @@ func TestPageableIsStaged(t *testing.T) {
 		}
 	}
 	fast := run(t, "h200-pcie", "paths=pageable", "sizes=1GiB", "directions=h2d", "platform.nodes.0.memcpy_rate=100 GB/s")
-	if got := row(t, fast, "pageable", "h2d", 1<<30).GBps; got < 54 || got > 55.5 {
+	// Each 2 MiB chunk's copy also waits for its read's round trip.
+	if got := row(t, fast, "pageable", "h2d", 1<<30).GBps; got < 53 || got > 55.5 {
 		t.Errorf("with a 100 GB/s memcpy the link should bind: %.2f GB/s", got)
 	}
 	// One staging chunk: no overlap, the stages add up.
