@@ -130,7 +130,8 @@ type Fabric struct {
 	timer   sim.Handle
 	timerAt sim.Time
 
-	recomputeFn, timerFn func() // method values, made once
+	recomputeFn, timerFn, activateFn func() // method values, made once
+	latent                           latentQueue
 
 	// changedRes are the resources whose flows changed since the last
 	// recompute (a flow became active on them or ended), startedFlows the
@@ -178,7 +179,7 @@ func New(eng *sim.Engine, f Factors) *Fabric {
 		groupByHash: make(map[uint64]*group),
 		last:        eng.Now(),
 	}
-	fab.recomputeFn, fab.timerFn = fab.recompute, fab.onTimer
+	fab.recomputeFn, fab.timerFn, fab.activateFn = fab.recompute, fab.onTimer, fab.activateNext
 	return fab
 }
 

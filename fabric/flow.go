@@ -135,9 +135,74 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 		lat = sim.Time(math.Round(float64(lat) * f.fac.Latency))
 	}
 	f.emit(Event{Header: sim.Header{Time: fl.start}, Kind: FlowStart, Flow: fl})
-	f.eng.At(fl.start+lat, fl.activate)
+	f.latent.push(latentFlow{at: fl.start + lat, fl: fl})
+	f.eng.At(fl.start+lat, f.activateFn)
 	return fl
 }
+
+// latentFlow is a flow paying its latency, which ends at at.
+type latentFlow struct {
+	at  sim.Time
+	seq uint64
+	fl  *Flow
+}
+
+// latentQueue holds the flows paying their latency, ordered as the
+// engine orders their activation events: by time, then by scheduling
+// order. Each activation event (the one function activateFn, which so
+// needs no closure per flow) takes the first flow: the engine fires
+// the events in that same order.
+type latentQueue struct {
+	h   []latentFlow
+	seq uint64
+}
+
+func (q *latentQueue) less(i, j int) bool {
+	a, b := &q.h[i], &q.h[j]
+	return a.at < b.at || a.at == b.at && a.seq < b.seq
+}
+
+func (q *latentQueue) push(e latentFlow) {
+	q.seq++
+	e.seq = q.seq
+	q.h = append(q.h, e)
+	for i := len(q.h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q.h[i], q.h[p] = q.h[p], q.h[i]
+		i = p
+	}
+}
+
+func (q *latentQueue) pop() *Flow {
+	h := q.h
+	fl := h[0].fl
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = latentFlow{}
+	h = h[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && (h[c+1].at < h[c].at || h[c+1].at == h[c].at && h[c+1].seq < h[c].seq) {
+			c++
+		}
+		if !(h[c].at < h[i].at || h[c].at == h[i].at && h[c].seq < h[i].seq) {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	q.h = h
+	return fl
+}
+
+// activateNext ends the latency of the flow whose activation event this is.
+func (f *Fabric) activateNext() { f.latent.pop().activate() }
 
 // activate ends the latency phase.
 func (fl *Flow) activate() {
