@@ -37,7 +37,7 @@ type Flow struct {
 
 	// Storage for the hops and loads of a short route, so that Start
 	// allocates them with the flow.
-	hopBuf  [4]Hop
+	hopBuf  [8]Hop
 	loadBuf [8]load
 }
 
