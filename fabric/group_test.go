@@ -69,3 +69,44 @@ func TestGroupedEndsMatchUngrouped(t *testing.T) {
 		}
 	}
 }
+
+// TestLatencyEndsInEngineOrder: the latency queue hands each activation
+// event the flow it was scheduled for, whatever the order of starts,
+// latencies and starts made from inside events.
+func TestLatencyEndsInEngineOrder(t *testing.T) {
+	eng := sim.New(1)
+	fab := New(eng, Factors{})
+	a := fab.Node("a")
+	var links []*Link
+	for i, lat := range []sim.Time{3, 1, 2, 1, 0, 3} {
+		links = append(links, fab.Connect(string(rune('p'+i)), a, fab.Node(string(rune('A'+i))), 1e9, lat*sim.Microsecond, FullDuplex))
+	}
+	var got []string
+	fab.Hooks.Hook(func(ev *Event) {
+		if ev.Kind == FlowActive {
+			got = append(got, ev.Flow.Name())
+		}
+	})
+	start := func(name string, l *Link) {
+		fl := fab.Start(name, Route{Hops: []Hop{{Link: l, Dir: AtoB}}}, 1000)
+		if fl.Start() != eng.Now() {
+			t.Fatalf("%s started at %v", name, fl.Start())
+		}
+	}
+	for i, l := range links {
+		start(string(rune('0'+i)), l)
+	}
+	// At 1 µs, from an event: a flow whose latency ends with the ones
+	// started at 0 with 3 µs, after them (scheduled later).
+	eng.At(sim.Microsecond, func() { start("x", links[2]) })
+	eng.Run()
+	want := []string{"4", "1", "3", "2", "0", "5", "x"}
+	if len(got) != len(want) {
+		t.Fatalf("activations %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("activations %v, want %v", got, want)
+		}
+	}
+}
