@@ -149,6 +149,7 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 	}
 	seedText := "1"
 	set := map[string]setting{}
+	var platformSets [][2]string
 	for _, kv := range opt.Sets {
 		key, value, ok := strings.Cut(kv, "=")
 		key = strings.TrimSpace(key)
@@ -161,6 +162,7 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 			if err != nil {
 				return nil, Usagef("--set %s: %v", key, err)
 			}
+			platformSets = append(platformSets, [2]string{strings.TrimPrefix(key, "platform."), value})
 		case key == "seed":
 			if _, err := strconv.ParseUint(value, 10, 64); err != nil {
 				return nil, Usagef("--set seed=%q: want a non-negative integer", value)
@@ -206,6 +208,7 @@ func RunScenario(s *Scenario, opt RunOptions) (*Outcome, error) {
 		params[name] = text
 	}
 	sys.Result.Params = params
+	recordPlatformSets(sys.Result, platformSets)
 	c := &Context{System: sys, Values: v, Scenario: s}
 	err = s.Run(c)
 	sys.progressDone()

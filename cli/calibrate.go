@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/dmalab/dmalab/calib"
 	"github.com/dmalab/dmalab/hw/probe"
 	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/report"
 )
 
 func init() {
@@ -66,12 +66,12 @@ stderr; the platform goes to FILE, or to stdout.`)
 		fmt.Fprintf(e.stderr, "dmalab calibrate: %v\n", err)
 		return exitUsage
 	}
-	tw := tabwriter.NewWriter(e.stderr, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "parameter\told\tnew\trow\tmeasured")
+	t := &report.Table{Columns: []report.Column{{Name: "parameter"}, {Name: "old"}, {Name: "new"}, {Name: "row"},
+		{Name: "measured", Align: report.AlignDecimal}}}
 	for _, c := range changes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.6g %s\n", c.Path, c.Old, c.New, c.Row, c.Measured, c.Unit)
+		t.AddRow(c.Path, c.Old, c.New, c.Row, fmt.Sprintf("%.6g %s", c.Measured, c.Unit))
 	}
-	tw.Flush()
+	t.WriteText(e.stderr, "")
 	for _, n := range notes {
 		fmt.Fprintf(e.stderr, "note: %s\n", n)
 	}

@@ -3,9 +3,9 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/dmalab/dmalab/check"
+	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/scenario"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -15,7 +15,7 @@ func init() {
 }
 
 func runCheck(e *env, args []string) int {
-	fs := newFlags(e, "check", "check SCENARIO [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--sweep key=v1,v2,...]... [--shard I/N] [--json] [--html FILE] | check --classes",
+	fs := newFlags(e, "check", "check SCENARIO [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--sweep key=v1,v2,...]... [--shard I/N] [--json|--csv] [--html FILE] | check --classes [--json|--csv]",
 		`Runs a scenario with the checker attached to the DMA API and to memory: every
 misuse the kernel's DMA-API debug code (kernel/dma/debug.c) would report, plus
 CPU access to a buffer the device owns, stale reads proved by content
@@ -31,11 +31,12 @@ DMA-API classes, then those of GPU memory (the CUDA driver API façade).
 every parameter with its source as a page to open in a browser.
 --sweep and --shard are those of "dmalab run": each point's diagnostics in
 turn, exit status 1 when any point has one.`)
-	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
+	plat := fs.String("platform", "", "the platform: a preset name or a YAML file (`NAME|FILE`; default: the scenario's)")
 	var sets setFlags
-	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
-	numactlOpts := fs.String("numactl", "", `numactl's placement options for every process of the run ("--cpunodebind=1 --membind=0")`)
+	fs.Var(&sets, "set", "set a parameter: `key=value` (repeatable)")
+	numactlOpts := fs.String("numactl", "", "numactl's placement `OPTIONS` for every process of the run (\"--cpunodebind=1 --membind=0\")")
 	asJSON := fs.Bool("json", false, `print {"diagnostics": [...]} as JSON`)
+	asCSV := fs.Bool("csv", false, "print the diagnostics (or --classes) as CSV (RFC 4180), one line each")
 	classes := fs.Bool("classes", false, "list the diagnostic classes and exit")
 	htmlPath := fs.String("html", "", htmlFlagHelp)
 	var sweep sweepFlags
@@ -56,11 +57,14 @@ turn, exit status 1 when any point has one.`)
 		fs.Usage()
 		return exitOK
 	}
+	if *asJSON && *asCSV {
+		return usageError(e, "check", "--json and --csv: choose one")
+	}
 	if *classes {
 		if len(pos) > 0 {
 			return usageError(e, "check", "--classes takes no scenario")
 		}
-		return listClasses(e, *asJSON)
+		return listClasses(e, *asJSON, *asCSV)
 	}
 	if len(pos) != 1 {
 		return usageError(e, "check", "want one scenario (dmalab list shows them), got %d", len(pos))
@@ -74,6 +78,9 @@ turn, exit status 1 when any point has one.`)
 		opt.Progress = e.stderr
 	}
 	if len(sweep.axes) > 0 || sweep.shard != "" {
+		if *asCSV {
+			return usageError(e, "check", "--sweep: --csv takes one run's diagnostics, not a sweep (--json gives the sweep's document)")
+		}
 		if *htmlPath != "" {
 			return usageError(e, "check", "--sweep: --html takes one run, not a sweep")
 		}
@@ -98,6 +105,11 @@ turn, exit status 1 when any point has one.`)
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(e.stderr, "dmalab check: %v\n", err)
+			return exitFindings
+		}
+	} else if *asCSV {
+		if err := diagnosticsTable(rep).WriteCSV(e.stdout); err != nil {
 			fmt.Fprintf(e.stderr, "dmalab check: %v\n", err)
 			return exitFindings
 		}
@@ -139,14 +151,31 @@ func writeDiagnostics(e *env, name, platform string, rep *check.Report) {
 		counts[d.Class]++
 	}
 	fmt.Fprintln(e.stdout, "\nby class:")
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	t := &report.Table{Columns: []report.Column{{Name: "class"}, {Name: "count", Align: report.AlignRight}}, NoHeader: true}
 	for _, c := range order {
-		fmt.Fprintf(tw, "  %s\t%d\n", c, counts[c])
+		t.AddRow(c, fmt.Sprint(counts[c]))
 	}
-	tw.Flush()
+	t.WriteText(e.stdout, "  ")
 }
 
-func listClasses(e *env, asJSON bool) int {
+// diagnosticsTable is the diagnostics as a table, for --csv: a line per
+// diagnostic, the time in picoseconds as the JSON gives it.
+func diagnosticsTable(rep *check.Report) *report.Table {
+	t := &report.Table{}
+	for _, name := range []string{"severity", "class", "time_ps", "proc", "device", "buffer", "message", "origin"} {
+		t.Columns = append(t.Columns, report.Column{Name: name})
+	}
+	for _, d := range rep.Diagnostics {
+		t.AddRow(d.Severity, d.Class, fmt.Sprint(int64(d.Time)), d.Proc, d.Device, d.Buffer, d.Message, d.Origin)
+	}
+	return t
+}
+
+// classesWidth is what --classes fits in: the meaning wraps, its source
+// on a line of its own, so that no line is wider.
+const classesWidth = 100
+
+func listClasses(e *env, asJSON, asCSV bool) int {
 	cs := check.Classes()
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -154,11 +183,23 @@ func listClasses(e *env, asJSON bool) int {
 		enc.Encode(map[string]any{"classes": cs})
 		return exitOK
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLASS\tSEVERITY\tSOURCE\tMEANING")
-	for _, c := range cs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Code, c.Severity, c.Source, c.Summary)
+	if asCSV {
+		t := &report.Table{Columns: []report.Column{{Name: "class"}, {Name: "severity"}, {Name: "source"}, {Name: "meaning"}}}
+		for _, c := range cs {
+			t.AddRow(c.Code, c.Severity, c.Source, c.Summary)
+		}
+		t.WriteCSV(e.stdout)
+		return exitOK
 	}
-	tw.Flush()
+	codeW, sevW := len("CLASS"), len("SEVERITY")
+	for _, c := range cs {
+		codeW, sevW = max(codeW, len(c.Code)), max(sevW, len(c.Severity))
+	}
+	t := &report.Table{Columns: []report.Column{{Name: "CLASS"}, {Name: "SEVERITY"},
+		{Name: "MEANING (SOURCE)", Wrap: classesWidth - codeW - sevW - 4}}}
+	for _, c := range cs {
+		t.AddRow(c.Code, c.Severity, c.Summary+"\n("+c.Source+")")
+	}
+	t.WriteText(e.stdout, "")
 	return exitOK
 }

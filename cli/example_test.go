@@ -96,13 +96,19 @@ func Example_userScenario() {
 	// my-tx on zynq-7000
 	// params: dir=to-device seed=1 size=1500B
 	//
-	//        path  direction    size      time  GB/s
-	//   streaming         tx  1500 B  6.025 us  0.25
+	// path       direction      size      time   GB/s
+	// streaming  tx         1.46 KiB  6.025 us  0.249
+	//
+	// note: GB/s is size / time in 10^9 bytes per second; time is one copy's, from the call to its completion, the call's overhead included.
 	//
 	// factors:
 	//   fabric.bandwidth_factor = 1  (default: no measured reason to scale link capacities)
 	//   fabric.cross_traffic = 0  (default: no measured reverse-direction load)
 	//   fabric.latency_factor = 1  (default: no measured reason to scale latencies)
+	//
+	// next:
+	//   dmalab run my-tx --set platform.fabric.bandwidth_factor=0.9   (every link 10 % slower)
+	//   dmalab check my-tx   (the same run under the DMA checker)
 	// exit 0
 }
 

@@ -93,6 +93,9 @@ func dispatch(e *env, args []string) (code int) {
 		}
 		usage(e.stdout)
 		return exitOK
+	case "--version", "-version":
+		writeVersion(e.stdout)
+		return exitOK
 	}
 	if strings.HasPrefix(name, "-") {
 		// Flags without a subcommand belong to "run".
@@ -135,10 +138,42 @@ func newFlags(e *env, name, synopsis, description string) *flag.FlagSet {
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {
 			fmt.Fprintln(w, "\nFlags:")
-			fs.PrintDefaults()
+			printFlags(w, fs)
 		}
 	}
 	return fs
+}
+
+// printFlags writes a flag set's flags as GNU tools and the README write
+// them, "--json", rather than the flag package's "-json" (both are
+// accepted), and each default once: flag.PrintDefaults appends
+// "(default ...)" even where the help already says what the default is.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, help := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if len(f.Name) == 1 {
+			line = "  -" + f.Name
+		}
+		if typ != "" {
+			line += " " + typ
+		}
+		fmt.Fprintf(w, "%s\n      %s", line, strings.ReplaceAll(help, "\n", "\n      "))
+		if !isZeroDefault(f) && !strings.Contains(help, "default") {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// isZeroDefault says whether a flag's default is its type's zero value,
+// which help leaves unsaid.
+func isZeroDefault(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "0", "false", "[]", "0s":
+		return true
+	}
+	return false
 }
 
 // parseArgs parses flags that may come before, between or after the

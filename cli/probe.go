@@ -14,6 +14,7 @@ import (
 	"github.com/dmalab/dmalab/hw/numa"
 	"github.com/dmalab/dmalab/hw/probe"
 	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/report"
 )
 
 func init() {
@@ -21,7 +22,7 @@ func init() {
 }
 
 func runProbe(e *env, args []string) int {
-	fs := newFlags(e, "probe", "probe [--gpu N] [--sizes LIST] [--families LIST] [--json | --format table|json|nvbandwidth] [--html FILE] | probe --numa [--numa-buffer SIZE] [--numa-nodes LIST] [--json]",
+	fs := newFlags(e, "probe", "probe [--gpu N] [--sizes LIST] [--families LIST] [--json | --csv | --format table|json|csv|nvbandwidth] [--html FILE] | probe --numa [--numa-buffer SIZE] [--numa-nodes LIST] [--json]",
 		`Measures the data paths of each NVIDIA GPU through the CUDA driver (libcuda.so.1,
 loaded at run time: no cgo, no CUDA toolkit needed): copy-engine copies from
 pinned, pageable, write-combined and registered host memory, device and peer
@@ -62,7 +63,8 @@ rest is still measured.`)
 	families := fs.String("families", "", "measurement families, comma-separated (default all: "+strings.Join(probe.Families, ",")+"; opt-in: "+strings.Join(probe.OptInFamilies, ",")+")")
 	samples := fs.Int("samples", 3, "samples per measurement (at least 3)")
 	asJSON := fs.Bool("json", false, "print one JSON document (same as --format json)")
-	format := fs.String("format", "table", "output format: table, json or nvbandwidth")
+	format := fs.String("format", "table", "output format: table, json, csv or nvbandwidth")
+	asCSV := fs.Bool("csv", false, "print every measurement as a CSV line (same as --format csv)")
 	input := fs.String("input", "", "print the saved report in `FILE` (from --json) instead of measuring")
 	htmlPath := fs.String("html", "", htmlFlagHelp)
 	numaProbe := fs.Bool("numa", false, "measure the NUMA nodes (latency and bandwidth per node pair, first touch) instead of GPUs")
@@ -75,8 +77,14 @@ rest is still measured.`)
 	if len(pos) > 0 {
 		return usageError(e, "probe", "takes no arguments, got %q", pos)
 	}
+	if *asJSON && *asCSV {
+		return usageError(e, "probe", "--json and --csv: choose one")
+	}
 	if *asJSON {
 		*format = "json"
+	}
+	if *asCSV {
+		*format = "csv"
 	}
 	if *numaProbe {
 		if *htmlPath != "" {
@@ -87,8 +95,8 @@ rest is still measured.`)
 	if *numaBuffer != "" || *numaNodes != "" {
 		return usageError(e, "probe", "--numa-buffer and --numa-nodes go with --numa")
 	}
-	if *format != "table" && *format != "json" && *format != "nvbandwidth" {
-		return usageError(e, "probe", "--format %q: want table, json or nvbandwidth", *format)
+	if *format != "table" && *format != "json" && *format != "csv" && *format != "nvbandwidth" {
+		return usageError(e, "probe", "--format %q: want table, json, csv or nvbandwidth", *format)
 	}
 	opts := probe.Options{Samples: *samples}
 	var err error
@@ -159,6 +167,23 @@ func writeProbeHTML(e *env, path string, rep *probe.Report, args []string) int {
 	return exitOK
 }
 
+// measurementsTable is every measurement of a probe report as a table
+// (--csv): a line per GPU and measurement, its statistics in its unit.
+func measurementsTable(rep *probe.Report) *report.Table {
+	t := &report.Table{}
+	for _, name := range []string{"gpu", "family", "operation", "path", "direction", "size_bytes", "method", "samples", "unit", "median", "min", "max"} {
+		t.Columns = append(t.Columns, report.Column{Name: name})
+	}
+	num := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	for _, g := range rep.GPUs {
+		for _, m := range g.Measurements {
+			t.AddRow(strconv.Itoa(g.Device.Ordinal), m.Family, m.Operation, m.Path, m.Direction, strconv.FormatInt(m.SizeBytes, 10),
+				m.Method, strconv.Itoa(m.Samples), m.Unit, num(m.Median), num(m.Min), num(m.Max))
+		}
+	}
+	return t
+}
+
 // writeProbe prints what was measured, then reports runErr: failed
 // families (a verification failure among them) are findings.
 func writeProbe(e *env, rep *probe.Report, format string, runErr error) int {
@@ -169,6 +194,8 @@ func writeProbe(e *env, rep *probe.Report, format string, runErr error) int {
 			err = rep.WriteJSON(e.stdout)
 		case "nvbandwidth":
 			err = rep.WriteNVBandwidth(e.stdout)
+		case "csv":
+			err = measurementsTable(rep).WriteCSV(e.stdout)
 		default:
 			err = rep.WriteTable(e.stdout)
 		}

@@ -21,7 +21,7 @@ func (s *setFlags) String() string     { return strings.Join(*s, " ") }
 func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
 
 func runRun(e *env, args []string) int {
-	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--sweep key=v1,v2,...]... [--shard I/N] [--json] [--trace FILE] [--attribution] [--html FILE]",
+	fs := newFlags(e, "run", "run [SCENARIO] [--platform NAME|FILE] [--set key=value]... [--numactl OPTIONS] [--sweep key=v1,v2,...]... [--shard I/N] [--json|--csv] [--trace FILE] [--attribution] [--html FILE]",
 		`Runs a built-in scenario on a modelled platform, in virtual time, and prints
 its results. Without SCENARIO it runs `+scenario.Default+` on its default platform.
 "dmalab list" shows the scenarios and platforms; "dmalab run SCENARIO --help"
@@ -50,11 +50,12 @@ With --json too, the document carries what the page draws ("timeline",
 "platform_params"), so "dmalab report" makes the same page from it.
 
 `+sweepHelp)
-	plat := fs.String("platform", "", "platform preset name or YAML file (default: the scenario's)")
+	plat := fs.String("platform", "", "the platform: a preset name or a YAML file (`NAME|FILE`; default: the scenario's)")
 	var sets setFlags
-	fs.Var(&sets, "set", "set a parameter: key=value (repeatable)")
-	numactlOpts := fs.String("numactl", "", `numactl's placement options for every process of the run ("--cpunodebind=1 --membind=0")`)
+	fs.Var(&sets, "set", "set a parameter: `key=value` (repeatable)")
+	numactlOpts := fs.String("numactl", "", "numactl's placement `OPTIONS` for every process of the run (\"--cpunodebind=1 --membind=0\")")
 	asJSON := fs.Bool("json", false, "print one JSON document instead of a table")
+	asCSV := fs.Bool("csv", false, "print the results table as CSV (RFC 4180) instead of text")
 	tracePath := fs.String("trace", "", "write a Chrome trace-event file (opens in Perfetto) to `FILE`")
 	attribution := fs.Bool("attribution", false, "add the time split by cause (call, queue, translate, transfer, fault)")
 	htmlPath := fs.String("html", "", htmlFlagHelp)
@@ -86,6 +87,9 @@ With --json too, the document carries what the page draws ("timeline",
 	if len(pos) > 1 {
 		return usageError(e, "run", "one scenario at a time, got %q", pos)
 	}
+	if *asJSON && *asCSV {
+		return usageError(e, "run", "--json and --csv: choose one")
+	}
 	name := scenario.Default
 	if len(pos) == 1 {
 		name = pos[0]
@@ -94,11 +98,21 @@ With --json too, the document carries what the page draws ("timeline",
 	if err != nil {
 		return usageError(e, "run", "%s", scenario.UsageMessage(err))
 	}
-	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != "" || *htmlPath != "", TraceTimeline: *htmlPath != "", Attribution: *attribution, NUMACtl: *numactlOpts}
+	// The text output explains where the time went by default; JSON and
+	// CSV carry the split only when asked, so that documents stay as
+	// they were.
+	text := !*asJSON && !*asCSV
+	opt := scenario.Options{Platform: *plat, Sets: sets, Trace: *tracePath != "" || *htmlPath != "", TraceTimeline: *htmlPath != "", Attribution: *attribution || text, NUMACtl: *numactlOpts}
 	if e.isTerminal {
 		opt.Progress = e.stderr
 	}
 	if len(sweep.axes) > 0 || sweep.shard != "" {
+		if *asCSV {
+			return usageError(e, "run", "--sweep: --csv takes one run's table, not a sweep (--json gives the sweep's document)")
+		}
+		// A sweep's points print as they always have: the split only
+		// when asked for.
+		opt.Attribution = *attribution
 		if *tracePath != "" || *htmlPath != "" {
 			return usageError(e, "run", "--sweep: --trace and --html take one run, not a sweep")
 		}
@@ -122,6 +136,10 @@ With --json too, the document carries what the page draws ("timeline",
 	if err != nil {
 		return scenarioError(e, "run", name, err)
 	}
+	if t := out.Result.Time; t != nil && !*attribution && t.Transfers == 0 && t.Stalls == 0 {
+		// A split asked for by default only: nothing to split.
+		out.Result.Time = nil
+	}
 	if *htmlPath != "" {
 		if err := addHTMLData(out.Result, out.Trace, *plat, s.Platform, sets); err != nil {
 			return usageError(e, "run", "--html: %v", err)
@@ -131,10 +149,15 @@ With --json too, the document carries what the page draws ("timeline",
 			return usageError(e, "run", "--html: %v", err)
 		}
 	}
-	if *asJSON {
+	switch {
+	case *asJSON:
 		err = report.WriteJSON(e.stdout, out.Result)
-	} else {
-		err = report.WriteTable(e.stdout, out.Result)
+	case *asCSV:
+		err = report.WriteCSV(e.stdout, out.Result)
+	default:
+		if err = report.WriteTable(e.stdout, out.Result); err == nil {
+			writeHints(e.stdout, s, out.Result)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "dmalab run: %v\n", err)

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/dmalab/dmalab/calib"
 	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/report"
 )
 
 func init() {
@@ -16,7 +16,7 @@ func init() {
 }
 
 func runValidate(e *env, args []string) int {
-	fs := newFlags(e, "validate", "validate PROBE.json --platform FILE [--json] [--max-error PCT] [--calibrated-from ROWS] [--html FILE]",
+	fs := newFlags(e, "validate", "validate PROBE.json --platform FILE [--json|--csv] [--max-error PCT] [--calibrated-from ROWS] [--html FILE]",
 		`Runs the model of the platform for every row of a probe report (from
 "dmalab probe --json"): the same operation, path, direction, size and memory
 kind, on the GPU of the row's ordinal. Prints row | model | measured |
@@ -36,6 +36,7 @@ against size, model (solid) and measurement (dashed), model against
 measurement, every row, and the platform's parameters with their sources.`)
 	plat := fs.String("platform", "", "the platform to run: a preset name or a YAML `file` (required)")
 	asJSON := fs.Bool("json", false, "print one JSON document")
+	asCSV := fs.Bool("csv", false, "print the rows' table as CSV (RFC 4180)")
 	maxErr := fs.String("max-error", "", "exit 1 when a class's median absolute error exceeds `PCT` percent (default: no bound)")
 	calFrom := fs.String("calibrated-from", "", "more calibration rows, comma-separated `ROWS` as validate names them (\"gpu0 ce_copy pinned h2d 1GiB\")")
 	htmlPath := fs.String("html", "", htmlFlagHelp)
@@ -45,6 +46,9 @@ measurement, every row, and the platform's parameters with their sources.`)
 	}
 	if len(pos) != 1 {
 		return usageError(e, "validate", "want one probe report (dmalab probe --json), got %d arguments", len(pos))
+	}
+	if *asJSON && *asCSV {
+		return usageError(e, "validate", "--json and --csv: choose one")
 	}
 	if *plat == "" {
 		return usageError(e, "validate", "--platform is required (a preset name, or the file dmalab calibrate wrote)")
@@ -89,6 +93,11 @@ measurement, every row, and the platform's parameters with their sources.`)
 			fmt.Fprintf(e.stderr, "dmalab validate: %v\n", err)
 			return exitUsage
 		}
+	} else if *asCSV {
+		if err := validationTable(v).WriteCSV(e.stdout); err != nil {
+			fmt.Fprintf(e.stderr, "dmalab validate: %v\n", err)
+			return exitUsage
+		}
 	} else {
 		writeValidation(e, v)
 	}
@@ -98,25 +107,32 @@ measurement, every row, and the platform's parameters with their sources.`)
 	return exitOK
 }
 
-func writeValidation(e *env, v *calib.Validation) {
-	fmt.Fprintf(e.stdout, "%s on %s\n\n", v.Probe, v.Platform)
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "row\tclass\tmodel\tmeasured\tunit\terror %")
+// validationTable is validate's rows: the model beside the measurement
+// and the error, "-" where the model has no number.
+func validationTable(v *calib.Validation) *report.Table {
+	t := &report.Table{Columns: []report.Column{{Name: "row"}, {Name: "class"}, {Name: "model", Align: report.AlignDecimal},
+		{Name: "measured", Align: report.AlignDecimal}, {Name: "unit"}, {Name: "error %", Align: report.AlignDecimal}, {Name: "note"}}}
 	for _, r := range v.Rows {
 		if r.ErrorPct == nil {
-			fmt.Fprintf(tw, "%s\t%s\t-\t%.4g\t%s\tnot modelled: %s\n", r.Row, r.Class, r.Measured, r.Unit, r.NotModelled)
+			t.AddRow(r.Row, string(r.Class), "-", report.FormatSig(r.Measured, 3), r.Unit, "-", "not modelled: "+r.NotModelled)
 			continue
 		}
-		mark := ""
+		note := ""
 		if r.Calibration {
-			mark = " (cal)"
+			note = "(cal)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%.4g\t%s\t%+.1f%s\n", r.Row, r.Class, *r.Model, r.Measured, r.Unit, *r.ErrorPct, mark)
+		t.AddRow(r.Row, string(r.Class), report.FormatSig(*r.Model, 3), report.FormatSig(r.Measured, 3), r.Unit, fmt.Sprintf("%+.1f", *r.ErrorPct), note)
 	}
-	tw.Flush()
+	return t
+}
+
+func writeValidation(e *env, v *calib.Validation) {
+	fmt.Fprintf(e.stdout, "%s on %s\n\n", v.Probe, v.Platform)
+	validationTable(v).WriteText(e.stdout, "")
 	fmt.Fprintln(e.stdout)
-	tw = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "class\trows\tmedian |error| %\tcalibration rows\tnot modelled\t")
+	t := &report.Table{Columns: []report.Column{{Name: "class"}, {Name: "rows", Align: report.AlignRight},
+		{Name: "median |error| %", Align: report.AlignDecimal}, {Name: "calibration rows", Align: report.AlignRight},
+		{Name: "not modelled", Align: report.AlignRight}}}
 	for _, c := range v.Classes {
 		med := "-"
 		if c.MedianAbsErrorPct != nil {
@@ -125,7 +141,7 @@ func writeValidation(e *env, v *calib.Validation) {
 				med += fmt.Sprintf(" > %g", *v.MaxErrorPct)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t\n", c.Class, c.Rows, med, c.CalibrationRows, c.NotModelledRows)
+		t.AddRow(string(c.Class), fmt.Sprint(c.Rows), med, fmt.Sprint(c.CalibrationRows), fmt.Sprint(c.NotModelledRows))
 	}
-	tw.Flush()
+	t.WriteText(e.stdout, "")
 }

@@ -94,6 +94,9 @@ type alloc struct {
 	bytes uint64
 	remap mem.VirtAddr
 	um    *uvm.Allocation
+	// pin holds registered (cuMemHostRegister) anonymous pages in place
+	// until cuMemHostUnregister: they must not migrate under DMA.
+	pin *mem.PagePin
 	// syncMemops is CU_POINTER_ATTRIBUTE_SYNC_MEMOPS.
 	syncMemops bool
 	// exports counts live dma-bufs of the range; freedBy is set when the

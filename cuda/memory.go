@@ -299,6 +299,7 @@ func (c *Context) MemHostRegister(p *sim.Proc, va mem.VirtAddr, size uint64, fla
 	// os-mlock.c): anonymous pages not yet touched are faulted in here,
 	// placed by the calling thread's node and policy, as first touch
 	// would place them. Memory already placed stays where it is.
+	var pin *mem.PagePin
 	if c.proc.kp.Kernel().Memory() != nil {
 		if err := c.proc.kp.Populate(p, va, size); errors.Is(err, syscall.ENOMEM) {
 			return fail(call, ErrorOutOfMemory, err)
@@ -315,8 +316,13 @@ func (c *Context) MemHostRegister(p *sim.Proc, va mem.VirtAddr, size uint64, fla
 	if err != nil {
 		return wrap(call, err)
 	}
+	// The pages are pinned (pin_user_pages) while registered: the GPU
+	// holds their bus addresses, so they must not migrate.
+	if c.proc.kp.Kernel().Memory() != nil {
+		pin, _ = c.proc.kp.PinPages(va, size)
+	}
 	p.Sleep(sim.Time(hostPages(va, size)) * c.dev.GPU.Spec.Pin())
-	c.d.record(c, p, fmt.Sprintf("cuMemHostRegister(%v, %#x, %#x)", va, size, flags), ga, MemPinned, flags)
+	c.d.record(c, p, fmt.Sprintf("cuMemHostRegister(%v, %#x, %#x)", va, size, flags), ga, MemPinned, flags).pin = pin
 	return nil
 }
 
@@ -348,6 +354,7 @@ func (c *Context) MemHostUnregister(p *sim.Proc, va mem.VirtAddr) error {
 	if err := c.d.sys.UnregisterHost(p, va); err != nil {
 		return wrap(call, err)
 	}
+	a.pin.Release()
 	p.Sleep(sim.Time(hostPages(va, a.a.Size)) * c.dev.GPU.Spec.Unpin())
 	// The memory is the program's pageable memory again, not freed.
 	delete(c.d.allocs, a.a.BufferID)

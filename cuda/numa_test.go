@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"errors"
+	"syscall"
 	"testing"
 
 	kern "github.com/dmalab/dmalab/kernel"
@@ -173,6 +175,9 @@ func TestPageableRemoteMemcpy(t *testing.T) {
 			va, err := kp.MmapAnon(size)
 			must(t, err)
 			must(t, kp.Mbind(p, va, size, kern.MPOLBind, 0, []int{bind}, 0))
+			// Filled first, so that the copy's time is the memcpy's,
+			// not the first-touch page faults'.
+			r.m.Mem.Write(p, kp.ThreadNode(p), va, size)
 			dev, err := r.ctx.MemAlloc(p, size)
 			must(t, err)
 			before := r.upiBytes()
@@ -196,4 +201,35 @@ func TestPageableRemoteMemcpy(t *testing.T) {
 	if got := took[1].Seconds() / took[0].Seconds(); !near(got, want, 0.05) {
 		t.Errorf("remote/local time %.3f, want about %.3f (latencies %v, %v ps)", got, want, l, rl)
 	}
+}
+
+// TestRegisteredPagesDoNotMigrate: while registered, anonymous pages
+// stay on their node through mbind MPOL_MF_MOVE (EIO with STRICT) and
+// move_pages (-EBUSY), since the GPU holds their bus addresses; after
+// cuMemHostUnregister (or cuCtxDestroy) they migrate.
+func TestRegisteredPagesDoNotMigrate(t *testing.T) {
+	r := newRig(t, "2s-4gpu-pcie", rigOpt{})
+	const size = 4 * mem.PageSize
+	r.run(func(p *sim.Proc) {
+		kp := r.pr.KernelProcess()
+		va, err := kp.MmapAnon(size)
+		must(t, err)
+		must(t, r.ctx.MemHostRegister(p, va, size, 0))
+		if err := kp.Mbind(p, va, size, kern.MPOLBind, 0, []int{1}, kern.MPOLMFMove|kern.MPOLMFStrict); !errors.Is(err, syscall.EIO) {
+			t.Errorf("mbind MOVE|STRICT of registered pages: %v, want EIO", err)
+		}
+		st, err := kp.MovePages(p, kp, []mem.VirtAddr{va}, []int{1}, kern.MPOLMFMove)
+		must(t, err)
+		if st[0] != -int(syscall.EBUSY) {
+			t.Errorf("move_pages status %d, want -EBUSY", st[0])
+		}
+		if got := r.nodeOf(va + 3*mem.PageSize); got != 0 {
+			t.Errorf("registered page on node %d, want 0", got)
+		}
+		must(t, r.ctx.MemHostUnregister(p, va))
+		must(t, kp.Mbind(p, va, size, kern.MPOLBind, 0, []int{1}, kern.MPOLMFMove|kern.MPOLMFStrict))
+		if got := r.nodeOf(va + 3*mem.PageSize); got != 1 {
+			t.Errorf("unregistered page on node %d, want 1", got)
+		}
+	})
 }

@@ -253,16 +253,33 @@ func (p *Process) Munmap(t *sim.Proc, va mem.VirtAddr) error {
 // Populate faults in the absent pages of [va, va+size) for thread t, as
 // get_user_pages does for a pinner (cuMemHostRegister, VFIO's
 // MAP_DMA): each is placed by policy for t's node (ThreadNode; a nil t
-// is the process's node).
+// is the process's node), t paying each fault (FaultCost).
 func (p *Process) Populate(t *sim.Proc, va mem.VirtAddr, size uint64) error {
 	node := p.node
 	if t != nil {
 		node = p.ThreadNode(t)
 	}
-	if err := p.k.mem.Populate(va, size, node); err != nil {
+	if err := p.k.mem.FaultIn(t, va, size, node); err != nil {
 		return fmt.Errorf("get_user_pages in %s: %w", p.name, err)
 	}
 	return nil
+}
+
+// PinPages is pin_user_pages(FOLL_LONGTERM) of [va, va+size) for a
+// driver that will DMA to the pages (cuMemHostRegister, VFIO's MAP_DMA,
+// ibv_reg_mr), after Populate placed them: until the pin is released
+// (unpin_user_pages) no migration path moves them — mbind's
+// MPOL_MF_MOVE leaves them (EIO with MPOL_MF_STRICT), move_pages says
+// -EBUSY, migrate_pages counts them not moved, and AutoNUMA's
+// migrate_misplaced_folio fails (pgmigrate_fail) — because the device
+// would otherwise DMA to a freed page. Memory that is not anonymous is
+// not counted (it never migrates).
+func (p *Process) PinPages(va mem.VirtAddr, size uint64) (*mem.PagePin, error) {
+	pin, err := p.k.mem.PinPages(va, size)
+	if err != nil {
+		return nil, fmt.Errorf("pin_user_pages in %s: %w", p.name, err)
+	}
+	return pin, nil
 }
 
 // anonAt is the anonymous mapping holding va and va's page index.
@@ -361,7 +378,8 @@ func (k *Kernel) allocOn(node, cpu int) (mem.PhysAddr, error) {
 // placed yet, -EFAULT if no mapping of target holds it. Otherwise page i
 // moves to nodes[i] (exactly there: no fallback), t paying the copy, and
 // status[i] is the node it is on after, or -ENOENT, -EFAULT, -EBUSY for a
-// page the model cannot migrate (not anonymous memory), -ENOMEM when
+// page the model cannot migrate (not anonymous memory, or pinned:
+// PinPages), -ENOMEM when
 // nodes[i] is full. The call itself fails with EINVAL for bad flags or
 // lengths, ENODEV for a node the machine lacks, EACCES for one target's
 // cpuset forbids.
@@ -404,7 +422,10 @@ func (p *Process) MovePages(t *sim.Proc, target *Process, pages []mem.VirtAddr, 
 			continue
 		}
 		to, cpu := nodes[i], p.ThreadNode(t)
-		if err := target.migrateBy(t, p, va, func() (mem.PhysAddr, error) { return p.k.allocOn(to, cpu) }); err != nil {
+		if err := target.migrateBy(t, p, va, func() (mem.PhysAddr, error) { return p.k.allocOn(to, cpu) }); errors.Is(err, mem.ErrBusy) {
+			status[i] = -int(syscall.EBUSY)
+			continue
+		} else if err != nil {
 			status[i] = -int(syscall.ENOMEM)
 			continue
 		}
@@ -416,6 +437,12 @@ func (p *Process) MovePages(t *sim.Proc, target *Process, pages []mem.VirtAddr, 
 // migrateBy is migrate of target's page at va by thread t of process by
 // (which pays the copy on its node).
 func (target *Process) migrateBy(t *sim.Proc, by *Process, va mem.VirtAddr, alloc func() (mem.PhysAddr, error)) error {
+	// A pinned page fails before a target page is taken: its refcount
+	// never matches what migration expects (ErrBusy).
+	if n := by.k.mem.Pinned(va); n > 0 {
+		by.k.vm.PgmigrateFail++
+		return fmt.Errorf("migrate %v: %d pin(s): %w", va, n, mem.ErrBusy)
+	}
 	dst, err := alloc()
 	if err != nil {
 		return err

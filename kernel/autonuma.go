@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -113,7 +114,7 @@ type VMStat struct {
 	// NUMA balancing, mbind, move_pages or migrate_pages.
 	PgmigrateSuccess uint64
 	// PgmigrateFail (pgmigrate_fail): migrations that found no page on
-	// the target node.
+	// the target node (AutoNUMA's), or a pinned page (every path).
 	PgmigrateFail uint64
 }
 
@@ -551,8 +552,11 @@ func (p *Process) numaHintFault(am *anonMap, t *sim.Proc, node int, va mem.VirtA
 			k.vm.NumaPagesMigrated++
 			nt.st.PagesMigrated++
 		} else {
+			// migrateBy counted a pinned page's failure already.
 			failed = true
-			k.vm.PgmigrateFail++
+			if !errors.Is(err, mem.ErrBusy) {
+				k.vm.PgmigrateFail++
+			}
 		}
 	}
 	// task_numa_fault.

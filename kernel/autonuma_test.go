@@ -298,3 +298,51 @@ func TestAutoNUMAScanPeriodAdapts(t *testing.T) {
 		t.Errorf("period %v, want 1.3 s (1 s + 3 slots of 100 ms)", sc.Period)
 	}
 }
+
+// A registered (pinned) buffer does not move under AutoNUMA: each
+// misplaced fault's migration fails (pgmigrate_fail); once unpinned, it
+// migrates.
+func TestAutoNUMAPinnedStays(t *testing.T) {
+	const size = 1 << 20
+	eng, m, k := balanced(t, true, kernel.AutoNUMA{})
+	p, _ := k.NewProcess("app", 0)
+	va, _ := p.MmapAnon(size)
+	var pin *mem.PagePin
+	var atUnpin [2]int
+	var failAtUnpin uint64
+	p.Spawn("main", func(th *sim.Proc) {
+		m.Write(th, p.ThreadNode(th), va, size)
+		var err error
+		if pin, err = p.PinPages(va, size); err != nil {
+			t.Error(err)
+		}
+		var wt *sim.Proc
+		wt = p.Spawn("worker", func(th *sim.Proc) {
+			for th.Now() < 8*sim.Second {
+				m.Read(th, p.ThreadNode(th), va, size)
+			}
+		})
+		if err := p.SetThreadAffinity(wt, k.CPUsOfNode(1)[0]); err != nil {
+			t.Error(err)
+		}
+	})
+	eng.At(4*sim.Second, func() {
+		atUnpin = nodeCount(t, m, va, size)
+		failAtUnpin = k.VMStat().PgmigrateFail
+		pin.Release()
+	})
+	eng.Run()
+	pages := size / mem.PageSize
+	if atUnpin != [2]int{pages, 0} {
+		t.Errorf("pinned pages by node %v, want all %d on node 0", atUnpin, pages)
+	}
+	if failAtUnpin < uint64(pages) {
+		t.Errorf("pgmigrate_fail %d while pinned, want at least %d", failAtUnpin, pages)
+	}
+	if c := nodeCount(t, m, va, size); c != [2]int{0, pages} {
+		t.Errorf("after unpin pages by node %v, want all on node 1", c)
+	}
+	if vm := k.VMStat(); vm.NumaPagesMigrated != uint64(pages) {
+		t.Errorf("numa_pages_migrated %d, want %d (after the unpin only)", vm.NumaPagesMigrated, pages)
+	}
+}

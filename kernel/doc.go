@@ -49,7 +49,12 @@
 // nodes), MigratePages and GetMemPolicy complete the system calls.
 // Populate is get_user_pages before a pin (cuMemHostRegister, VFIO's
 // MAP_DMA, ibv_reg_mr): it places the untouched pages for the pinning
-// thread. AllocNodes is the order in which a driver's own page
+// thread, which pays each fault (DefaultFaultEntry plus clearing the
+// page), as does a thread whose access faults. PinPages then pins them:
+// no migration path moves a pinned page (move_pages -EBUSY, mbind
+// MPOL_MF_STRICT EIO, migrate_pages counts it left, AutoNUMA fails it;
+// each counted in pgmigrate_fail) until the driver releases the pin.
+// AllocNodes is the order in which a driver's own page
 // allocation for a thread tries the nodes (alloc_pages with the task's
 // policy; interleave rotates per call), what cuMemHostAlloc's pages
 // follow; those pages are not counted in numastat. Every

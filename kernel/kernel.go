@@ -66,7 +66,10 @@ type Event struct {
 type Kernel struct {
 	eng   *sim.Engine
 	nodes int
-	procs []*Process
+	// faultEntry is the fixed part of an anonymous page fault's cost
+	// (SetFaultEntry).
+	faultEntry sim.Time
+	procs      []*Process
 	// nextPID is the pid the next process gets (pid 1 is init, which the
 	// model does not run; processes start at 100 as after boot).
 	nextPID int
@@ -97,7 +100,7 @@ type Kernel struct {
 // eng. Until SetMemory it knows one CPU per node (CPU n on node n) and
 // the default SLIT distances, and cannot place anonymous memory.
 func New(eng *sim.Engine, nodes int) *Kernel {
-	k := &Kernel{eng: eng, nodes: nodes, nextPID: 100, weights: make([]uint8, nodes), stat: make([]NUMAStat, nodes), autonuma: DefaultAutoNUMA()}
+	k := &Kernel{eng: eng, nodes: nodes, nextPID: 100, weights: make([]uint8, nodes), stat: make([]NUMAStat, nodes), autonuma: DefaultAutoNUMA(), faultEntry: DefaultFaultEntry}
 	for n := range nodes {
 		k.cpuNode = append(k.cpuNode, n)
 		k.weights[n] = 1

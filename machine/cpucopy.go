@@ -114,6 +114,48 @@ func (m *Machine) CPUAccess(p *sim.Proc, name string, cpu, home int, bytes int64
 	return nil
 }
 
+// LocalFlowMin is the smallest local CPU access that CPULocalAccess
+// makes a flow on the node's DRAM bus; a smaller one is a sleep at the
+// thread's rate, as if the bus were idle. A flow costs three events (its
+// start, the fabric's recompute, its end) and a recompute over every
+// flow on the fabric, where a sleep costs one event; accesses this small
+// move too few bytes to matter to the DRAM's share (see
+// docs/measurements/2026-11-25-numa-dram-sharing.md).
+var LocalFlowMin int64 = 64 << 10
+
+// CPULocalAccess is one CPU thread on node moving bytes of its own
+// node's DRAM at most at rate bytes/s (its memcpy or uncached rate): a
+// local access. From LocalFlowMin bytes on it is a flow on the node's
+// DRAM bus capped at rate, sharing the bus max-min with every other
+// flow on it (other threads' local accesses, remote threads' and
+// devices' DMA), so that a thread alone takes bytes/rate, as a sleep
+// would, and N threads together get at most the DRAM's bandwidth. The
+// hop only loads the bus: the DRAM's latency is in the thread's rate
+// already (Little's law over its line fills), as it was before the bus
+// was shared. toMemory says the bytes go from the CPU to memory. It
+// blocks p until the bytes are through and counts as p's CPU time.
+func (m *Machine) CPULocalAccess(p *sim.Proc, name string, node int, bytes int64, toMemory bool, rate float64) error {
+	if _, err := m.HostMemory(node); err != nil {
+		return fmt.Errorf("CPU access %s: %w", name, err)
+	}
+	if bytes < 0 || !(rate > 0) {
+		return fmt.Errorf("CPU access %s: size %d at %v B/s", name, bytes, rate)
+	}
+	if bytes < LocalFlowMin {
+		p.Sleep(sim.TransferTime(float64(bytes), rate))
+		return nil
+	}
+	dir := fabric.BtoA
+	if toMemory {
+		dir = fabric.AtoB
+	}
+	start := p.Now()
+	fl := m.Fabric.Start(name, fabric.Route{Hops: []fabric.Hop{{Link: m.Nodes[node].DRAM, Dir: dir, Weight: 1, Load: true}}}, bytes, fabric.MaxRate(rate))
+	p.Wait(fl.Done())
+	p.Charge(p.Now() - start)
+	return nil
+}
+
 // CPUCopyBetween is one CPU thread on node cpu copying bytes from memory
 // on node src to memory on node dst (a memcpy across nodes). With both
 // on cpu's node it is CPUCopy. Otherwise it is one flow from src's DRAM

@@ -153,7 +153,12 @@ func NewWithOptions(spec *platform.Spec, seed uint64, opt Options) (*Machine, er
 			panic(fmt.Sprintf("machine %s: %v", spec.Name, err)) // mem checked the nodes
 		}
 	}
-	memory, err := mem.New(spec, eng, mem.Options{Payload: opt.Payload, CopyTime: copyTime, RemoteTime: remoteTime})
+	localTime := func(p *sim.Proc, node int, bytes uint64, toMemory bool, rate float64) {
+		if err := m.CPULocalAccess(p, "cpu access", node, int64(bytes), toMemory, rate); err != nil {
+			panic(fmt.Sprintf("machine %s: %v", spec.Name, err)) // mem checked the node
+		}
+	}
+	memory, err := mem.New(spec, eng, mem.Options{Payload: opt.Payload, CopyTime: copyTime, RemoteTime: remoteTime, LocalTime: localTime})
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", spec.Name, err)
 	}

@@ -247,3 +247,64 @@ func TestCPUCopyBetween(t *testing.T) {
 		t.Errorf("socket link carried %v, want %d", st.Bytes, size)
 	}
 }
+
+// TestLocalReadsShareDRAM: one thread reading its own node's memory
+// takes bytes at its memcpy rate, as ever; 56 threads on one node (the
+// 8480+'s cores) together get no more than the node's DRAM bandwidth,
+// which they share with a GPU's DMA from the same memory.
+func TestLocalReadsShareDRAM(t *testing.T) {
+	const size = 4 << 20
+	for _, tc := range []struct {
+		threads int
+		gpu     bool
+	}{{1, false}, {56, false}, {56, true}} {
+		t.Run(fmt.Sprintf("%d threads, gpu %v", tc.threads, tc.gpu), func(t *testing.T) {
+			m := build(t, "2s-4gpu-pcie")
+			n := m.Spec.Nodes[0]
+			rate, dram := float64(n.MemcpyRate.V), float64(n.DRAMBandwidth.V)
+			var end sim.Time
+			for i := range tc.threads {
+				pa, err := m.Mem.AllocPages(0, size, mem.ZoneNormal)
+				if err != nil {
+					t.Fatal(err)
+				}
+				va := m.Mem.PhysToVirt(pa)
+				m.Engine.Spawn(fmt.Sprintf("t%d", i), func(p *sim.Proc) {
+					if a := m.Mem.Read(p, 0, va, size); a.Err != nil {
+						t.Error(a.Err)
+					}
+					end = max(end, p.Now())
+				})
+			}
+			if tc.gpu {
+				host, _ := m.HostMemory(0)
+				r, err := m.Route(host, m.GPUs[0].Memory())
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.Fabric.Start("dma", r, 1<<30)
+			}
+			m.Engine.Run()
+			total := float64(tc.threads) * size
+			got := total / end.Seconds()
+			want := min(float64(tc.threads)*rate, dram)
+			if tc.threads == 1 {
+				if end != sim.TransferTime(size, rate) {
+					t.Errorf("one thread took %v, want %v (its memcpy rate, unchanged)", end, sim.TransferTime(size, rate))
+				}
+				return
+			}
+			if got > dram*(1+1e-9) {
+				t.Errorf("%d threads read %.4g B/s in aggregate, above node 0's DRAM %.4g B/s", tc.threads, got, dram)
+			}
+			if !tc.gpu && !near(got, want, 1e-6) {
+				t.Errorf("%d threads read %.4g B/s, want the DRAM's %.4g", tc.threads, got, want)
+			}
+			// Max-min: the GPU's flow is one more sharer of the DRAM,
+			// its fair share under what its PCIe link allows.
+			if share := dram * float64(tc.threads) / float64(tc.threads+1); tc.gpu && !near(got, share, 1e-3) {
+				t.Errorf("with a GPU's DMA from node 0, threads got %.4g B/s, want %.4g (%d of %d equal shares)", got, share, tc.threads, tc.threads+1)
+			}
+		})
+	}
+}

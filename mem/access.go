@@ -75,6 +75,7 @@ func (m *Memory) cpuTranslate(node int, va VirtAddr, size uint64) ([]PhysRange, 
 	if node < 0 || node >= len(m.nodes) {
 		return nil, Cached, fmt.Errorf("CPU of node %d: no such node: %w", node, ErrInvalid)
 	}
+	m.faults = 0
 	segs, _, attr, err := m.translate(va, size, m.segs[:0], node)
 	m.segs = segs
 	return segs, attr, err
@@ -121,7 +122,7 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 		off += sg.Size
 	}
 	m.invariants()
-	m.charge(p, node, size, attr, false)
+	m.charge(p, node, size, attr, false, m.faults)
 	return a
 }
 
@@ -159,7 +160,7 @@ func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data 
 		off += sg.Size
 	}
 	m.invariants()
-	m.charge(p, node, size, attr, attr == Uncached)
+	m.charge(p, node, size, attr, attr == Uncached, m.faults)
 	return v
 }
 
@@ -168,6 +169,7 @@ func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data 
 // (device memory) counts as local, as it always has.
 func (m *Memory) countRemote(node int, segs []PhysRange) {
 	clear(m.remote)
+	m.local = 0
 	for _, sg := range segs {
 		m.addRemote(node, uint64(sg.Start), sg.Size)
 	}
@@ -186,6 +188,8 @@ func (m *Memory) addRemote(node int, s, size uint64) {
 		n := min(size, reg.end-s)
 		if reg.node >= 0 && reg.node != node {
 			m.remote[reg.node] += n
+		} else if reg.node == node {
+			m.local += n
 		}
 		s, size = s+n, size-n
 	}
@@ -195,11 +199,13 @@ func (m *Memory) addRemote(node int, s, size uint64) {
 // m.remote lie on other nodes (countRemote). The local part costs what
 // it always did, size at the local rate; each remote part then costs
 // what Options.RemoteTime says, node by node in order. toMemory says
-// the bytes go from the CPU to memory (uncached stores).
-func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr, toMemory bool) {
+// the bytes go from the CPU to memory (uncached stores). The access's
+// page faults (faults pages faulted in) come first, at faultTime.
+func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr, toMemory bool, faults uint64) {
 	if p == nil {
 		return
 	}
+	fault := m.faultTime(node, faults)
 	rate := m.spec.Nodes[node].MemcpyRate.V
 	if attr == Uncached {
 		rate = m.caches[node].uncached
@@ -208,8 +214,13 @@ func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr, toMemory 
 	for _, b := range m.remote {
 		remote += b
 	}
+	dram := m.local
 	if remote == 0 {
-		p.Sleep(sim.TransferTime(float64(size), float64(rate)))
+		// The sleep lets others reuse the scratch: m.local is read.
+		if fault > 0 {
+			p.Sleep(fault)
+		}
+		m.localTime(p, node, size, dram, toMemory, float64(rate))
 		return
 	}
 	// Other processes' accesses reuse the scratch while p sleeps (the
@@ -217,14 +228,28 @@ func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr, toMemory 
 	var parts [8]uint64
 	counts := parts[:0]
 	counts = append(counts, m.remote...)
+	if fault > 0 {
+		p.Sleep(fault)
+	}
 	if local := size - min(remote, size); local > 0 {
-		p.Sleep(sim.TransferTime(float64(local), float64(rate)))
+		m.localTime(p, node, local, dram, toMemory, float64(rate))
 	}
 	for home, b := range counts {
 		if b > 0 {
 			m.remoteTime(p, node, home, b, toMemory, float64(rate))
 		}
 	}
+}
+
+// localTime is the local part of a CPU access, local bytes of which
+// dram lie in the node's own DRAM: Options.LocalTime when they all do,
+// else (device memory, or no LocalTime) local bytes at rate, alone.
+func (m *Memory) localTime(p *sim.Proc, node int, local, dram uint64, toMemory bool, rate float64) {
+	if m.opt.LocalTime != nil && dram >= local {
+		m.opt.LocalTime(p, node, local, toMemory, rate)
+		return
+	}
+	p.Sleep(sim.TransferTime(float64(local), rate))
 }
 
 // remoteTime is Options.RemoteTime, or without it the closed form: the
@@ -341,7 +366,8 @@ func (m *Memory) copyCost(p *sim.Proc, node int, src, dst PhysAddr, size uint64,
 	}
 	if home == node {
 		clear(m.remote)
-		m.charge(p, node, size, Cached, false)
+		m.local = 0
+		m.charge(p, node, size, Cached, false, 0)
 		return
 	}
 	m.remoteTime(p, node, home, size, false, float64(m.spec.Nodes[node].MemcpyRate.V))

@@ -1,6 +1,7 @@
 package mem
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -29,8 +30,8 @@ type FaultHandler func(va VirtAddr, node int) (PhysAddr, error)
 // in the vmalloc space (the model's user addresses are kernel addresses,
 // as Vmalloc's are for malloc): no page is there until the first CPU
 // access or Populate, which calls fault to place it. A placed page reads
-// as zeros (clear_page), its content version 0; placing it costs no
-// time here (the page fault's cost is the caller's to model).
+// as zeros (clear_page), its content version 0; placing it costs the
+// faulting thread what SetFaultCost says (nothing without it).
 func (m *Memory) MapAnon(size uint64, fault FaultHandler) (VirtAddr, error) {
 	n, err := pages(size)
 	if err == nil && fault == nil {
@@ -68,6 +69,7 @@ func (m *Memory) UnmapAnon(va VirtAddr) error {
 		}
 	}
 	m.hints -= countHints(m.areas[i].hint)
+	m.areas[i].gone = true
 	m.areas = slices.Delete(m.areas, i, i+1)
 	if len(errs) > 0 {
 		return fmt.Errorf("munmap(%v): %w", va, errs[0])
@@ -104,7 +106,44 @@ func (m *Memory) present(a *area, x uint64, toucher int) error {
 	}
 	m.clearPage(uint64(pa))
 	a.pages[i] = uint64(pa)
+	m.faults++
 	return nil
+}
+
+// SetFaultCost makes every anonymous page fault a CPU access or a
+// FaultIn takes cost the faulting thread time (Linux's
+// do_anonymous_page): entry, the fixed part (the trap and return,
+// the page allocation, the PTE and its accounting), then the zeroing of
+// the page (clear_page) at the faulting CPU's node's streaming store
+// rate (platform.Node.StreamCopyRate). Zeroing is the larger part on
+// most machines. Without a call, faults cost nothing (the caller
+// models them, or not).
+func (m *Memory) SetFaultCost(entry sim.Time) {
+	m.faultEntry, m.faultOn = entry, true
+}
+
+// faultTime is what n page faults by a CPU of node cost.
+func (m *Memory) faultTime(node int, n uint64) sim.Time {
+	if !m.faultOn || n == 0 {
+		return 0
+	}
+	if node < 0 || node >= len(m.spec.Nodes) {
+		node = 0
+	}
+	one := m.faultEntry + sim.TransferTime(PageSize, float64(m.spec.Nodes[node].StreamCopyRate()))
+	return sim.Time(n) * one
+}
+
+// FaultIn is Populate by thread p, which pays each fault's cost
+// (SetFaultCost): get_user_pages or MAP_POPULATE run in p's context.
+// A nil p faults pages in for free.
+func (m *Memory) FaultIn(p *sim.Proc, va VirtAddr, size uint64, node int) error {
+	m.faults = 0
+	err := m.Populate(va, size, node)
+	if n := m.faults; p != nil && n > 0 {
+		p.Sleep(m.faultTime(node, n))
+	}
+	return err
 }
 
 // clearPage makes the page at pa read as zeros: what its last owner left
@@ -163,6 +202,107 @@ func (m *Memory) PageNode(va VirtAddr) (node int, present bool, err error) {
 	return n, true, nil
 }
 
+// ---- page pins (get_user_pages with FOLL_PIN) ----
+
+// PagePin is one pin of the anonymous pages of a range, as
+// pin_user_pages takes it for a driver that will DMA to them
+// (cuMemHostRegister, VFIO's MAP_DMA, ibv_reg_mr): until Release, the
+// pages do not migrate (MovePage: ErrBusy), because the device holds
+// their physical addresses. Pages of other memory (vmalloc, remaps)
+// never migrate and are not counted.
+type PagePin struct {
+	m     *Memory
+	parts []pinPart
+}
+
+type pinPart struct {
+	a           *area
+	first, npgs uint64
+}
+
+// PinPages pins every placed anonymous page of [va, va+size), which
+// may span several areas; absent pages are skipped (Populate first, as
+// get_user_pages faults them in before it pins). Memory no area maps
+// (the linear map) is not counted: it never migrates. A range that
+// overflows is ErrBadAddr.
+func (m *Memory) PinPages(va VirtAddr, size uint64) (*PagePin, error) {
+	end, ok := va.Add(size)
+	if !ok {
+		return nil, fmt.Errorf("pin_user_pages(%v, %#x): %w", va, size, ErrBadAddr)
+	}
+	pin := &PagePin{m: m}
+	for x := alignDown(uint64(va), PageSize); x < uint64(end); {
+		i := m.areaAt(x)
+		if i < 0 {
+			// Not an area's (the linear map): such memory never
+			// migrates; go on at the next area, if any.
+			j, _ := slices.BinarySearchFunc(m.areas, x, func(a *area, x uint64) int { return cmp.Compare(a.start, x) })
+			if j == len(m.areas) {
+				break
+			}
+			x = m.areas[j].start
+			continue
+		}
+		a := m.areas[i]
+		stop := min(a.end(), uint64(end))
+		if a.class == ClassAnon {
+			// One part per run of placed pages: absent ones (none after
+			// Populate) are not pinned, so Release leaves them alone.
+			for k := (x - a.start) / PageSize; k < (stop-a.start+PageSize-1)/PageSize; k++ {
+				if a.pages[k] == absent {
+					continue
+				}
+				if n := len(pin.parts); n > 0 && pin.parts[n-1].a == a && pin.parts[n-1].first+pin.parts[n-1].npgs == k {
+					pin.parts[n-1].npgs++
+				} else {
+					pin.parts = append(pin.parts, pinPart{a, k, 1})
+				}
+			}
+		}
+		x = alignDown(stop+PageSize-1, PageSize)
+	}
+	for _, p := range pin.parts {
+		if p.a.pins == nil {
+			p.a.pins = make([]uint32, p.a.npages)
+		}
+		for k := p.first; k < p.first+p.npgs; k++ {
+			p.a.pins[k]++
+		}
+	}
+	return pin, nil
+}
+
+// Release drops the pin (unpin_user_pages): each page's count falls,
+// and a page with none left may migrate again. Releasing twice, or nil,
+// does nothing; pages of an area unmapped meanwhile are gone already.
+func (pin *PagePin) Release() {
+	if pin == nil {
+		return
+	}
+	for _, p := range pin.parts {
+		if p.a.gone {
+			continue
+		}
+		for k := p.first; k < p.first+p.npgs; k++ {
+			if p.a.pins[k] > 0 {
+				p.a.pins[k]--
+			}
+		}
+	}
+	pin.parts = nil
+}
+
+// Pinned is how many pins the anonymous page holding va has (0 for
+// any other memory).
+func (m *Memory) Pinned(va VirtAddr) int {
+	i := m.areaAt(uint64(va))
+	if i < 0 || m.areas[i].pins == nil {
+		return 0
+	}
+	a := m.areas[i]
+	return int(a.pins[(uint64(va)-a.start)/PageSize])
+}
+
 // MovePage migrates the placed anonymous page holding va to dst, a page
 // the caller allocated with AllocPages (on the target node), and returns
 // the page it left, which the caller frees with FreePages (migrate_pages
@@ -190,6 +330,9 @@ func (m *Memory) MovePage(p *sim.Proc, node int, va VirtAddr, dst PhysAddr) (Phy
 	}
 	if uint64(dst) == src {
 		return 0, fmt.Errorf("migrate %v onto its own page %v: %w", va, dst, ErrInvalid)
+	}
+	if a.pins != nil && a.pins[i] > 0 {
+		return 0, fmt.Errorf("migrate %v: %d pin(s): %w", va, a.pins[i], ErrBusy)
 	}
 	if m.allocs[uint64(dst)] != PageSize {
 		return 0, fmt.Errorf("migrate %v to %v: not a page from AllocPages: %w", va, dst, ErrBadAddr)

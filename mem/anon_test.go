@@ -127,3 +127,43 @@ func TestAnonPageReadsZerosAndMoves(t *testing.T) {
 		t.Errorf("second unmap: %v", err)
 	}
 }
+
+// A pinned page refuses MovePage (ErrBusy) until its last pin goes; a
+// pin spans areas and skips absent pages and memory of no area.
+func TestPinnedPageDoesNotMove(t *testing.T) {
+	m := newMem(t, testSpec(64*miB, 64*miB), Options{})
+	var calls []int
+	va, err := m.MapAnon(3*PageSize, onNode(m, 0, &calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Write(nil, 0, va, 2*PageSize) // page 2 stays absent
+	a, _ := m.PinPages(va, 3*PageSize)
+	b, _ := m.PinPages(va, PageSize)
+	if got := []int{m.Pinned(va), m.Pinned(va + PageSize), m.Pinned(va + 2*PageSize)}; got[0] != 2 || got[1] != 1 || got[2] != 0 {
+		t.Fatalf("pin counts %v, want [2 1 0]", got)
+	}
+	move := func() error {
+		dst, err := m.AllocPages(1, PageSize, ZoneNormal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, err := m.MovePage(nil, 0, va, dst)
+		if err != nil {
+			_ = m.FreePages(dst, PageSize)
+			return err
+		}
+		return m.FreePages(old, PageSize)
+	}
+	a.Release()
+	if err := move(); !errors.Is(err, ErrBusy) {
+		t.Errorf("move with one pin left: %v, want ErrBusy", err)
+	}
+	b.Release()
+	if err := move(); err != nil {
+		t.Errorf("move with no pin: %v", err)
+	}
+	if n, _, _ := m.PageNode(va); n != 1 {
+		t.Errorf("page on node %d after the move, want 1", n)
+	}
+}

@@ -37,6 +37,10 @@ var (
 	// ErrNotPresent is a page of anonymous memory that nothing has
 	// touched yet: Translate does not fault it in (Populate does).
 	ErrNotPresent = errors.New("page not present")
+	// ErrBusy is a page that cannot migrate because it is pinned
+	// (PinPages): its extra references make migrate_folio_move fail
+	// (folio_expected_refcount mismatch), move_pages's -EBUSY.
+	ErrBusy = errors.New("page pinned")
 )
 
 // Options configure a Memory.
@@ -69,6 +73,17 @@ type Options struct {
 	// alone. Accesses to the CPU's own node cost what they always did:
 	// bytes at the local rate.
 	RemoteTime func(p *sim.Proc, cpu, home int, bytes uint64, toMemory bool, rate float64)
+	// LocalTime, when set, is the cost of a CPU access (Read, Write and
+	// their Bytes forms) whose local part lies wholly in the CPU's own
+	// node's DRAM: it blocks p for as long as one thread on node moving
+	// bytes at most at rate bytes/s (the memcpy or uncached rate) over
+	// the node's DRAM takes, toMemory as for RemoteTime. The machine's
+	// is machine.CPULocalAccess, a flow on the node's DRAM bus capped at
+	// rate, so that a thread alone takes bytes/rate as without it and
+	// many threads share the DRAM's bandwidth with one another and with
+	// DMA. Without it (and for device memory) the local part costs bytes
+	// at rate, alone.
+	LocalTime func(p *sim.Proc, node int, bytes uint64, toMemory bool, rate float64)
 }
 
 // Zone is where an allocation may come from (Linux's ZONE_DMA32 and
@@ -193,8 +208,18 @@ type Memory struct {
 	// remote counts, per home node, the bytes of the current CPU access
 	// that land on another node than the CPU's (charge).
 	remote []uint64
-	cand   []extent
-	gap    []extent
+	// local counts the bytes of the current CPU access in the CPU's own
+	// node's DRAM (charge: those go over its DRAM bus).
+	local uint64
+	// faults counts the anonymous pages the current access faulted in
+	// (present), for their cost (faultTime).
+	faults uint64
+	// faultEntry is the fixed cost of one anonymous page fault
+	// (SetFaultCost); faultOn says faults cost time at all.
+	faultEntry sim.Time
+	faultOn    bool
+	cand       []extent
+	gap        []extent
 }
 
 // New builds the memory of spec: one DRAM range per NUMA node, a cache per

@@ -37,8 +37,13 @@
 //     the area's FaultHandler, which the kernel installs and which picks
 //     the node by policy and allocates the page; the page then reads as
 //     zeros (clear_page). Translate does not fault (ErrNotPresent).
-//     MovePage migrates a placed page to a new physical page, carrying
-//     its versions and bytes (no stale data), at one page of CPU copy;
+//     With SetFaultCost, each fault costs the faulting thread a fixed
+//     entry plus the page's clearing at its node's streaming rate
+//     (FaultIn is Populate paid by a thread). PinPages pins placed
+//     pages for a driver's DMA (pin_user_pages; PagePin.Release unpins).
+//     MovePage migrates a placed page that no pin holds (ErrBusy) to a
+//     new physical page, carrying its versions and bytes (no stale
+//     data), at one page of CPU copy;
 //     PageNode says where a page lives (move_pages's query). NUMA
 //     hinting faults: MarkHint makes placed pages PROT_NONE
 //     (change_prot_numa); a CPU access to such a page first calls the
@@ -61,7 +66,9 @@
 //     time for every line of the range.
 //   - NUMA cost: a CPU access costs by the accessing CPU's node and the
 //     home node of each byte. Bytes on the CPU's own node cost size at
-//     the node's memcpy (or uncached) rate, as they always have; bytes
+//     the node's memcpy (or uncached) rate, through Options.LocalTime
+//     when set (the machine's: a flow on the node's DRAM bus capped at
+//     that rate, from 64 KiB, so that threads share the DRAM); bytes
 //     on another node cost a remote access, Options.RemoteTime (the
 //     machine's: a flow over the socket links, shared with every other
 //     flow crossing them) or, without it, the closed form: the idle

@@ -160,13 +160,23 @@ type area struct {
 	// is the kernel's handler of the fault a CPU access then takes.
 	hint   []bool
 	hintFn HintHandler
+	// pins counts, per anonymous page, the pins held on it (PinPages:
+	// get_user_pages with FOLL_PIN); nil until the first. A pinned
+	// page does not migrate. gone marks an area UnmapAnon removed, so
+	// that a pin released after it touches nothing.
+	pins []uint32
+	gone bool
 }
 
 func (a *area) end() uint64 { return a.start + a.npages*PageSize }
 
 // phys is the physical address of va inside a, and how many bytes from
-// va on are physically contiguous within a.
-func (a *area) phys(va uint64) (pa, run uint64) {
+// va on are physically contiguous within a, looking no further than
+// limit: the scan stops at the first page at or past it, so that a
+// caller asking for a small range of a large contiguous area pays for
+// the pages it asked for, not for the whole run (a 16 MiB read of a
+// 1 GiB buffer walked all 262144 pages).
+func (a *area) phys(va, limit uint64) (pa, run uint64) {
 	off := va - a.start
 	if a.class == ClassRemap {
 		return a.pa + off, a.end() - va
@@ -174,7 +184,7 @@ func (a *area) phys(va uint64) (pa, run uint64) {
 	i := off / PageSize
 	pa = a.pages[i] + off%PageSize
 	run = PageSize - off%PageSize
-	for i+1 < a.npages && a.pages[i+1] == a.pages[i]+PageSize {
+	for i+1 < a.npages && va+run < limit && a.pages[i+1] == a.pages[i]+PageSize {
 		i++
 		run += PageSize
 	}
@@ -379,7 +389,7 @@ func (m *Memory) Classify(va VirtAddr) (c Class, pa PhysAddr, attr Attr) {
 			if a.class == ClassAnon && a.pages[(v-a.start)/PageSize] == absent {
 				return ClassAnon, 0, Cached
 			}
-			p, _ := a.phys(v)
+			p, _ := a.phys(v, v+1)
 			return a.class, PhysAddr(p), a.attr
 		}
 	case va >= TextStart && v-uint64(TextStart) < TextSize:
@@ -439,7 +449,7 @@ func (m *Memory) translate(va VirtAddr, size uint64, dst []PhysRange, toucher in
 		}
 	}
 	for x := uint64(va); x < uint64(end); {
-		p, run := a.phys(x)
+		p, run := a.phys(x, uint64(end))
 		run = min(run, uint64(end)-x)
 		dst = append(dst, PhysRange{PhysAddr(p), run})
 		x += run

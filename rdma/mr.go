@@ -29,6 +29,9 @@ type MR struct {
 	memory machine.Endpoint
 	// pinned is the pages counted against RLIMIT_MEMLOCK (host memory).
 	pinned uint64
+	// pin keeps the anonymous pages from migrating while the HCA holds
+	// their bus addresses (ib_umem_get's pin_user_pages).
+	pin *mem.PagePin
 	// mapped are the page-granular mappings of host memory (unmapped
 	// at dereg).
 	mapped []seg
@@ -131,6 +134,9 @@ func (mr *MR) regHost(t *sim.Proc) error {
 	}
 	t.Sleep(sim.Time(npages) * d.prm.PinCost)
 	mr.pinned = npages
+	if proc.Kernel().Memory() != nil {
+		mr.pin, _ = proc.PinPages(mem.VirtAddr(mr.Addr), mr.Length)
+	}
 	node := -1
 	mp, _ := d.dev.Translator().(dma.Mapper)
 	for _, r := range ranges {
@@ -152,6 +158,8 @@ func (mr *MR) regHost(t *sim.Proc) error {
 			mr.unmapHost(t)
 			_ = proc.AccountLockedVM("ibv_reg_mr", npages, false)
 			mr.pinned = 0
+			mr.pin.Release()
+			mr.pin = nil
 			return fmt.Errorf("mapping %v+%#x for %s: %v: %w", pa, size, d.name, err, syscall.ENOMEM)
 		}
 		mr.mapped = append(mr.mapped, seg{bus: bus, len: size})
@@ -201,6 +209,8 @@ func (mr *MR) Dereg(t *sim.Proc) error {
 	}
 	mr.unmapHost(t)
 	_ = mr.pd.proc.AccountLockedVM("ibv_dereg_mr", mr.pinned, false)
+	mr.pin.Release()
+	mr.pin = nil
 	t.Sleep(sim.Time(mr.pinned) * d.prm.UnpinCost)
 	mr.pinned = 0
 	return nil

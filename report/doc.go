@@ -1,6 +1,9 @@
 // Package report turns a run into what people and programs read: a
-// result document (JSON with stable field names), a readable table, a
-// sweep's document (Sweep: its definition and a result per point), and a
+// result document (JSON with stable field names), a readable table (a
+// Table: the same cells as aligned text, as CSV, and in the HTML
+// report, with one rule for rates, FormatRate, and one for sizes,
+// FormatSize), a sweep's document (Sweep: its definition and a result
+// per point), and a
 // Chrome trace-event file that opens in Perfetto (ui.perfetto.dev) or
 // chrome://tracing.
 //

@@ -95,7 +95,7 @@ func TestTableAndJSON(t *testing.T) {
 	if err := WriteTable(&tb, r); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"transfers on p", "params: a=1 b=2", "256 MiB", "4.8 ms", "55.92", "x.efficiency = 0.88  (measured)"} {
+	for _, want := range []string{"transfers on p", "params: a=1 b=2", "256 MiB", "4.8 ms", "55.9\n", "x.efficiency = 0.88  (measured)"} {
 		if !strings.Contains(tb.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tb.String())
 		}
@@ -137,6 +137,15 @@ func TestFormatters(t *testing.T) {
 	if got := FormatSeconds(6.6e-6); got != "6.6 us" {
 		t.Errorf("FormatSeconds(6.6e-6) = %q", got)
 	}
+	// One rule for rates: three significant digits, never an exponent,
+	// so that a column never shows "0.02" beside "0.00033".
+	for g, want := range map[float64]string{0.0012: "0.00120", 0.00033: "0.000330", 0.02: "0.0200", 0.614: "0.614",
+		8.417: "8.42", 55.48: "55.5", 99.96: "100", 123.4: "123", 2190.4: "2190", 0: "0"} {
+		if got := FormatRate(g); got != want {
+			t.Errorf("FormatRate(%g) = %q, want %q", g, got, want)
+		}
+	}
+	// Sentences keep their old form: they are part of the JSON.
 	if got := FormatGBps(0.0012); got != "0.0012" {
 		t.Errorf("FormatGBps(0.0012) = %q", got)
 	}

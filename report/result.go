@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 )
 
 // Result is the outcome of one scenario run. Its JSON form is documented
@@ -240,117 +240,14 @@ func WriteTable(w io.Writer, r *Result) error {
 		ps = append(ps, k+"="+r.Params[k])
 	}
 	fmt.Fprintf(w, "params: %s\n\n", strings.Join(ps, " "))
-	// Columns beyond the five of a copy appear when some row has them.
-	var mode, ops, cpu, lat, step, um, attack, lineRate, note, plat, frames, stages, links, numa, rowStat bool
-	for _, row := range r.Results {
-		attack = attack || row.Direction == "attack" || row.Escapes != 0 || row.StaleEscapes != 0 || row.SecretRead || row.Changed != 0
-	}
-	for _, row := range r.Results {
-		mode = mode || row.Mode != ""
-		ops = ops || row.Ops != 0
-		cpu = cpu || row.CPUSeconds != 0
-		lat = lat || row.P50Seconds != 0 || row.P99Seconds != 0
-		step = step || row.Step != 0
-		lineRate = lineRate || row.LineGbps != 0
-		note = note || row.Note != ""
-		plat = plat || row.Platform != ""
-		frames = frames || row.FPS != 0 || row.Dropped != 0 || row.DRAMBytes != 0 || row.PCIeBytes != 0
-		stages = stages || len(row.Stages) > 0
-		links = links || len(row.Links) > 0
-		numa = numa || row.ThreadGBps != 0 || row.LocalBytes != 0 || row.RemoteBytes != 0
-		rowStat = rowStat || len(row.NUMAStat) > 0
-		// An attack's faults are its own column; the unified-memory
-		// columns appear for a migration only.
-		um = um || !attack && row.Faults != 0 || row.MigratedBytes != 0 || row.Evictions != 0
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "path\tdirection\t"
-	if plat {
-		head = "platform\t" + head
-	}
-	if mode {
-		head += "mode\t"
-	}
-	if step {
-		head += "step\t"
-	}
-	head += "size\t"
-	if lineRate {
-		head += "line Gb/s\t"
-	}
-	if ops {
-		head += "ops\t"
-	}
-	head += "time\tGB/s\t"
-	if cpu {
-		head += "CPU/op\t"
-	}
-	if numa {
-		head += "GB/s/thread\tlocal\t"
-	}
-	if lat {
-		head += "p50\tp99\t"
-	}
-	if um {
-		head += "faults\tmigrated\tevictions\t"
-	}
-	if lineRate {
-		head += "IOTLB miss/op\tmap/op\t"
-	}
-	if attack {
-		head += "faults\tescapes\tstale\tsecret read\tchanged pages\t"
-	}
-	if frames {
-		head += "fps\tdropped\tDRAM/frame\tPCIe/frame\t"
-	}
-	fmt.Fprintln(tw, head)
-	for _, row := range r.Results {
-		line := row.Path + "\t" + row.Direction + "\t"
-		if plat {
-			line = row.Platform + "\t" + line
-		}
-		if mode {
-			line += row.Mode + "\t"
-		}
-		if step {
-			line += fmt.Sprint(row.Step) + "\t"
-		}
-		line += FormatBytes(row.Bytes) + "\t"
-		if lineRate {
-			line += strconv.FormatFloat(row.LineGbps, 'g', -1, 64) + "\t"
-		}
-		if ops {
-			line += fmt.Sprint(row.Ops) + "\t"
-		}
-		line += FormatSeconds(row.Seconds) + "\t" + FormatGBps(row.GBps) + "\t"
-		if cpu {
-			line += FormatSeconds(row.CPUSeconds) + "\t"
-		}
-		if numa {
-			line += formatThreadGBps(row.ThreadGBps) + "\t" + formatShare(row.LocalFraction()) + "\t"
-		}
-		if lat {
-			line += FormatSeconds(row.P50Seconds) + "\t" + FormatSeconds(row.P99Seconds) + "\t"
-		}
-		if um {
-			line += fmt.Sprint(row.Faults) + "\t" + FormatBytes(row.MigratedBytes) + "\t" + fmt.Sprint(row.Evictions) + "\t"
-		}
-		if lineRate {
-			line += fmt.Sprintf("%.3g", row.IOTLBMisses) + "\t" + FormatSeconds(row.MapSeconds) + "\t"
-		}
-		if attack {
-			line += fmt.Sprint(row.Faults) + "\t" + fmt.Sprint(row.Escapes) + "\t" + fmt.Sprint(row.StaleEscapes) + "\t" +
-				fmt.Sprint(row.SecretRead) + "\t" + fmt.Sprint(row.Changed) + "\t"
-		}
-		if frames {
-			line += strconv.FormatFloat(row.FPS, 'f', 2, 64) + "\t" + fmt.Sprint(row.Dropped) + "\t" +
-				FormatSize(row.DRAMBytes) + "\t" + FormatSize(row.PCIeBytes) + "\t"
-		}
-		fmt.Fprintln(tw, line)
-	}
-	if err := tw.Flush(); err != nil {
+	t, sec := resultTable(r)
+	if err := t.WriteText(w, ""); err != nil {
 		return err
 	}
+	if def := gbpsDefinition(r); def != "" && sec.gbps {
+		fmt.Fprintf(w, "\n%s\n", def)
+	}
+	stages, links, note, rowStat := sec.stages, sec.links, sec.note, sec.rowStat
 	if stages {
 		fmt.Fprintln(w, "\nper frame, by stage (mean):")
 		for _, row := range r.Results {
@@ -358,9 +255,13 @@ func WriteTable(w io.Writer, r *Result) error {
 				continue
 			}
 			what := strings.TrimSpace(strings.Join([]string{row.Platform, row.Path, row.Mode}, " "))
+			var total float64
+			for _, st := range row.Stages {
+				total += st.Seconds
+			}
 			var parts []string
 			for _, st := range row.Stages {
-				parts = append(parts, st.Name+" "+FormatSeconds(st.Seconds))
+				parts = append(parts, st.Name+" "+FormatSeconds(st.Seconds)+percentOf(st.Seconds, total))
 			}
 			fmt.Fprintf(w, "  %s: %s\n", what, strings.Join(parts, ", "))
 		}
@@ -402,37 +303,138 @@ func WriteTable(w io.Writer, r *Result) error {
 		// A line per row and node, not a block per row: a scenario
 		// with many rows stays readable.
 		fmt.Fprintln(w, "\nnumastat by row (pages):")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "  row\tnode\t"+strings.Join(numastatRows, "\t")+"\t")
+		t := &Table{Columns: []Column{{Name: "row"}, {Name: "node", Align: AlignRight}}}
+		for _, name := range numastatRows {
+			t.Columns = append(t.Columns, Column{Name: name, Align: AlignRight})
+		}
 		for _, row := range r.Results {
 			what := strings.TrimSpace(strings.Join([]string{row.Path, row.Direction, row.Mode}, " "))
 			for _, n := range row.NUMAStat {
-				fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", what, n.Node,
-					n.NumaHit, n.NumaMiss, n.NumaForeign, n.InterleaveHit, n.LocalNode, n.OtherNode)
+				t.AddRow(what, fmt.Sprint(n.Node), fmt.Sprint(n.NumaHit), fmt.Sprint(n.NumaMiss), fmt.Sprint(n.NumaForeign),
+					fmt.Sprint(n.InterleaveHit), fmt.Sprint(n.LocalNode), fmt.Sprint(n.OtherNode))
 				what = ""
 			}
 		}
-		if err := tw.Flush(); err != nil {
+		if err := t.WriteText(w, "  "); err != nil {
 			return err
 		}
 	}
 	if t := r.Time; t != nil {
 		fmt.Fprintf(w, "\ntime by cause (%d transfers, %d fault stalls):\n", t.Transfers, t.Stalls)
-		fmt.Fprintf(w, "  call %s  queue %s  translate %s  transfer %s  fault %s\n",
-			FormatSeconds(t.Call), FormatSeconds(t.Queue), FormatSeconds(t.Translate), FormatSeconds(t.Transfer), FormatSeconds(t.Fault))
+		total := t.Call + t.Queue + t.Translate + t.Transfer + t.Fault
+		var parts []string
+		for _, c := range []struct {
+			name string
+			s    float64
+		}{{"call", t.Call}, {"queue", t.Queue}, {"translate", t.Translate}, {"transfer", t.Transfer}, {"fault", t.Fault}} {
+			// Causes that took no time say nothing.
+			if c.s > 0 {
+				parts = append(parts, c.name+" "+FormatSeconds(c.s)+percentOf(c.s, total))
+			}
+		}
+		if len(parts) == 0 {
+			parts = []string{"none"}
+		}
+		fmt.Fprintf(w, "  %s\n", strings.Join(parts, "  "))
+		// Where rows run one after the other (no row sums up
+		// operations), the rows' time beside the transfers' says how
+		// much of a rate is not moving bytes at all: a round trip's
+		// CPU work, a kernel.
+		var rows float64
+		serial := true
+		for _, row := range r.Results {
+			rows += row.Seconds
+			serial = serial && row.Ops == 0
+		}
+		if serial && rows > 0 && total > 0 && total <= rows {
+			fmt.Fprintf(w, "  transfers %s of the rows' %s%s; the rest is work outside transfers (CPU copies and accesses, kernels, waits)\n",
+				FormatSeconds(total), FormatSeconds(rows), percentOf(total, rows))
+		}
 	}
 	if len(r.Factors) > 0 {
 		fmt.Fprintln(w, "\nfactors:")
+		// Factors with one value and one source are one line: eight
+		// GPUs' links calibrated alike say it once.
+		type group struct {
+			f    Factor
+			keys []string
+		}
+		var groups []*group
 		for _, k := range slices.Sorted(mapKeys(r.Factors)) {
 			f := r.Factors[k]
-			fmt.Fprintf(w, "  %s = %.6g", k, f.Value)
-			if f.Source != "" {
-				fmt.Fprintf(w, "  (%s)", f.Source)
+			i := slices.IndexFunc(groups, func(g *group) bool { return g.f == f })
+			if i < 0 {
+				groups = append(groups, &group{f: f})
+				i = len(groups) - 1
+			}
+			groups[i].keys = append(groups[i].keys, k)
+		}
+		for _, g := range groups {
+			fmt.Fprintf(w, "  %s = %.6g", strings.Join(compressKeys(g.keys), ", "), g.f.Value)
+			if g.f.Source != "" {
+				fmt.Fprintf(w, "  (%s)", g.f.Source)
 			}
 			fmt.Fprintln(w)
 		}
 	}
 	return nil
+}
+
+// compressKeys writes runs of keys that differ only in one number as a
+// range: gpu0.link.efficiency ... gpu7.link.efficiency is
+// gpu[0-7].link.efficiency. keys are sorted; the result keeps their
+// order.
+func compressKeys(keys []string) []string {
+	type parsed struct {
+		pre, post string
+		n         int
+		ok        bool
+	}
+	parse := func(k string) parsed {
+		i := strings.IndexAny(k, "0123456789")
+		if i < 0 {
+			return parsed{pre: k}
+		}
+		j := i
+		for j < len(k) && k[j] >= '0' && k[j] <= '9' {
+			j++
+		}
+		n, err := strconv.Atoi(k[i:j])
+		return parsed{k[:i], k[j:], n, err == nil}
+	}
+	ps := make([]parsed, len(keys))
+	for i, k := range keys {
+		ps[i] = parse(k)
+	}
+	// Sorted as strings, gpu10 comes before gpu2: order each prefix's
+	// keys by number.
+	slices.SortStableFunc(ps, func(a, b parsed) int {
+		if c := strings.Compare(a.pre, b.pre); c != 0 || !a.ok || !b.ok {
+			return c
+		}
+		if c := strings.Compare(a.post, b.post); c != 0 {
+			return c
+		}
+		return a.n - b.n
+	})
+	var out []string
+	for i := 0; i < len(ps); {
+		p := ps[i]
+		j := i + 1
+		for p.ok && j < len(ps) && ps[j].ok && ps[j].pre == p.pre && ps[j].post == p.post && ps[j].n == ps[j-1].n+1 {
+			j++
+		}
+		switch {
+		case !p.ok:
+			out = append(out, p.pre)
+		case j-i > 1:
+			out = append(out, fmt.Sprintf("%s[%d-%d]%s", p.pre, p.n, ps[j-1].n, p.post))
+		default:
+			out = append(out, fmt.Sprintf("%s%d%s", p.pre, p.n, p.post))
+		}
+		i = j
+	}
+	return out
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
@@ -457,22 +459,46 @@ func FormatBytes(n int64) string {
 	return fmt.Sprintf("%d %s", n, units[i])
 }
 
-// FormatSize writes a byte count rounded to three significant digits in
-// the largest decimal-free binary unit it reaches ("12.4 MiB"), for sizes
-// that are measured rather than chosen (FormatBytes prints those
-// exactly).
+// FormatSize writes a byte count in binary units, the one rule for
+// sizes in tables: the largest unit the count reaches, at most three
+// significant digits, trailing zeros dropped ("8 B", "1000 B", "1.5 GiB",
+// "2.79 GiB", "12.4 MiB"). FormatBytes, exact, names the sizes a user
+// chose (row names, --set echoes).
 func FormatSize(n int64) string {
 	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
 	v := float64(n)
 	i := 0
-	for v >= 1024 && i < len(units)-1 {
+	for (v >= 1024 || v <= -1024) && i < len(units)-1 {
 		v /= 1024
 		i++
 	}
 	if i == 0 {
 		return fmt.Sprintf("%d B", n)
 	}
-	return fmt.Sprintf("%.3g %s", v, units[i])
+	return formatSig(v, 3, false) + " " + units[i]
+}
+
+// FormatSig writes x with digits significant digits in plain decimal
+// notation, trailing zeros kept: the rule for rates and ratios in
+// tables (FormatRate is FormatSig(g, 3)).
+func FormatSig(x float64, digits int) string { return formatSig(x, digits, true) }
+
+// formatSig writes x with digits significant digits in plain decimal
+// notation (never an exponent): 0.00121, 0.610, 55.5, 1230. keepZeros
+// keeps trailing zeros after the point, so that a column's numbers all
+// show the same precision.
+func formatSig(x float64, digits int, keepZeros bool) string {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	// Round to the digits first: 9.996 is 10.0, not 9.996 shown as "10.00".
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'e', digits-1, 64), 64)
+	d := digits - 1 - int(math.Floor(math.Log10(math.Abs(r))))
+	s := strconv.FormatFloat(r, 'f', max(d, 0), 64)
+	if !keepZeros && strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
 }
 
 // FormatSeconds writes a duration with four significant digits in a
@@ -490,7 +516,19 @@ func FormatSeconds(s float64) string {
 	}
 }
 
-// FormatGBps writes a bandwidth in GB/s with sensible precision.
+// FormatRate writes a bandwidth in GB/s with three significant digits,
+// in plain decimal notation (0.00121, 0.610, 8.42, 55.5, 123): the one
+// rule for rates in every table, text, CSV and HTML alike, so that a
+// column never shows "0.02" beside "0.00033".
+func FormatRate(g float64) string {
+	return formatSig(g, 3, true)
+}
+
+// FormatGBps writes a bandwidth in GB/s as scenarios' sentences have
+// always written it (two decimals, one above 100, two significant digits
+// below 0.01). Those sentences are part of the JSON documents
+// (summary, note), which do not change under text formatting; tables
+// use FormatRate.
 func FormatGBps(g float64) string {
 	if g >= 100 {
 		return fmt.Sprintf("%.1f", g)
@@ -507,23 +545,28 @@ var numastatRows = []string{"numa_hit", "numa_miss", "numa_foreign", "interleave
 // writeNUMAStat writes per-node counters as numastat does without
 // options: a column per node ("node0"), a line per counter.
 func writeNUMAStat(w io.Writer, indent string, nodes []NUMANode) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	// Names padded to one width stay left-aligned in right-aligned
-	// columns, as numastat prints them.
-	head := fmt.Sprintf("%s%-14s\t", indent, "")
+	t := &Table{Columns: []Column{{Name: ""}}}
 	for _, n := range nodes {
-		head += fmt.Sprintf("node%d\t", n.Node)
+		t.Columns = append(t.Columns, Column{Name: fmt.Sprintf("node%d", n.Node), Align: AlignRight})
 	}
-	fmt.Fprintln(tw, head)
 	for i, name := range numastatRows {
-		line := fmt.Sprintf("%s%-14s\t", indent, name)
+		row := []string{name}
 		for _, n := range nodes {
 			v := [...]uint64{n.NumaHit, n.NumaMiss, n.NumaForeign, n.InterleaveHit, n.LocalNode, n.OtherNode}[i]
-			line += strconv.FormatUint(v, 10) + "\t"
+			row = append(row, strconv.FormatUint(v, 10))
 		}
-		fmt.Fprintln(tw, line)
+		t.AddRow(row...)
 	}
-	return tw.Flush()
+	return t.WriteText(w, indent)
+}
+
+// percentOf writes part's share of total as " (12 %)", nothing when
+// total is zero: the phases of a time say more as shares than as sums.
+func percentOf(part, total float64) string {
+	if total <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.0f %%)", 100*part/total)
 }
 
 // formatShare writes a share of 0 to 1 as a percentage, "-" for none.
@@ -534,10 +577,10 @@ func formatShare(f float64) string {
 	return strconv.FormatFloat(100*f, 'f', 1, 64) + " %"
 }
 
-// formatThreadGBps is FormatGBps, "-" for a row without threads.
+// formatThreadGBps is FormatRate, "-" for a row without threads.
 func formatThreadGBps(g float64) string {
 	if g == 0 {
 		return "-"
 	}
-	return FormatGBps(g)
+	return FormatRate(g)
 }

@@ -399,6 +399,10 @@ func runCameraMode(c *Context, cfg cameraCfg) (report.Row, error) {
 		if err := cp.setup(); err != nil {
 			return err
 		}
+		// Per frame is the stream's traffic: the buffers' allocation
+		// (the heap clearing its pages, CPU stores on the DRAM bus) is
+		// not a frame's.
+		dram0, pcie0 = linkBytes(dram), linkBytes(pcie)
 		return cp.stream()
 	})
 	if err := errors.Join(runErr, cp.err); err != nil {

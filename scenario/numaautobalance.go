@@ -39,7 +39,7 @@ pass whose faults were all remote and private, then grows while they are
 local and private.`,
 		Params: []Param{
 			{Name: "size", Kind: dmalab.ParamSize, Default: "1GiB", Max: 64 << 30, Help: "size of the buffer the main thread first-touches on node 0"},
-			{Name: "workers", Kind: dmalab.ParamInt, Default: "1", Min: 1, Max: 64, Help: "worker threads, bound to node 1's first CPUs, each reading its own slice (more than one is slow to simulate: pages that several threads migrate at once are scattered in physical memory, and the cache model costs per contiguous run)"},
+			{Name: "workers", Kind: dmalab.ParamInt, Default: "1", Min: 1, Max: 64, Help: "worker threads, bound to node 1's first CPUs, each reading its own slice"},
 			{Name: "duration", Kind: dmalab.ParamDuration, Default: "8s", Help: "how long the workers read, from the end of the initialisation"},
 			{Name: "interval", Kind: dmalab.ParamDuration, Default: "500ms", Help: "the length of one row"},
 			{Name: "balancing", Kind: dmalab.ParamList, Item: "setting", Values: []string{"off", "on"}, Default: "on,off", Help: "numa_balancing settings to run, in order: on, off"},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dmalab/dmalab"
 	"github.com/dmalab/dmalab/kernel"
+	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/report"
 	"github.com/dmalab/dmalab/sim"
@@ -208,24 +209,27 @@ func runNUMAFirstTouch(c *Context) error {
 		results = append(results, res)
 	}
 	c.Result.Summary = ftSummary(results, nodes)
-	if note := numaDRAMNote(c, threads); note != "" {
+	if note := numaDRAMNote(c, threads, size/uint64(len(cpus))); note != "" {
 		c.Result.Summary = append(c.Result.Summary, note)
 	}
 	return nil
 }
 
-// numaDRAMNote warns when one node's threads together stream faster than
-// its DRAM: the model charges a thread's accesses to its own node's
-// memory at its memcpy rate, without sharing the node's DRAM bandwidth
-// (remote accesses do share it, and the socket links), so local
-// bandwidth beyond DRAM's is overstated.
-func numaDRAMNote(c *Context, threads int) string {
+// numaDRAMNote warns when one node's threads together could stream
+// faster than its DRAM and a thread's slice (slice bytes) is small
+// enough that parts of its accesses stay under machine.LocalFlowMin of
+// local memory: those cost a sleep at the thread's rate rather than a
+// flow on the node's DRAM bus (larger ones share the bus, so the
+// aggregate is the DRAM's at most), so local rates may be overstated.
+// A quarter of a slice is the smallest local part (weighted
+// interleaving 3:1).
+func numaDRAMNote(c *Context, threads int, slice uint64) string {
 	n := c.Spec.Nodes[0]
-	if float64(threads)*float64(n.MemcpyRate.V) <= float64(n.DRAMBandwidth.V) {
+	if float64(threads)*float64(n.MemcpyRate.V) <= float64(n.DRAMBandwidth.V) || slice/4 >= uint64(machine.LocalFlowMin) {
 		return ""
 	}
-	return fmt.Sprintf("note: %d threads x %s exceed node 0's DRAM bandwidth of %s; the model does not share local DRAM among threads, so local rates here are overstated",
-		threads, n.MemcpyRate.V, n.DRAMBandwidth.V)
+	return fmt.Sprintf("note: %d threads x %s exceed node 0's DRAM bandwidth of %s, and a thread's slice of %s leaves local parts under %s, which the model does not share on the DRAM bus: local rates here may be overstated",
+		threads, n.MemcpyRate.V, n.DRAMBandwidth.V, report.FormatSize(int64(slice)), report.FormatBytes(machine.LocalFlowMin))
 }
 
 // ftVariant runs one variant in a process of its own.

@@ -129,7 +129,7 @@ func runNUMAPolicies(c *Context) error {
 		c.Result.Summary = append(c.Result.Summary, fmt.Sprintf("threads on %s: best %s, %s GB/s (%s local); worst %s, %s GB/s (%s local)",
 			pl, best.Path, report.FormatGBps(best.GBps), numaShare(best.LocalFraction()), worst.Path, report.FormatGBps(worst.GBps), numaShare(worst.LocalFraction())))
 	}
-	if note := numaDRAMNote(c, threads); note != "" {
+	if note := numaDRAMNote(c, threads, size/uint64(2*threads)); note != "" {
 		c.Result.Summary = append(c.Result.Summary, note)
 	}
 	return nil

@@ -57,3 +57,23 @@ func TestNUMAPolicies(t *testing.T) {
 		t.Errorf("interleave numastat %+v, want 1536 interleave hits per node", st)
 	}
 }
+
+// 56 threads on one node (every core of an 8480+) get no more than the
+// node's DRAM bandwidth together: local accesses share the DRAM bus.
+// With 8 threads (80 GB/s of demand) the bus is not the limit.
+func TestNUMAPoliciesDRAMShared(t *testing.T) {
+	s, _ := Lookup("numa-policies")
+	for _, tc := range []struct {
+		threads string
+		want    float64 // GB/s
+	}{{"56", 307.2}, {"8", 80}} {
+		out, err := Run(s, Options{Sets: []string{"threads=" + tc.threads, "placements=node0", "policies=default"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := out.Result.Results[0]
+		if r.GBps > 307.2*(1+1e-9) || r.GBps < tc.want*0.999 {
+			t.Errorf("%s threads on node 0, local: %.1f GB/s, want %.1f (node 0's DRAM is 307.2)", tc.threads, r.GBps, tc.want)
+		}
+	}
+}

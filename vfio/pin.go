@@ -26,6 +26,9 @@ type mapping struct {
 	// pinned are the physical ranges of the pinned pages; nil while
 	// not pinned (an IOAS with no domain pins nothing).
 	pinned []mem.PhysRange
+	// pin keeps the anonymous pages from migrating while pinned (the
+	// device DMAs to their physical addresses).
+	pin *mem.PagePin
 	// call is the call that made it, for messages.
 	call string
 }
@@ -77,6 +80,9 @@ func (v *VFIO) pin(t *sim.Proc, call string, m *mapping) error {
 	}
 	t.Sleep(sim.Time(m.pages()) * v.params.PinCost)
 	m.pinned = ranges
+	if m.proc.Kernel().Memory() != nil {
+		m.pin, _ = m.proc.PinPages(m.vaddr, m.size)
+	}
 	return nil
 }
 
@@ -87,6 +93,8 @@ func (v *VFIO) unpin(t *sim.Proc, call string, m *mapping) {
 		return
 	}
 	_ = m.proc.AccountLockedVM(call, m.pages(), false)
+	m.pin.Release()
+	m.pin = nil
 	t.Sleep(sim.Time(m.pages()) * v.params.UnpinCost)
 	m.pinned = nil
 }

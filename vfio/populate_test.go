@@ -40,5 +40,16 @@ func TestMapDMAPopulates(t *testing.T) {
 				t.Errorf("page %d: node %d, present %v, %v; want node %d", i, n, present, err, last)
 			}
 		}
+		// Pinned for the device: no migration while mapped, and the
+		// unmap releases the pin.
+		if n := r.sys.Mem.Pinned(buf); n != 1 {
+			t.Errorf("pin count %d while mapped, want 1", n)
+		}
+		if _, err := r.v.UnmapDMA(th, r.p, cfd, vfio.DMAUnmap{IOVA: 0x100000, Size: size}); err != nil {
+			t.Fatal(err)
+		}
+		if n := r.sys.Mem.Pinned(buf + 15*mem.PageSize); n != 0 {
+			t.Errorf("pin count %d after UNMAP_DMA, want 0", n)
+		}
 	})
 }

@@ -47,7 +47,7 @@ func TestWrite(t *testing.T) {
 	}{
 		{"copies", html.Page{Title: "t", Result: copies()}, []string{"Bandwidth against size, host to device", "default &lt;assumed&gt;", "does not carry the platform"},
 			[]string{"Model against measurement", "Diagnostics", "Timeline"}, 1},
-		{"measured", html.Page{Title: "t", Result: measured}, []string{"Model against measurement", "(measured)", "44.00–46.00"}, nil, 2},
+		{"measured", html.Page{Title: "t", Result: measured}, []string{"Model against measurement", "(measured)", "44.0–46.0"}, nil, 2},
 		{"stages", html.Page{Title: "t", Result: stages}, []string{"Latency of a frame, by stage", "capture"}, []string{"Bandwidth against size"}, 1},
 		{"timeline", html.Page{Title: "t", Result: timeline}, []string{"Timeline: when each copy engine", "Link utilisation"}, nil, 3},
 		{"check", html.Page{Title: "t", Result: copies(), Check: diag}, []string{"unmap-size", "provenance", "dma_map_single(gem0, ...)", "Diagnostics over virtual time"}, nil, 2},

@@ -58,7 +58,7 @@ func fmtGBps(g float64) string {
 	if g == 0 {
 		return "–"
 	}
-	return report.FormatGBps(g)
+	return report.FormatRate(g)
 }
 
 // view is the template's data: the page with its figures drawn and its
