@@ -48,12 +48,17 @@
 //   - A recompute shares anew only the connected component (resources
 //     joined by the flows that load them) that the flows started or ended
 //     since the last one reach; max-min is separable over components, so
-//     the others keep their rates. Its cost is O(F) for F active flows
-//     (their progress, the earliest end) plus, for the component's Fc
-//     flows of at most H loads and Rc resources, O(Fc·H) to set up and
-//     freeze, and per filling step either a scan of its resources (Rc ≤
-//     1,024) or, for larger components, O(moved·log) on a heap of levels
-//     where only the resources of the flows a step froze move.
+//     the others keep their rates. It works over groups: the active flows
+//     with the same hops, cap and share, which always get the same rate
+//     (from 256 active flows on; below, every flow is its own group and
+//     the arithmetic is that of a filling over flows, bit for bit). A
+//     group keeps its own progress and a heap of its flows by remaining
+//     bytes, so an end costs O(log n). A recompute's cost is O(G) for G
+//     groups (their progress, the earliest end) plus, for the component's
+//     Gc groups of at most H loads and Rc resources, O(Gc·H) to set up
+//     and freeze, and per filling step either a scan of its resources
+//     (Rc ≤ 1,024) or, for larger components, O(moved·log) on a heap of
+//     levels where only the resources of the groups a step froze move.
 //   - Routes are computed per pair on demand; at most 64 per-destination
 //     distance arrays and 16,384 routes are cached, so memory does not
 //     grow with the square of the nodes.
@@ -65,9 +70,11 @@
 //   - A flow never completes early: its completion time is rounded up to a
 //     whole picosecond (sim.TransferTime) and is recomputed only when its
 //     rate changes, so a flow whose rate never changes ends exactly at
-//     start + latency + ceil(bytes/rate).
-//   - Determinism: flows are visited in activation order (the active set is
-//     a slice, compacted in order when flows end), resources in the
+//     start + latency + ceil(bytes/rate) (a flow that joined a group of
+//     several: to the rounding of the group's progress).
+//   - Determinism: groups are visited in creation order (a slice,
+//     compacted in order when groups empty), flows ending at one instant
+//     end in activation order, resources in the
 //     order flows first load them (ties between equal levels go to the
 //     first loaded), links and nodes in creation order; no Go map is ever
 //     iterated. The same inputs give the same rates, end times

@@ -110,9 +110,15 @@ type Fabric struct {
 	Hooks sim.Hooks[Event]
 	ev    Event
 
-	// active are the flows past their latency, in activation order; a
-	// flow's slot is its index here.
-	active []*Flow
+	// groups are the groups of active flows (flows past their latency),
+	// in creation order; nActive counts their flows.
+	groups      []*group
+	nActive     int
+	groupByHash map[uint64]*group // chained by group.sameHash; lookup only, never iterated
+	groupSeq    uint64
+	// emptied are groups emptied since the last recompute, freeGroups
+	// those free to reuse.
+	emptied, freeGroups []*group
 	// last is when the active flows' progress and the link counters were
 	// last brought up to date.
 	last sim.Time
@@ -124,7 +130,8 @@ type Fabric struct {
 	timer   sim.Handle
 	timerAt sim.Time
 
-	recomputeFn, timerFn func() // method values, made once
+	recomputeFn, timerFn, activateFn func() // method values, made once
+	latent                           latentQueue
 
 	// changedRes are the resources whose flows changed since the last
 	// recompute (a flow became active on them or ended), startedFlows the
@@ -135,18 +142,18 @@ type Fabric struct {
 	actSeq       uint64 // activation counter, for Flow.seq
 
 	// Scratch reused by each recompute, so that it does not allocate.
-	epoch     uint64
-	comp      []int32      // resources of the component, in discovery order
-	compFlows []*Flow      // its flows, in activation order
-	heap      []levelEntry // resources with unfrozen flows, by level
-	live      []int32      // the same, unordered, when scan
+	epoch      uint64
+	comp       []int32      // resources of the component, in discovery order
+	compGroups []*group     // its groups, in creation order
+	heap       []levelEntry // resources with unfrozen flows, by level
+	live       []int32      // the same, unordered, when scan
 	// allRes are the resources of the last discovered component when it
 	// held every active flow, at epoch allEpoch (0: it did not).
 	allRes   []int32
 	allEpoch uint64
 	scan     bool    // fill scans live instead of keeping heap
 	moved    []int32 // resources whose level changed in this filling step
-	capped   []*Flow
+	capped   []*group
 	// used are the link-direction slots (link index*2 + dir) that carried
 	// flows at the last recompute, or still do; dirState.inUsed marks them.
 	used   []int32
@@ -164,14 +171,15 @@ type Fabric struct {
 // New returns an empty fabric on eng.
 func New(eng *sim.Engine, f Factors) *Fabric {
 	fab := &Fabric{
-		eng:        eng,
-		fac:        f.withDefaults(),
-		nodeByName: make(map[string]*Node),
-		linkByName: make(map[string]*Link),
-		routes:     make(map[[2]int]Route),
-		last:       eng.Now(),
+		eng:         eng,
+		fac:         f.withDefaults(),
+		nodeByName:  make(map[string]*Node),
+		linkByName:  make(map[string]*Link),
+		routes:      make(map[[2]int]Route),
+		groupByHash: make(map[uint64]*group),
+		last:        eng.Now(),
 	}
-	fab.recomputeFn, fab.timerFn = fab.recompute, fab.onTimer
+	fab.recomputeFn, fab.timerFn, fab.activateFn = fab.recompute, fab.onTimer, fab.activateNext
 	return fab
 }
 
@@ -248,10 +256,10 @@ type resource struct {
 	// dirs are the link directions it carries: 0 (AtoB), 1 (BtoA), or 2
 	// for both (a Shared link).
 	dirs uint8
-	// members are the active flows loading it, once per load, in
-	// activation order; ended flows are dropped when the recompute that
+	// members are the groups of active flows loading it, once per load,
+	// in creation order; emptied groups are dropped when the recompute that
 	// follows their end visits the resource.
-	members     []*Flow
+	members     []*group
 	changedMark bool // in Fabric.changedRes
 
 	// Progressive-filling state, valid while epoch is the fabric's.
@@ -381,4 +389,4 @@ func (f *Fabric) Recomputes() uint64 { return f.recomputes }
 
 // Active is the number of flows transferring now (past their latency,
 // not yet ended).
-func (f *Fabric) Active() int { return len(f.active) }
+func (f *Fabric) Active() int { return f.nActive }

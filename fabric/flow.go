@@ -1,8 +1,10 @@
 package fabric
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/dmalab/dmalab/sim"
 )
@@ -16,24 +18,27 @@ type Flow struct {
 	bytes int64
 	cap   float64 // MaxRate; 0 for none
 	tag   any
-	done  *sim.Completion
+	done  sim.Completion
 	loads []load
 
 	state                  flowState
-	start, activeAt, endAt sim.Time // endAt: scheduled end while active, the end once done
+	start, activeAt, endAt sim.Time // endAt: the end, once done
 
-	rate      float64 // while active
-	remaining float64 // bytes left at fab.last, while active
-	slot      int     // index in fab.active, while active
-	seq       uint64  // activation order, while active
+	// While active: its group (the active flows with its hops, cap and
+	// share, which always get the same rate) and its remaining bytes
+	// relative to the group's reference (remaining = g.left + offset).
+	g      *group
+	offset float64
+	seq    uint64 // activation order, while active
+	rated  bool   // a recompute has set its group's rate since it joined
 	// share is the flow's rate per unit of filling level: 1 under plain
 	// max-min, 1/penalty under LV08's weighted sharing (Factors.WeightS).
 	share float64
-	mark  uint64 // the recompute epoch whose component holds it
 
-	// Progressive-filling scratch.
-	frozen, changed bool
-	newRate         float64
+	// Storage for the hops and loads of a short route, so that Start
+	// allocates them with the flow.
+	hopBuf  [8]Hop
+	loadBuf [8]load
 }
 
 // load is one resource a flow loads, with its weight (bytes of load per
@@ -86,10 +91,14 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	fl := &Flow{
 		fab:   f,
 		name:  name,
-		route: Route{Hops: append([]Hop(nil), r.Hops...)},
 		bytes: bytes,
 		start: f.eng.Now(),
-		done:  f.eng.NewNamedCompletion("flow " + name),
+	}
+	f.eng.InitCompletion(&fl.done, "flow ", name)
+	if n := len(r.Hops); n > 0 && n <= len(fl.hopBuf) {
+		fl.route.Hops = append(fl.hopBuf[:0:n], r.Hops...)
+	} else {
+		fl.route.Hops = append([]Hop(nil), r.Hops...)
 	}
 	for _, o := range opt {
 		o(fl)
@@ -98,7 +107,11 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	if f.fac.Cross > 0 {
 		nl *= 2
 	}
-	fl.loads = make([]load, 0, nl)
+	if nl <= len(fl.loadBuf) {
+		fl.loads = fl.loadBuf[:0:nl]
+	} else {
+		fl.loads = make([]load, 0, nl)
+	}
 	for i, h := range r.Hops {
 		switch w := h.Weight; {
 		case h.Link == nil || h.Link.fab != f:
@@ -122,9 +135,74 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 		lat = sim.Time(math.Round(float64(lat) * f.fac.Latency))
 	}
 	f.emit(Event{Header: sim.Header{Time: fl.start}, Kind: FlowStart, Flow: fl})
-	f.eng.At(fl.start+lat, fl.activate)
+	f.latent.push(latentFlow{at: fl.start + lat, fl: fl})
+	f.eng.At(fl.start+lat, f.activateFn)
 	return fl
 }
+
+// latentFlow is a flow paying its latency, which ends at at.
+type latentFlow struct {
+	at  sim.Time
+	seq uint64
+	fl  *Flow
+}
+
+// latentQueue holds the flows paying their latency, ordered as the
+// engine orders their activation events: by time, then by scheduling
+// order. Each activation event (the one function activateFn, which so
+// needs no closure per flow) takes the first flow: the engine fires
+// the events in that same order.
+type latentQueue struct {
+	h   []latentFlow
+	seq uint64
+}
+
+func (q *latentQueue) less(i, j int) bool {
+	a, b := &q.h[i], &q.h[j]
+	return a.at < b.at || a.at == b.at && a.seq < b.seq
+}
+
+func (q *latentQueue) push(e latentFlow) {
+	q.seq++
+	e.seq = q.seq
+	q.h = append(q.h, e)
+	for i := len(q.h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q.h[i], q.h[p] = q.h[p], q.h[i]
+		i = p
+	}
+}
+
+func (q *latentQueue) pop() *Flow {
+	h := q.h
+	fl := h[0].fl
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = latentFlow{}
+	h = h[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && (h[c+1].at < h[c].at || h[c+1].at == h[c].at && h[c+1].seq < h[c].seq) {
+			c++
+		}
+		if !(h[c].at < h[i].at || h[c].at == h[i].at && h[c].seq < h[i].seq) {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	q.h = h
+	return fl
+}
+
+// activateNext ends the latency of the flow whose activation event this is.
+func (f *Fabric) activateNext() { f.latent.pop().activate() }
 
 // activate ends the latency phase.
 func (fl *Flow) activate() {
@@ -135,14 +213,17 @@ func (fl *Flow) activate() {
 		f.finish(fl)
 		return
 	}
-	fl.remaining = float64(fl.bytes)
-	fl.slot = len(f.active)
 	f.actSeq++
 	fl.seq = f.actSeq
-	f.active = append(f.active, fl)
-	for _, ld := range fl.loads {
-		r := &f.res[ld.r]
-		r.members = append(r.members, fl)
+	f.nActive++
+	g := f.join(fl)
+	if g.n == 1 {
+		for _, ld := range g.loads {
+			r := &f.res[ld.r]
+			r.members = append(r.members, g)
+		}
+	}
+	for _, ld := range g.loads {
 		f.changed(ld.r)
 	}
 	f.startedFlows = append(f.startedFlows, fl)
@@ -152,22 +233,29 @@ func (fl *Flow) activate() {
 // onTimer ends every active flow whose end is now, in activation order.
 func (f *Fabric) onTimer() {
 	now := f.eng.Now()
-	// Compact the active set in place, keeping activation order, and
-	// collect the ending flows in that order too.
-	ending, kept := f.ending[:0], f.active[:0]
-	for _, fl := range f.active {
-		if fl.endAt <= now {
-			ending = append(ending, fl)
-			for _, ld := range fl.loads {
+	ending := f.ending[:0]
+	kept := f.groups[:0]
+	for _, g := range f.groups {
+		if g.next <= now {
+			for len(g.members) > 0 && g.endOf(g.members[0]) <= now {
+				ending = append(ending, g.pop())
+			}
+			for _, ld := range g.loads {
 				f.changed(ld.r)
 			}
-			continue
+			if g.n == 0 {
+				f.unregister(g)
+				continue
+			}
 		}
-		fl.slot = len(kept)
-		kept = append(kept, fl)
+		kept = append(kept, g)
 	}
-	clear(f.active[len(kept):])
-	f.active = kept
+	clear(f.groups[len(kept):])
+	f.groups = kept
+	// Activation order, as the flows of one group end in the order of
+	// their remaining bytes.
+	slices.SortFunc(ending, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
+	f.nActive -= len(ending)
 	for i, fl := range ending {
 		ending[i] = nil
 		f.finish(fl)
@@ -183,7 +271,7 @@ func (f *Fabric) onTimer() {
 // finish marks fl done now; it is no longer in the active set.
 func (f *Fabric) finish(fl *Flow) {
 	fl.state, fl.endAt = flowDone, f.eng.Now()
-	fl.rate, fl.remaining = 0, 0
+	fl.g, fl.offset, fl.rated = nil, 0, false
 	f.emit(Event{Header: sim.Header{Time: fl.endAt}, Kind: FlowEnd, Flow: fl})
 	fl.done.Complete()
 }
@@ -206,11 +294,16 @@ func (fl *Flow) Tag() any { return fl.tag }
 func (fl *Flow) MaxRate() float64 { return fl.cap }
 
 // Done completes when the flow's bytes are through.
-func (fl *Flow) Done() *sim.Completion { return fl.done }
+func (fl *Flow) Done() *sim.Completion { return &fl.done }
 
 // Rate is the flow's current rate in bytes/s; 0 during its latency, after
 // its end, and between becoming active and the recompute at that instant.
-func (fl *Flow) Rate() float64 { return fl.rate }
+func (fl *Flow) Rate() float64 {
+	if fl.state != flowActive || !fl.rated {
+		return 0
+	}
+	return fl.g.rate
+}
 
 // Start is when the flow was started.
 func (fl *Flow) Start() sim.Time { return fl.start }
@@ -233,8 +326,9 @@ func (fl *Flow) Remaining() float64 {
 	case flowLatency:
 		return float64(fl.bytes)
 	case flowActive:
+		g := fl.g
 		dt := fl.fab.eng.Now() - fl.fab.last
-		return max(0, fl.remaining-fl.rate*float64(dt)/float64(sim.Second))
+		return max(0, g.left+fl.offset-g.rate*float64(dt)/float64(sim.Second))
 	}
 	return 0
 }

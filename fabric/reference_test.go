@@ -17,6 +17,7 @@ import (
 // loaded by an unfrozen flow for the lowest level. It returns each active
 // flow's rate, in activation order.
 func refRates(f *Fabric) []float64 {
+	active := f.activeFlows()
 	type rs struct {
 		rem, w float64
 		n      int
@@ -24,10 +25,10 @@ func refRates(f *Fabric) []float64 {
 	}
 	res := make(map[int32]*rs)
 	var live []int32
-	rate := make([]float64, len(f.active))
-	frozen := make([]bool, len(f.active))
+	rate := make([]float64, len(active))
+	frozen := make([]bool, len(active))
 	var capped []int
-	for i, fl := range f.active {
+	for i, fl := range active {
 		if fl.cap > 0 {
 			capped = append(capped, i)
 		}
@@ -44,11 +45,11 @@ func refRates(f *Fabric) []float64 {
 		}
 	}
 	slices.SortStableFunc(capped, func(a, b int) int {
-		return cmp.Compare(f.active[a].cap/f.active[a].share, f.active[b].cap/f.active[b].share)
+		return cmp.Compare(active[a].cap/active[a].share, active[b].cap/active[b].share)
 	})
 	freeze := func(i int, x float64) {
 		frozen[i], rate[i] = true, x
-		fl := f.active[i]
+		fl := active[i]
 		for _, ld := range fl.loads {
 			r := res[ld.r]
 			r.rem -= ld.w * x
@@ -56,7 +57,7 @@ func refRates(f *Fabric) []float64 {
 			r.n--
 		}
 	}
-	unfrozen, level, ci := len(f.active), 0.0, 0
+	unfrozen, level, ci := len(active), 0.0, 0
 	for unfrozen > 0 {
 		best, bestLevel := int32(-1), math.Inf(1)
 		for i := 0; i < len(live); {
@@ -74,8 +75,8 @@ func refRates(f *Fabric) []float64 {
 		for ci < len(capped) && frozen[capped[ci]] {
 			ci++
 		}
-		if ci < len(capped) && f.active[capped[ci]].cap/f.active[capped[ci]].share <= bestLevel {
-			freeze(capped[ci], f.active[capped[ci]].cap)
+		if ci < len(capped) && active[capped[ci]].cap/active[capped[ci]].share <= bestLevel {
+			freeze(capped[ci], active[capped[ci]].cap)
 			unfrozen--
 			ci++
 			continue
@@ -83,7 +84,7 @@ func refRates(f *Fabric) []float64 {
 		level = max(level, bestLevel)
 		for _, i := range res[best].flows {
 			if !frozen[i] {
-				freeze(i, level*f.active[i].share)
+				freeze(i, level*active[i].share)
 				unfrozen--
 			}
 		}
@@ -97,17 +98,22 @@ func refRates(f *Fabric) []float64 {
 // recompute compares every active flow's rate with the reference
 // computation of all flows at once: equal to 1e-9 relative. It also
 // checks max-min optimality and that the link counters carry the
-// reference rates. Every seed runs twice: small components scanned, and
-// every component through the heap.
+// reference rates. Every seed runs three times: small components
+// scanned, every component through the heap, and every flow grouped with
+// the active flows of its route, cap and share, its routes drawn from a
+// few so that groups have many flows.
 func TestRatesMatchReference(t *testing.T) {
-	def := scanMax
-	defer func() { scanMax = def }()
-	for run := range 24 {
-		seed, heap := uint64(run/2), run%2 == 1
-		t.Run(fmt.Sprint("seed=", seed, "/heap=", heap), func(t *testing.T) {
-			scanMax = def
+	def, defGroup := scanMax, groupMin
+	defer func() { scanMax, groupMin = def, defGroup }()
+	for run := range 36 {
+		seed, heap, grouped := uint64(run/3), run%3 == 1, run%3 == 2
+		t.Run(fmt.Sprint("seed=", seed, "/heap=", heap, "/grouped=", grouped), func(t *testing.T) {
+			scanMax, groupMin = def, defGroup
 			if heap {
 				scanMax = 0
+			}
+			if grouped {
+				groupMin = 0
 			}
 			rng := rand.New(rand.NewPCG(seed, 99))
 			fac := Factors{}
@@ -142,26 +148,35 @@ func TestRatesMatchReference(t *testing.T) {
 			for range rng.IntN(nn / 2) {
 				connect(nodes[rng.IntN(nn)], nodes[rng.IntN(nn)])
 			}
-			checks := 0
+			checks, maxGroup := 0, 0
 			fab.Hooks.Hook(func(ev *Event) {
 				if ev.Kind != FlowRate {
 					return
 				}
 				checks++
 				want := refRates(fab)
-				for i, fl := range fab.active {
-					if d := math.Abs(fl.rate - want[i]); d > 1e-9*want[i] {
-						t.Fatalf("%v: flow %s: rate %g, reference %g", eng.Now(), fl.name, fl.rate, want[i])
+				for i, fl := range fab.activeFlows() {
+					if d := math.Abs(fl.Rate() - want[i]); d > 1e-9*want[i] {
+						t.Fatalf("%v: flow %s: rate %g, reference %g", eng.Now(), fl.name, fl.Rate(), want[i])
 					}
+					maxGroup = max(maxGroup, fl.g.n)
 				}
 				if err := fab.checkShare(); err != nil {
 					t.Fatal(err)
 				}
 			})
+			// The grouped runs draw every route from a pool of 4.
+			var pool []Route
 			var start func(i int)
 			start = func(i int) {
 				var r Route
+				if grouped && len(pool) == 4 {
+					r = pool[rng.IntN(4)]
+				}
 				for range 10 {
+					if len(r.Hops) > 0 {
+						break
+					}
 					a, b := nodes[rng.IntN(nn)], nodes[rng.IntN(nn)]
 					if rr, err := fab.Route(a, b); err == nil && len(rr.Hops) > 0 {
 						r = rr
@@ -173,8 +188,11 @@ func TestRatesMatchReference(t *testing.T) {
 					r.Hops = append(r.Hops, Hop{Link: links[rng.IntN(len(links))], Dir: Dir(rng.IntN(2)),
 						Weight: float64(1 + rng.IntN(2)), Load: rng.IntN(2) == 0})
 				}
+				if grouped && len(pool) < 4 {
+					pool = append(pool, r)
+				}
 				var opts []Option
-				if rng.IntN(4) == 0 {
+				if rng.IntN(4) == 0 && (!grouped || i%2 == 0) {
 					opts = append(opts, MaxRate(float64(1+rng.IntN(20))*1e9))
 				}
 				fl := fab.Start(fmt.Sprint("f", i), r, int64(1+rng.IntN(1e7)), opts...)
@@ -188,6 +206,12 @@ func TestRatesMatchReference(t *testing.T) {
 			eng.Run()
 			if checks < 100 {
 				t.Errorf("%d checks", checks)
+			}
+			if grouped && maxGroup < 5 {
+				t.Errorf("groups of at most %d flows", maxGroup)
+			}
+			if !grouped && maxGroup != 1 {
+				t.Errorf("groups of up to %d flows below groupMin", maxGroup)
 			}
 			for _, l := range links {
 				for d := range 2 {

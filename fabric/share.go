@@ -52,8 +52,8 @@ func (f *Fabric) recompute() {
 	now := f.eng.Now()
 	if dt := now - f.last; dt > 0 {
 		s := float64(dt)
-		for _, fl := range f.active {
-			fl.remaining -= fl.rate * s / float64(sim.Second)
+		for _, g := range f.groups {
+			g.left -= g.rate * s / float64(sim.Second)
 		}
 		f.advanceStats(dt)
 	}
@@ -63,19 +63,24 @@ func (f *Fabric) recompute() {
 	f.fill()
 
 	changed := false
-	for _, fl := range f.compFlows {
-		// A flow whose rate is unchanged keeps its end, which so stays
-		// exact, free of the rounding that advancing its progress adds.
-		fl.changed = fl.newRate != fl.rate
-		if fl.changed {
-			fl.rate = fl.newRate
-			fl.endAt = endTime(now, fl.remaining, fl.rate)
+	for _, g := range f.compGroups {
+		// A group whose rate is unchanged keeps its members' ends, which
+		// so stay exact, free of the rounding that advancing its
+		// progress adds.
+		g.changed = g.newRate != g.rate
+		if g.changed {
+			g.rate, g.setAt, g.leftAt = g.newRate, now, g.left
 			changed = true
 		}
 	}
 	next := sim.Forever
-	for _, fl := range f.active {
-		next = min(next, fl.endAt)
+	for _, g := range f.groups {
+		// From setAt and leftAt, so an unchanged rate and first member
+		// give an unchanged end, which need not be computed again.
+		if g.changed || g.newTop {
+			g.next, g.newTop = g.endOf(g.members[0]), false
+		}
+		next = min(next, g.next)
 	}
 	f.restartStats()
 	f.arm(next)
@@ -84,20 +89,42 @@ func (f *Fabric) recompute() {
 			panic(err)
 		}
 	}
-	if changed && f.Hooks.Active() {
+	started := f.startedFlows
+	if f.Hooks.Active() && (changed || len(started) > 0) {
 		// Observers see a consistent fabric: rates, ends and the timer
-		// are all set before the first FlowRate.
-		for _, fl := range f.compFlows {
-			if fl.changed {
-				f.emit(Event{Header: sim.Header{Time: now}, Kind: FlowRate, Flow: fl, Rate: fl.rate})
+		// are all set before the first FlowRate, which comes for every
+		// flow whose rate changed, in activation order.
+		var flows []*Flow
+		for _, g := range f.compGroups {
+			if g.changed {
+				flows = append(flows, g.members...)
 			}
 		}
+		for _, fl := range started {
+			if fl.state == flowActive && !fl.g.changed {
+				flows = append(flows, fl)
+			}
+		}
+		slices.SortFunc(flows, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
+		for _, fl := range started {
+			fl.rated = true
+		}
+		for _, fl := range flows {
+			fl.rated = true
+			f.emit(Event{Header: sim.Header{Time: now}, Kind: FlowRate, Flow: fl, Rate: fl.g.rate})
+		}
 	}
-	for _, fl := range f.compFlows {
-		fl.changed = false
+	for _, fl := range started {
+		fl.rated = true
 	}
-	clear(f.compFlows) // drop pointers to flows that may end
-	f.compFlows = f.compFlows[:0]
+	clear(started)
+	f.startedFlows = started[:0]
+	for _, g := range f.compGroups {
+		g.changed = false
+	}
+	clear(f.compGroups) // drop pointers to groups that may empty
+	f.compGroups = f.compGroups[:0]
+	f.reuseGroups()
 }
 
 // endTime is when bytes at rate, from now, are through; sim.Forever when
@@ -125,15 +152,15 @@ func (f *Fabric) arm(t sim.Time) {
 	f.timer = f.eng.At(t, f.timerFn)
 }
 
-// component collects, from the changed resources and started flows, the resources (f.comp) and the
-// active flows (f.compFlows, in activation order) of their connected
-// component, dropping ended flows from the members of the resources it
-// visits, and clears both lists.
+// component collects, from the changed resources and started flows, the
+// resources (f.comp) and the groups (f.compGroups, in creation order) of
+// their connected component, dropping emptied groups from the members of
+// the resources it visits, and clears the changed resources.
 func (f *Fabric) component() {
 	f.epoch++
 	ep := f.epoch
 	if f.withinAll() {
-		// Every change is within the component that held every flow at
+		// Every change is within the component that held every group at
 		// the last discovery: share that one again. Ends since may have
 		// split it; sharing separate components together gives their
 		// rates all the same.
@@ -142,35 +169,25 @@ func (f *Fabric) component() {
 			f.res[r].epoch = ep
 		}
 		for _, r := range f.changedRes {
-			res := &f.res[r]
-			res.changedMark = false
-			kept := res.members[:0]
-			for _, fl := range res.members {
-				if fl.state == flowActive {
-					kept = append(kept, fl)
-				}
-			}
-			clear(res.members[len(kept):])
-			res.members = kept
+			f.purge(r)
 		}
-		clear(f.startedFlows)
-		f.changedRes, f.startedFlows = f.changedRes[:0], f.startedFlows[:0]
-		f.comp, f.compFlows = comp, append(f.compFlows[:0], f.active...)
+		f.changedRes = f.changedRes[:0]
+		f.comp, f.compGroups = comp, append(f.compGroups[:0], f.groups...)
 		return
 	}
 	comp := f.comp[:0]
 	for _, r := range f.changedRes {
-		res := &f.res[r]
-		res.changedMark, res.epoch = false, ep
+		f.res[r].epoch = ep
 		comp = append(comp, r)
 	}
-	// Only changed resources can hold ended flows: a flow's end marks its resources.
-	nchanged, nflows, all := len(comp), 0, len(f.active)
+	// Only changed resources can hold emptied groups: a flow's end marks
+	// its resources.
+	nchanged, ngroups, all := len(comp), 0, len(f.groups)
 	for _, fl := range f.startedFlows {
-		if fl.state == flowActive && fl.mark != ep {
-			fl.mark = ep
-			nflows++
-			for _, ld := range fl.loads {
+		if g := fl.g; fl.state == flowActive && g.mark != ep {
+			g.mark = ep
+			ngroups++
+			for _, ld := range g.loads {
 				if res := &f.res[ld.r]; res.epoch != ep {
 					res.epoch = ep
 					comp = append(comp, ld.r)
@@ -178,33 +195,23 @@ func (f *Fabric) component() {
 			}
 		}
 	}
-	clear(f.startedFlows)
-	f.changedRes, f.startedFlows = f.changedRes[:0], f.startedFlows[:0]
+	f.changedRes = f.changedRes[:0]
 	for i := 0; i < len(comp); i++ {
-		if nflows == all && i >= nchanged {
-			// Every active flow is in, and so every resource they
-			// load; nothing past the changed resources needs purging.
+		if ngroups == all && i >= nchanged {
+			// Every group is in, and so every resource they load;
+			// nothing past the changed resources needs purging.
 			break
 		}
-		res := &f.res[comp[i]]
-		members := res.members
 		if i < nchanged {
-			kept := members[:0]
-			for _, fl := range members {
-				if fl.state == flowActive {
-					kept = append(kept, fl)
-				}
-			}
-			clear(members[len(kept):])
-			res.members, members = kept, kept
+			f.purge(comp[i])
 		}
-		for _, fl := range members {
-			if fl.mark == ep {
+		for _, g := range f.res[comp[i]].members {
+			if g.mark == ep {
 				continue
 			}
-			fl.mark = ep
-			nflows++
-			for _, ld := range fl.loads {
+			g.mark = ep
+			ngroups++
+			for _, ld := range g.loads {
 				if res := &f.res[ld.r]; res.epoch != ep {
 					res.epoch = ep
 					comp = append(comp, ld.r)
@@ -213,7 +220,7 @@ func (f *Fabric) component() {
 		}
 	}
 	f.comp = comp
-	if nflows == all {
+	if ngroups == all {
 		f.allEpoch, f.allRes = ep, append(f.allRes[:0], comp...)
 		for _, r := range comp {
 			f.res[r].allEpoch = ep
@@ -221,23 +228,37 @@ func (f *Fabric) component() {
 	} else {
 		f.allEpoch = 0
 	}
-	// Activation order, which the active set keeps: the filling visits
-	// flows in it, so that the rates are those of a recompute of every
-	// flow, bit for bit.
-	cf := f.compFlows[:0]
-	if nflows == len(f.active) {
-		cf = append(cf, f.active...)
-	} else if nflows > 0 {
-		for _, fl := range f.active {
-			if fl.mark == ep {
-				cf = append(cf, fl)
+	// Creation order, which f.groups keeps: the filling visits groups in
+	// it, so that the rates are those of a recompute of every group, bit
+	// for bit.
+	cg := f.compGroups[:0]
+	if ngroups == len(f.groups) {
+		cg = append(cg, f.groups...)
+	} else if ngroups > 0 {
+		for _, g := range f.groups {
+			if g.mark == ep {
+				cg = append(cg, g)
 			}
 		}
 	}
-	f.compFlows = cf
+	f.compGroups = cg
 }
 
-// withinAll reports whether the last discovery found every flow in one
+// purge clears changed resource r's mark and drops its emptied groups.
+func (f *Fabric) purge(r int32) {
+	res := &f.res[r]
+	res.changedMark = false
+	kept := res.members[:0]
+	for _, g := range res.members {
+		if g.n > 0 {
+			kept = append(kept, g)
+		}
+	}
+	clear(res.members[len(kept):])
+	res.members = kept
+}
+
+// withinAll reports whether the last discovery found every group in one
 // component and every resource changed since is one of its resources.
 func (f *Fabric) withinAll() bool {
 	if f.allEpoch == 0 {
@@ -249,6 +270,9 @@ func (f *Fabric) withinAll() bool {
 		}
 	}
 	for _, fl := range f.startedFlows {
+		if fl.state != flowActive {
+			continue
+		}
 		for _, ld := range fl.loads {
 			if f.res[ld.r].allEpoch != f.allEpoch {
 				return false
@@ -270,22 +294,24 @@ func (f *Fabric) fill() {
 		res.rem, res.w, res.n, res.order = res.cap, 0, 0, -1
 	}
 	capped, order := f.capped[:0], int32(0)
-	for _, fl := range f.compFlows {
-		fl.frozen, fl.newRate = false, 0
-		if fl.cap > 0 {
-			capped = append(capped, fl)
+	for _, g := range f.compGroups {
+		g.frozen, g.newRate = false, 0
+		if g.cap > 0 {
+			capped = append(capped, g)
 		}
-		for _, ld := range fl.loads {
+		k := float64(g.n)
+		for _, ld := range g.loads {
 			r := &f.res[ld.r]
 			if r.order < 0 {
 				r.order, order = order, order+1
 			}
-			r.w += ld.w * fl.share
+			// × k: exact for a group of one, which so sums as a flow.
+			r.w += ld.w * g.share * k
 			r.n++
 		}
 	}
-	// Stable: equal caps keep activation order, for determinism.
-	slices.SortStableFunc(capped, func(a, b *Flow) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
+	// Stable: equal caps keep creation order, for determinism.
+	slices.SortStableFunc(capped, func(a, b *group) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
 	// A small component is filled by scanning its resources at each step,
 	// which costs less than keeping a heap when the steps touch most of
 	// them; a large one by the heap.
@@ -302,7 +328,7 @@ func (f *Fabric) fill() {
 		}
 	}
 
-	unfrozen, level, ci := len(f.compFlows), 0.0, 0
+	unfrozen, level, ci := len(f.compGroups), 0.0, 0
 	for unfrozen > 0 {
 		best, bestLevel := f.lowest()
 		for ci < len(capped) && capped[ci].frozen {
@@ -320,9 +346,9 @@ func (f *Fabric) fill() {
 		// flow keeps a resource in the heap. Rounding can put a level a
 		// hair below the one already reached; the level never goes down.
 		level = max(level, bestLevel)
-		for _, fl := range f.res[best].members {
-			if !fl.frozen {
-				f.freeze(fl, level*fl.share)
+		for _, g := range f.res[best].members {
+			if !g.frozen && g.n > 0 {
+				f.freeze(g, level*g.share)
 				unfrozen--
 			}
 		}
@@ -330,18 +356,19 @@ func (f *Fabric) fill() {
 	}
 	f.heap = f.heap[:0]
 	f.capped = capped
-	clear(capped) // drop pointers to flows that may end
+	clear(capped) // drop pointers to groups that may empty
 }
 
-// freeze fixes fl's rate at x and takes its loads off the unfrozen sums.
+// freeze fixes g's rate at x and takes its loads off the unfrozen sums.
 // Its resources' heap entries are restored by settle, once per step
-// however many of a resource's flows froze in it.
-func (f *Fabric) freeze(fl *Flow, x float64) {
-	fl.frozen, fl.newRate = true, x
-	for _, ld := range fl.loads {
+// however many of a resource's groups froze in it.
+func (f *Fabric) freeze(g *group, x float64) {
+	g.frozen, g.newRate = true, x
+	k := float64(g.n)
+	for _, ld := range g.loads {
 		r := &f.res[ld.r]
-		r.rem -= ld.w * x
-		r.w -= ld.w * fl.share
+		r.rem -= ld.w * x * k
+		r.w -= ld.w * g.share * k
 		r.n--
 		if !r.moved && !f.scan {
 			r.moved = true
@@ -468,15 +495,17 @@ func (f *Fabric) heapPop() {
 // carries more than its capacity, and every active flow is at its cap or
 // crosses a saturated resource where no flow has a higher rate per unit
 // of share (the rate itself under plain max-min). It
-// recomputes loads from scratch, independently of share's bookkeeping.
+// recomputes loads from scratch, flow by flow, independently of share's
+// bookkeeping.
 func (f *Fabric) checkShare() error {
 	const tol = 1e-9
 	load := make([]float64, len(f.res))
 	top := make([]float64, len(f.res))
-	for _, fl := range f.active {
+	flows := f.activeFlows()
+	for _, fl := range flows {
 		for _, ld := range fl.loads {
-			load[ld.r] += ld.w * fl.rate
-			top[ld.r] = max(top[ld.r], fl.rate/fl.share)
+			load[ld.r] += ld.w * fl.Rate()
+			top[ld.r] = max(top[ld.r], fl.Rate()/fl.share)
 		}
 	}
 	for i, r := range f.res {
@@ -484,28 +513,40 @@ func (f *Fabric) checkShare() error {
 			return fmt.Errorf("fabric: link %s: load %g B/s over capacity %g", r.link.name, load[i], r.cap)
 		}
 	}
-	for _, fl := range f.active {
-		if !(fl.rate > 0) {
-			return fmt.Errorf("fabric: flow %s: rate %g", fl.name, fl.rate)
+	for _, fl := range flows {
+		rate := fl.Rate()
+		if !(rate > 0) {
+			return fmt.Errorf("fabric: flow %s: rate %g", fl.name, rate)
 		}
-		if fl.cap > 0 && fl.rate >= fl.cap*(1-tol) {
-			if fl.rate > fl.cap*(1+tol) {
-				return fmt.Errorf("fabric: flow %s: rate %g over its cap %g", fl.name, fl.rate, fl.cap)
+		if fl.cap > 0 && rate >= fl.cap*(1-tol) {
+			if rate > fl.cap*(1+tol) {
+				return fmt.Errorf("fabric: flow %s: rate %g over its cap %g", fl.name, rate, fl.cap)
 			}
 			continue
 		}
 		ok := false
 		for _, ld := range fl.loads {
-			if load[ld.r] >= f.res[ld.r].cap*(1-tol) && fl.rate/fl.share >= top[ld.r]*(1-tol) {
+			if load[ld.r] >= f.res[ld.r].cap*(1-tol) && rate/fl.share >= top[ld.r]*(1-tol) {
 				ok = true
 				break
 			}
 		}
 		if !ok {
-			return fmt.Errorf("fabric: flow %s at %g B/s has no bottleneck", fl.name, fl.rate)
+			return fmt.Errorf("fabric: flow %s at %g B/s has no bottleneck", fl.name, rate)
 		}
 	}
 	return nil
+}
+
+// activeFlows are the active flows in activation order (O(F log F): for
+// checks and tests).
+func (f *Fabric) activeFlows() []*Flow {
+	var flows []*Flow
+	for _, g := range f.groups {
+		flows = append(flows, g.members...)
+	}
+	slices.SortFunc(flows, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
+	return flows
 }
 
 // Unending counts the active flows that cannot end within the range of
@@ -514,9 +555,11 @@ func (f *Fabric) checkShare() error {
 // has, which is bad input, not a deadlock.
 func (f *Fabric) Unending() int {
 	n := 0
-	for _, fl := range f.active {
-		if fl.endAt == sim.Forever {
-			n++
+	for _, g := range f.groups {
+		for _, fl := range g.members {
+			if g.endOf(fl) == sim.Forever {
+				n++
+			}
 		}
 	}
 	return n

@@ -57,8 +57,8 @@ func (f *Fabric) advanceStats(dt sim.Time) {
 }
 
 // restartStats sets the per-direction rates of the component's link
-// directions from its flows' new rates, summed in activation order as a
-// recompute of every flow would; the other directions carry flows of
+// directions from its flows' new rates, summed in group creation order as a
+// recompute of every group would; the other directions carry flows of
 // other components only, whose rates did not change.
 func (f *Fabric) restartStats() {
 	for _, r := range f.comp {
@@ -72,15 +72,17 @@ func (f *Fabric) restartStats() {
 		}
 		res.peak = max(res.peak, (res.cap-res.rem)/res.cap)
 	}
-	for _, fl := range f.compFlows {
-		for _, h := range fl.route.Hops {
+	for _, g := range f.compGroups {
+		k := float64(g.n)
+		for _, h := range g.hops {
 			st := &h.Link.dir[h.Dir]
 			if !st.inUsed {
 				st.inUsed = true
 				f.used = append(f.used, int32(h.Link.index*2+int(h.Dir)))
 			}
-			st.n++
-			st.rate += h.weight() * fl.rate
+			st.n += int32(g.n)
+			// × k: exact for a group of one, which so sums as a flow.
+			st.rate += h.weight() * g.rate * k
 		}
 	}
 }

@@ -236,13 +236,18 @@ func (e *Engine) Close() {
 // Completion is a one-shot event that processes wait on and callbacks
 // hang off: the end of a DMA, a fence signal, a process exit.
 type Completion struct {
-	e    *Engine
-	name string
+	e *Engine
+	// prefix + name is its name in reports, joined only when a report
+	// needs it, so that naming a completion per packet costs nothing.
+	prefix, name string
 	// exitOf is the process whose exit this is, named after it.
-	exitOf    *Proc
-	done      bool
-	at        Time
-	waiters   []*Proc
+	exitOf  *Proc
+	done    bool
+	at      Time
+	waiters []*Proc
+	// first is the first callback, kept apart so that the usual single
+	// callback needs no slice; callbacks are the ones after it.
+	first     func()
 	callbacks []func()
 }
 
@@ -251,7 +256,7 @@ func (c *Completion) label() string {
 	if c.exitOf != nil {
 		return "exit of " + c.exitOf.name
 	}
-	return c.name
+	return c.prefix + c.name
 }
 
 // NewCompletion returns a pending completion.
@@ -261,6 +266,21 @@ func (e *Engine) NewCompletion() *Completion { return &Completion{e: e} }
 // deadlock reports.
 func (e *Engine) NewNamedCompletion(name string) *Completion {
 	return &Completion{e: e, name: name}
+}
+
+// NewLabelledCompletion is NewNamedCompletion(prefix + name) without
+// building the string unless a report or a waiter needs it: a flow's
+// completion is "flow " and the flow's name.
+func (e *Engine) NewLabelledCompletion(prefix, name string) *Completion {
+	return &Completion{e: e, prefix: prefix, name: name}
+}
+
+// InitCompletion makes *c a pending completion labelled prefix + name,
+// as NewLabelledCompletion does, for a completion embedded in a larger
+// object (a flow's), which so needs no allocation of its own. *c must
+// not be in use.
+func (e *Engine) InitCompletion(c *Completion, prefix, name string) {
+	*c = Completion{e: e, prefix: prefix, name: name}
 }
 
 // Done reports whether c has completed.
@@ -280,8 +300,11 @@ func (c *Completion) Complete() {
 	for _, p := range c.waiters {
 		p.wake()
 	}
-	cbs := c.callbacks
-	c.waiters, c.callbacks = nil, nil
+	first, cbs := c.first, c.callbacks
+	c.waiters, c.first, c.callbacks = nil, nil, nil
+	if first != nil {
+		first()
+	}
 	for _, fn := range cbs {
 		fn()
 	}
@@ -291,6 +314,10 @@ func (c *Completion) Complete() {
 func (c *Completion) OnComplete(fn func()) {
 	if c.done {
 		fn()
+		return
+	}
+	if c.first == nil {
+		c.first = fn
 		return
 	}
 	c.callbacks = append(c.callbacks, fn)

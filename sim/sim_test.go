@@ -219,6 +219,53 @@ func TestCompletionCallbacks(t *testing.T) {
 	}
 }
 
+// TestCompletionCallbacksAddedWhileRunning: the first callback is kept
+// apart from the rest; a callback that adds another while the completion
+// runs its callbacks sees it run at once, after the ones before it, and
+// the one callback of a completion runs once.
+func TestCompletionCallbacksAddedWhileRunning(t *testing.T) {
+	e := New(1)
+	c := e.NewCompletion()
+	var order []int
+	c.OnComplete(func() {
+		order = append(order, 1)
+		c.OnComplete(func() { order = append(order, 4) })
+	})
+	c.OnComplete(func() { order = append(order, 2) })
+	c.OnComplete(func() { order = append(order, 3) })
+	single := e.NewCompletion()
+	n := 0
+	single.OnComplete(func() { n++ })
+	e.At(1, c.Complete)
+	e.At(2, single.Complete)
+	e.Run()
+	if !slices.Equal(order, []int{1, 4, 2, 3}) || n != 1 {
+		t.Fatalf("order %v, single callback ran %d times", order, n)
+	}
+}
+
+// TestLabelledCompletionInReports: a labelled completion reports as
+// prefix + name, to a waiter and when completed twice.
+func TestLabelledCompletionInReports(t *testing.T) {
+	e := New(1)
+	never := e.NewLabelledCompletion("flow ", "rx7")
+	e.Spawn("stuck", func(p *Proc) { p.Wait(never) })
+	e.Run()
+	if b := e.Blocked(); len(b) != 1 || b[0] != "stuck (waiting on completion flow rx7)" {
+		t.Fatalf("Blocked() = %q", b)
+	}
+	e.Close()
+	var twice Completion
+	e.InitCompletion(&twice, "flow ", "tx1")
+	twice.Complete()
+	defer func() {
+		if r := fmt.Sprint(recover()); r != "sim: completion flow tx1 completed twice" {
+			t.Fatalf("recover() = %q", r)
+		}
+	}()
+	twice.Complete()
+}
+
 func TestSeededRandIsDeterministic(t *testing.T) {
 	a, b, c := New(42), New(42), New(43)
 	same, diff := true, false

@@ -1,0 +1,218 @@
+package fabric
+
+import (
+	"math"
+
+	"github.com/dmalab/dmalab/sim"
+)
+
+// group is the active flows with the same hops, cap and share. Max-min
+// filling gives them the same rate whatever else loads their links (they
+// freeze at the same step, at the same level), so the fabric fills over
+// groups, each counted as many times as it has flows, and keeps progress
+// per group: a flow's remaining bytes are the group's reference left plus
+// the flow's own offset, and its members are ordered by offset, so the
+// group's next end is its first member's. A recompute so costs
+// O(groups·hops), not O(flows·hops), and an end O(log members).
+type group struct {
+	hops       []Hop // the first member's copy
+	loads      []load
+	cap, share float64
+	hash       uint64
+	seq        uint64 // creation order: the filling visits groups in it
+	sameHash   *group // the next registered group with the same hash
+
+	members []*Flow // a min-heap by (offset, seq)
+	n       int     // len(members)
+
+	rate float64
+	// left is the reference remaining at fab.last: a member's remaining
+	// is left + its offset. A group created for a flow starts with that
+	// flow's bytes and offset 0, so that a group of one flow computes its
+	// progress and end bit for bit as a flow alone did.
+	left float64
+	// setAt and leftAt are when the rate was last set and left then: a
+	// member's end is computed from them, so that it stays exact while
+	// the rate holds, free of the rounding that advancing left adds.
+	setAt  sim.Time
+	leftAt float64
+	next   sim.Time // the first member's end; sim.Forever while unrated
+	// newTop: the first member changed since next was computed.
+	newTop bool
+
+	// Recompute scratch.
+	mark            uint64 // the recompute epoch whose component holds it
+	frozen, changed bool
+	newRate         float64
+}
+
+// groupMin is the number of active flows from which a flow joins an
+// existing group of its kind rather than forming its own. Below it every
+// group has one flow, and the sums of the filling are those of a filling
+// over flows, bit for bit; a run with as many flows at once gains from
+// the grouping and its rates agree with that filling to rounding (1e-12
+// relative). (A variable so that tests can group every flow.)
+var groupMin = 256
+
+// endOf is fl's end at the group's current rate.
+func (g *group) endOf(fl *Flow) sim.Time {
+	if g.rate == 0 {
+		return sim.Forever
+	}
+	return endTime(g.setAt, g.leftAt+fl.offset, g.rate)
+}
+
+// join puts the newly active fl into the group of its kind, creating one
+// if needed (or, below groupMin active flows, always).
+func (f *Fabric) join(fl *Flow) *group {
+	h := groupHash(fl)
+	if f.nActive > groupMin {
+		for g := f.groupByHash[h]; g != nil; g = g.sameHash {
+			if g.cap == fl.cap && g.share == fl.share && sameHops(g.hops, fl.route.Hops) {
+				// left is as of fab.last: the offset makes fl's
+				// remaining its bytes now.
+				left := g.left
+				if dt := f.eng.Now() - f.last; dt > 0 {
+					left -= g.rate * float64(dt) / float64(sim.Second)
+				}
+				fl.g, fl.offset = g, float64(fl.bytes)-left
+				g.push(fl)
+				return g
+			}
+		}
+	}
+	f.groupSeq++
+	var g *group
+	if n := len(f.freeGroups); n > 0 {
+		g = f.freeGroups[n-1]
+		f.freeGroups[n-1] = nil
+		f.freeGroups = f.freeGroups[:n-1]
+	} else {
+		g = new(group)
+	}
+	*g = group{
+		hops: fl.route.Hops, loads: fl.loads, cap: fl.cap, share: fl.share,
+		hash: h, seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
+		next: sim.Forever, members: g.members[:0],
+	}
+	g.sameHash = f.groupByHash[h]
+	f.groupByHash[h] = g
+	f.groups = append(f.groups, g)
+	fl.g, fl.offset = g, 0
+	g.push(fl)
+	return g
+}
+
+// unregister forgets the emptied g as a group flows may join. The
+// resources it loaded may still list it until the next recompute purges
+// them (its end marked them changed), so it is reused only after that
+// recompute (reuseGroups).
+func (f *Fabric) unregister(g *group) {
+	f.emptied = append(f.emptied, g)
+	p := f.groupByHash[g.hash]
+	if p == g {
+		if g.sameHash == nil {
+			delete(f.groupByHash, g.hash)
+		} else {
+			f.groupByHash[g.hash] = g.sameHash
+		}
+		return
+	}
+	for p.sameHash != g {
+		p = p.sameHash
+	}
+	p.sameHash = g.sameHash
+}
+
+func groupHash(fl *Flow) uint64 {
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) { h = (h ^ v) * 1099511628211 }
+	for _, hp := range fl.route.Hops {
+		mix(uint64(hp.Link.index)<<2 | uint64(hp.Dir)<<1 | b2u(hp.Load))
+		mix(math.Float64bits(hp.Weight))
+	}
+	mix(math.Float64bits(fl.cap))
+	mix(math.Float64bits(fl.share))
+	return h
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sameHops(a, b []Hop) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *group) less(a, b *Flow) bool {
+	if a.offset != b.offset {
+		return a.offset < b.offset
+	}
+	return a.seq < b.seq
+}
+
+func (g *group) push(fl *Flow) {
+	h := append(g.members, fl)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !g.less(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	g.members = h
+	g.n = len(h)
+	g.newTop = g.newTop || h[0] == fl
+}
+
+// pop takes the member with the least remaining bytes out of g.
+func (g *group) pop() *Flow {
+	h := g.members
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = nil
+	h = h[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && g.less(h[c+1], h[c]) {
+			c++
+		}
+		if !g.less(h[c], h[i]) {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	g.members = h
+	g.n = n
+	g.newTop = true
+	return top
+}
+
+// reuseGroups makes the groups emptied before this recompute available to
+// join: the recompute has purged them from every resource's members, and
+// nothing else refers to an emptied group.
+func (f *Fabric) reuseGroups() {
+	for i, g := range f.emptied {
+		g.hops, g.loads = nil, nil
+		f.freeGroups = append(f.freeGroups, g)
+		f.emptied[i] = nil
+	}
+	f.emptied = f.emptied[:0]
+}
