@@ -139,25 +139,9 @@ func runBarVsDMA(c *Context) error {
 	if len(rates) != 1 || !(rates[0] > 0) || math.IsInf(rates[0], 0) {
 		return usagef("--set kernel_rate: one rate in GB/s, above 0")
 	}
-	specs := []*platform.Spec{c.Machine.Spec}
-	names := c.Value("platforms")
-	if names == "" && c.Machine.Spec.Name == c.Scenario.Platform {
-		names = strings.Join(bvDefaultPlatforms, ",")
-	}
-	if names != "" {
-		specs = specs[:0]
-		for _, n := range strings.Split(names, ",") {
-			n = strings.TrimSpace(n)
-			if n == c.Machine.Spec.Name {
-				specs = append(specs, c.Machine.Spec) // with its --set changes
-				continue
-			}
-			s, err := platform.Resolve(n)
-			if err != nil {
-				return usagef("--set platforms=%s: %v", names, err)
-			}
-			specs = append(specs, s)
-		}
+	specs, err := platformsParam(c, bvDefaultPlatforms)
+	if err != nil {
+		return err
 	}
 	opt := c.Options()
 	opt.Progress, opt.Trace = nil, false

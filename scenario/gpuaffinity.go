@@ -108,25 +108,9 @@ func runGPUAffinity(c *Context) error {
 	if size <= 0 || size > gaMaxSize {
 		return usagef("--set size: %s: a copy is 1 B to %s", report.FormatBytes(size), report.FormatBytes(gaMaxSize))
 	}
-	specs := []*platform.Spec{c.Machine.Spec}
-	names := c.Value("platforms")
-	if names == "" && c.Machine.Spec.Name == c.Scenario.Platform {
-		names = strings.Join(gaDefaultPlatforms, ",")
-	}
-	if names != "" {
-		specs = specs[:0]
-		for _, n := range strings.Split(names, ",") {
-			n = strings.TrimSpace(n)
-			if n == c.Machine.Spec.Name {
-				specs = append(specs, c.Machine.Spec) // with its --set changes
-				continue
-			}
-			s, err := platform.Resolve(n)
-			if err != nil {
-				return usagef("--set platforms=%s: %v", names, err)
-			}
-			specs = append(specs, s)
-		}
+	specs, err := platformsParam(c, gaDefaultPlatforms)
+	if err != nil {
+		return err
 	}
 	var dirs []xfer.Direction
 	for _, d := range c.List("directions") {

@@ -88,25 +88,9 @@ func runGPUDirect(c *Context) error {
 			return usagef("--set sizes: %s: a message is 1 B to %s", report.FormatBytes(n), report.FormatBytes(gdMaxSize))
 		}
 	}
-	specs := []*platform.Spec{c.Machine.Spec}
-	names := c.Value("platforms")
-	if names == "" && c.Machine.Spec.Name == c.Scenario.Platform {
-		names = strings.Join(gdDefaultPlatforms, ",")
-	}
-	if names != "" {
-		specs = specs[:0]
-		for _, n := range strings.Split(names, ",") {
-			n = strings.TrimSpace(n)
-			if n == c.Machine.Spec.Name {
-				specs = append(specs, c.Machine.Spec) // with its --set changes
-				continue
-			}
-			s, err := platform.Resolve(n)
-			if err != nil {
-				return usagef("--set platforms=%s: %v", names, err)
-			}
-			specs = append(specs, s)
-		}
+	specs, err := platformsParam(c, gdDefaultPlatforms)
+	if err != nil {
+		return err
 	}
 	opt := c.Options()
 	opt.Progress, opt.Trace = nil, false

@@ -1,7 +1,10 @@
 package scenario
 
 import (
+	"strings"
+
 	"github.com/dmalab/dmalab"
+	"github.com/dmalab/dmalab/platform"
 )
 
 // The registry's types and functions under the names this package has
@@ -53,4 +56,33 @@ func noGPUIn(platform string, gpus, i int) error {
 		return usagef("platform %s has no GPU; this scenario needs one", platform)
 	}
 	return usagef("--set gpu=%d: platform %s has %d GPU(s); there is no GPU %d", i, platform, gpus, i)
+}
+
+// platformsParam is the platforms a scenario with a `platforms` parameter
+// runs on: the names given (the run's own platform with its --set
+// changes where named), or, when none are given and the run is on the
+// scenario's default platform, defaults; otherwise the run's platform.
+func platformsParam(c *Context, defaults []string) ([]*platform.Spec, error) {
+	specs := []*platform.Spec{c.Machine.Spec}
+	names := c.Value("platforms")
+	if names == "" && c.Machine.Spec.Name == c.Scenario.Platform {
+		names = strings.Join(defaults, ",")
+	}
+	if names == "" {
+		return specs, nil
+	}
+	specs = specs[:0]
+	for _, n := range strings.Split(names, ",") {
+		n = strings.TrimSpace(n)
+		if n == c.Machine.Spec.Name {
+			specs = append(specs, c.Machine.Spec) // with its --set changes
+			continue
+		}
+		s, err := platform.Resolve(n)
+		if err != nil {
+			return nil, usagef("--set platforms=%s: %v", names, err)
+		}
+		specs = append(specs, s)
+	}
+	return specs, nil
 }
