@@ -58,7 +58,7 @@ func TestSocketLinkStructure(t *testing.T) {
 // protocol dmalab knows.
 func TestSocketLinkErrors(t *testing.T) {
 	for _, tt := range []struct{ link, want string }{
-		{"  - {name: l, a: 0, b: 1, links: 4, link_rate: 32 GB/s, efficiency: 0.9, bandwidth: 100 GB/s}\n", "socket_links[0].bandwidth"},
+		{"  - {name: l, a: 0, b: 1, links: 4, link_rate: 32 GB/s, efficiency: 0.9, bandwidth: -1 GB/s}\n", "socket_links[0].bandwidth"},
 		{"  - {name: l, a: 0, b: 1, links: 4, link_rate: 32 GB/s}\n", "socket_links[0].efficiency"},
 		{"  - {name: l, a: 0, b: 1, links: 4, efficiency: 0.9}\n", "socket_links[0].link_rate"},
 		{"  - {name: l, a: 0, b: 1, link_rate: 32 GB/s, efficiency: 1.5}\n", "socket_links[0].links"},
@@ -69,6 +69,23 @@ func TestSocketLinkErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want one at %s", strings.TrimSpace(tt.link), err, tt.want)
 		}
+	}
+}
+
+// TestSocketLinkBandwidthReplacesStructure: a fixed bandwidth given beside
+// the structure (a what-if --set on a preset) is the link's rate.
+func TestSocketLinkBandwidthReplacesStructure(t *testing.T) {
+	s, err := Resolve("2s-4gpu-pcie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	structured := s.SocketLinks[0].Rate()
+	s, err = Set(s, "socket_links.upi.bandwidth", "50 GB/s")
+	if err != nil {
+		t.Fatalf("--set socket_links.upi.bandwidth on a structured link: %v", err)
+	}
+	if got := s.SocketLinks[0].Rate(); got != 50e9 || got == structured {
+		t.Errorf("rate %v, want the 50 GB/s given (structure gives %v)", got, structured)
 	}
 }
 

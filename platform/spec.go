@@ -200,6 +200,10 @@ type SocketLink struct {
 // Rate is the link's capacity per direction: Links × LinkRate ×
 // Efficiency when the structure is given, else Bandwidth.
 func (l SocketLink) Rate() Rate {
+	if l.Bandwidth.V > 0 {
+		// A fixed bandwidth replaces the structure (validate.go).
+		return l.Bandwidth.V
+	}
 	if l.Links.V > 0 {
 		return Rate(float64(l.Links.V) * float64(l.LinkRate.V) * l.Efficiency.V)
 	}

@@ -945,8 +945,10 @@ func (v *validator) fabric() {
 }
 
 // socketLinkRate checks a socket link's capacity: its structure (links,
-// link_rate, efficiency, all three) or a fixed bandwidth, one of the
-// two; and a protocol dmalab knows, if any.
+// link_rate, efficiency, all three) or a fixed bandwidth; a bandwidth
+// given beside the structure replaces it (a measured rate, or a what-if
+// `--set platform.socket_links.upi.bandwidth=...`, as before the link
+// had a structure); and a protocol dmalab knows, if any.
 func (v *validator) socketLinkRate(p string, l SocketLink) {
 	switch l.Protocol {
 	case "", "upi", "xgmi":
@@ -959,7 +961,7 @@ func (v *validator) socketLinkRate(p string, l SocketLink) {
 		return
 	}
 	if given(v, p+".bandwidth", l.Bandwidth) {
-		v.add(p+".bandwidth", "given with links, link_rate and efficiency: describe the link one way (the structure, or a fixed bandwidth)")
+		positive(v, p+".bandwidth", l.Bandwidth)
 	}
 	positive(v, p+".links", l.Links)
 	positive(v, p+".link_rate", l.LinkRate)
