@@ -260,7 +260,7 @@ func (d *Device) StartTransfer(t *Transfer, done func(*TransferInfo)) (sim.Time,
 	if t.Engine != nil || t.Overhead != 0 {
 		return 0, fmt.Errorf("dma: %s: transfer %s: an engine or overhead needs a process (Transfer)", d.name, t.Name)
 	}
-	return d.start(t, func(i *TransferInfo) { d.report(i); done(i) }), nil
+	return d.start(t, true, done), nil
 }
 
 func (d *Device) checkTransfer(t *Transfer) error {
@@ -274,10 +274,15 @@ func (d *Device) checkTransfer(t *Transfer) error {
 }
 
 // start runs a transfer without engine or overhead from event context;
-// done gets the result. It returns the translation's cost.
-func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
+// done gets the result (after d.report when report is set). It returns
+// the translation's cost. The info handed to done lives in one
+// allocation with the transfer's state, whose steps are methods rather
+// than per-call closures.
+func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.Time {
 	eng := d.dma.eng
-	info := &TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: eng.Now()}
+	x := &startXfer{d: d, report: report, done: done}
+	info := &x.info
+	*info = TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: eng.Now()}
 	var err error
 	t, info.Peer, err = d.peer(t)
 	var route fabric.Route
@@ -287,51 +292,82 @@ func (d *Device) start(t *Transfer, done func(*TransferInfo)) sim.Time {
 	if err != nil {
 		info.Err = err
 		info.Start, info.End = eng.Now(), eng.Now()
-		done(info)
+		x.finish()
 		return 0
 	}
 	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
-	lead, opts := d.readLimit(t, route)
-	reads, writes, _ := d.translateAll(t, info)
-	var data []byte
-	flow := func() {
-		info.Flow = d.dma.mach.Fabric.Start(t.Name, route, t.Bytes, opts...)
-		info.Flow.Done().OnComplete(func() {
-			info.Move = eng.Now() - info.Start
-			land := func() {
-				info.End = eng.Now()
-				d.writeRanges(writes, data)
-				done(info)
-			}
-			if tail := info.translateTail(eng.Now()); tail > 0 {
-				eng.After(tail, land)
-			} else {
-				land()
-			}
-		})
-	}
-	move := func() {
-		info.Start = eng.Now()
-		info.Data = d.readRanges(reads)
-		data = info.Data
-		if len(t.Read) == 0 {
-			data = t.Data
-		}
-		if lead > 0 {
-			eng.After(lead, flow)
-		} else {
-			flow()
-		}
-	}
+	x.t, x.route = t, route
+	x.lead, x.opts = d.readLimit(t, route)
+	x.reads, x.writes, _ = d.translateAll(t, info)
 	if info.Translate > 0 {
-		eng.After(info.Translate, move)
+		eng.After(info.Translate, x.move)
 	} else {
-		move()
+		x.move()
 	}
 	// The bytes move after the translation and, for a read, its
 	// request's way out.
-	return info.Translate + lead
+	return info.Translate + x.lead
+}
+
+// startXfer is one transfer's state from start to done; info is the
+// TransferInfo handed to done.
+type startXfer struct {
+	info          TransferInfo
+	d             *Device
+	t             *Transfer
+	route         fabric.Route
+	report        bool
+	done          func(*TransferInfo)
+	lead          sim.Time
+	opts          []fabric.Option
+	reads, writes []mem.PhysRange
+	data          []byte
+}
+
+func (x *startXfer) finish() {
+	if x.report {
+		x.d.report(&x.info)
+	}
+	x.done(&x.info)
+}
+
+func (x *startXfer) move() {
+	eng := x.d.dma.eng
+	info := &x.info
+	info.Start = eng.Now()
+	info.Data = x.d.readRanges(x.reads)
+	x.data = info.Data
+	if len(x.t.Read) == 0 {
+		x.data = x.t.Data
+	}
+	if x.lead > 0 {
+		eng.After(x.lead, x.flow)
+	} else {
+		x.flow()
+	}
+}
+
+func (x *startXfer) flow() {
+	info := &x.info
+	info.Flow = x.d.dma.mach.Fabric.Start(x.t.Name, x.route, x.t.Bytes, x.opts...)
+	info.Flow.Done().OnComplete(x.moved)
+}
+
+func (x *startXfer) moved() {
+	eng := x.d.dma.eng
+	x.info.Move = eng.Now() - x.info.Start
+	if tail := x.info.translateTail(eng.Now()); tail > 0 {
+		eng.After(tail, x.land)
+	} else {
+		x.land()
+	}
+}
+
+func (x *startXfer) land() {
+	x.info.End = x.d.dma.eng.Now()
+	x.d.writeRanges(x.writes, x.data)
+	x.finish()
 }
 
 // readLimit is what t's reads add to its flow (machine.ReadLimit): the
