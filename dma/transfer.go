@@ -192,7 +192,7 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
 	lead, opts := d.readLimit(t, route)
-	reads, writes, err := d.translateAll(t, &info)
+	reads, writes, err := d.translateAll(t, &info, nil, nil)
 	p.Sleep(info.Translate)
 	info.Start = p.Now()
 	info.Data = d.readRanges(reads)
@@ -231,13 +231,14 @@ func (i *TransferInfo) translateTail(now sim.Time) sim.Time {
 }
 
 // translateAll translates t's reads and writes, adding their cost to
-// info.Translate and their first bus error to info.Err.
-func (d *Device) translateAll(t *Transfer, info *TransferInfo) (reads, writes []mem.PhysRange, err error) {
-	reads, cost, rerr := d.translate(t.Read, false)
+// info.Translate and their first bus error to info.Err. The ranges are
+// appended to rbuf and wbuf (nil for fresh slices).
+func (d *Device) translateAll(t *Transfer, info *TransferInfo, rbuf, wbuf []mem.PhysRange) (reads, writes []mem.PhysRange, err error) {
+	reads, cost, rerr := d.translateInto(rbuf, t.Read, false)
 	var wcost xlat
 	var werr error
 	if rerr == nil || !t.Dependent {
-		writes, wcost, werr = d.translate(t.Write, true)
+		writes, wcost, werr = d.translateInto(wbuf, t.Write, true)
 	}
 	c := cost.add(wcost)
 	info.Translate += c.lead
@@ -299,7 +300,7 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 	info.Route = route
 	x.t, x.route = t, route
 	x.lead, x.opts = d.readLimit(t, route)
-	x.reads, x.writes, _ = d.translateAll(t, info)
+	x.reads, x.writes, _ = d.translateAll(t, info, x.rbuf[:0], x.wbuf[:0])
 	if info.Translate > 0 {
 		eng.After(info.Translate, x.move)
 	} else {
@@ -323,6 +324,9 @@ type startXfer struct {
 	opts          []fabric.Option
 	reads, writes []mem.PhysRange
 	data          []byte
+	// rbuf and wbuf back reads and writes of a few ranges, saving
+	// their allocations.
+	rbuf, wbuf [2]mem.PhysRange
 }
 
 func (x *startXfer) finish() {
@@ -426,7 +430,11 @@ func (d *Device) route(t *Transfer) (fabric.Route, error) {
 // (OpDeviceAccess) before it happens; a span that fails is dropped from
 // the memory effect and its error returned.
 func (d *Device) translate(spans []Span, write bool) ([]mem.PhysRange, xlat, error) {
-	var out []mem.PhysRange
+	return d.translateInto(nil, spans, write)
+}
+
+// translateInto is translate appending the ranges to out.
+func (d *Device) translateInto(out []mem.PhysRange, spans []Span, write bool) ([]mem.PhysRange, xlat, error) {
 	var cost xlat
 	var errs []error
 	for _, s := range spans {
