@@ -298,7 +298,8 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 	}
 	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
-	x.t, x.route = t, route
+	x.name, x.bytes, x.route = t.Name, t.Bytes, route
+	x.noRead, x.tdata = len(t.Read) == 0, t.Data
 	x.lead, x.opts = d.readLimit(t, route)
 	x.reads, x.writes, _ = d.translateAll(t, info, x.rbuf[:0], x.wbuf[:0])
 	if info.Translate > 0 {
@@ -316,7 +317,10 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 type startXfer struct {
 	info          TransferInfo
 	d             *Device
-	t             *Transfer
+	name          string
+	bytes         int64
+	noRead        bool // the transfer reads no span: its bytes are tdata
+	tdata         []byte
 	route         fabric.Route
 	report        bool
 	done          func(*TransferInfo)
@@ -342,8 +346,8 @@ func (x *startXfer) move() {
 	info.Start = eng.Now()
 	info.Data = x.d.readRanges(x.reads)
 	x.data = info.Data
-	if len(x.t.Read) == 0 {
-		x.data = x.t.Data
+	if x.noRead {
+		x.data = x.tdata
 	}
 	if x.lead > 0 {
 		eng.After(x.lead, x.flow)
@@ -354,7 +358,7 @@ func (x *startXfer) move() {
 
 func (x *startXfer) flow() {
 	info := &x.info
-	info.Flow = x.d.dma.mach.Fabric.Start(x.t.Name, x.route, x.t.Bytes, x.opts...)
+	info.Flow = x.d.dma.mach.Fabric.Start(x.name, x.route, x.bytes, x.opts...)
 	info.Flow.Done().OnComplete(x.moved)
 }
 
