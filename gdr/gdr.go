@@ -449,6 +449,28 @@ func (mp *Mapping) vram(off, size uint64) ([]mem.PhysRange, error) {
 // writer names the CPU as the agent in VRAM's version records.
 func (h *Handle) writer() string { return fmt.Sprintf("cpu(%s) via gdr", h.kp.Name()) }
 
+// copyPrologue is what both copies check and find before they move
+// bytes: the call's event, the access allowed, the VRAM behind the
+// range, and the path between the CPU and the GPU (toGPU: the stores'
+// direction). On an error, the event to fail with.
+func (h *Handle) copyPrologue(op Op, call string, mp *Mapping, off, size uint64, toGPU bool) (ev Event, ranges []mem.PhysRange, route fabric.Route, lat sim.Time, err error) {
+	ev = h.event(op, call)
+	ev.Offset, ev.Size = off, size
+	if mp != nil {
+		ev.VA, ev.Addr, ev.Device = mp.VA, mp.mh.addr+mem.GPUAddr(off), mp.mh.dev.Index
+	}
+	if err = h.access(call, mp, off, size); err != nil {
+		return ev, nil, fabric.Route{}, 0, err
+	}
+	if ranges, err = mp.vram(off, size); err != nil {
+		return ev, nil, fabric.Route{}, 0, fmt.Errorf("%s: %w", call, err)
+	}
+	if route, lat, err = h.path(mp.mh, toGPU); err != nil {
+		return ev, nil, fabric.Route{}, 0, fmt.Errorf("%s: %w", call, err)
+	}
+	return ev, ranges, route, lat, nil
+}
+
 // CopyToMapping is gdr_copy_to_mapping: thread t stores data at offset
 // off of the mapping. The thread pays StoreOverhead and the bytes at
 // WCStoreRate, capped by the fabric on the path to the GPU; the writes
@@ -459,21 +481,9 @@ func (h *Handle) CopyToMapping(t *sim.Proc, mp *Mapping, off uint64, data []byte
 	const call = "gdr_copy_to_mapping"
 	d := h.d
 	size := uint64(len(data))
-	ev := h.event(OpCopyTo, call)
-	ev.Offset, ev.Size = off, size
-	if mp != nil {
-		ev.VA, ev.Addr, ev.Device = mp.VA, mp.mh.addr+mem.GPUAddr(off), mp.mh.dev.Index
-	}
-	if err := h.access(call, mp, off, size); err != nil {
+	ev, ranges, route, lat, err := h.copyPrologue(OpCopyTo, call, mp, off, size, true)
+	if err != nil {
 		return d.fail(t, ev, err)
-	}
-	ranges, err := mp.vram(off, size)
-	if err != nil {
-		return d.fail(t, ev, fmt.Errorf("%s: %w", call, err))
-	}
-	route, lat, err := h.path(mp.mh, true)
-	if err != nil {
-		return d.fail(t, ev, fmt.Errorf("%s: %w", call, err))
 	}
 	start := t.Now()
 	t.Sleep(StoreOverhead)
@@ -526,21 +536,9 @@ func (h *Handle) CopyFromMapping(t *sim.Proc, mp *Mapping, off uint64, buf []byt
 	const call = "gdr_copy_from_mapping"
 	d := h.d
 	size := uint64(len(buf))
-	ev := h.event(OpCopyFrom, call)
-	ev.Offset, ev.Size = off, size
-	if mp != nil {
-		ev.VA, ev.Addr, ev.Device = mp.VA, mp.mh.addr+mem.GPUAddr(off), mp.mh.dev.Index
-	}
-	if err := h.access(call, mp, off, size); err != nil {
+	ev, ranges, route, lat, err := h.copyPrologue(OpCopyFrom, call, mp, off, size, false)
+	if err != nil {
 		return d.fail(t, ev, err)
-	}
-	ranges, err := mp.vram(off, size)
-	if err != nil {
-		return d.fail(t, ev, fmt.Errorf("%s: %w", call, err))
-	}
-	route, lat, err := h.path(mp.mh, false)
-	if err != nil {
-		return d.fail(t, ev, fmt.Errorf("%s: %w", call, err))
 	}
 	rtt := 2 * lat
 	start := t.Now()
