@@ -51,7 +51,7 @@ func TestCalibrateValidateRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPaths := []string{"gpus.gpu0.link.efficiency", "gpus.gpu0.copy_overhead", "gpus.gpu0.copy_completion", "gpus.gpu0.uvm.fault_latency",
-		"gpus.gpu0.uvm.fault_page_cost", "gpus.gpu0.pin_cost", "gpus.gpu0.unpin_cost", "nodes.0.memcpy_rate"}
+		"gpus.gpu0.uvm.fault_page_cost", "gpus.gpu0.uvm.cpu_map_cost", "gpus.gpu0.pin_cost", "gpus.gpu0.unpin_cost", "nodes.0.memcpy_rate"}
 	got := map[string]Change{}
 	for _, c := range changes {
 		got[c.Path] = c
@@ -377,5 +377,38 @@ func TestPredictPointerChase(t *testing.T) {
 	_, err = m.Predict(0, &probe.Measurement{Family: probe.FamilyLatency, Path: "pageable", Operation: "pointer_chase", SizeBytes: 1 << 20})
 	if !errors.Is(err, ErrNotModelled) {
 		t.Errorf("a chase through pageable memory: %v, want ErrNotModelled", err)
+	}
+}
+
+// TestValidateNewRun is the proof on the developers' own runs:
+// h200-pcie calibrated from one whole probe run of 2026-11-29 predicts
+// another run of the same day, on the same lent H200 machine, that no
+// parameter was fitted to, within the goals per class (bandwidth 5 %,
+// latency 10 %, unified-memory faults 15 %).
+func TestValidateNewRun(t *testing.T) {
+	const from, to = "../docs/measurements/2026-11-29-h200-probe-1.json", "../docs/measurements/2026-11-29-h200-probe-2.json"
+	spec, changes, _, err := Calibrate(readReport(t, from), from, preset(t, "h200-pcie"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := false
+	for _, c := range changes {
+		mapped = mapped || (c.Path == "gpus.gpu0.uvm.cpu_map_cost" && !c.AtBound)
+	}
+	if !mapped {
+		t.Errorf("uvm.cpu_map_cost not calibrated from the device-to-host prefetch: %v", changes)
+	}
+	v, err := Validate(readReport(t, to), to, spec, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goal := map[Class]float64{ClassBandwidth: 5, ClassLatency: 10, ClassUnified: 15}
+	for _, c := range v.Classes {
+		if c.CalibrationRows != 0 {
+			t.Errorf("class %s: %d calibration rows in a report nothing was calibrated from", c.Class, c.CalibrationRows)
+		}
+		if c.MedianAbsErrorPct == nil || *c.MedianAbsErrorPct > goal[c.Class] {
+			t.Errorf("class %s: median |error| %v %%, goal %v %%", c.Class, c.MedianAbsErrorPct, goal[c.Class])
+		}
 	}
 }

@@ -24,6 +24,7 @@ var Parameters = []string{
 	"gpus[i].uvm.fault_latency: unified managed-fault single_thread_read at the largest stride (one isolated fault: the per-batch cost, with one entry, one block and 16 pages)",
 	"gpus[i].uvm.fault_page_cost: unified managed-fault single_thread_read at the smallest stride (its median faults move 32 and 64 pages, the isolated one 16)",
 	"gpus[i].uvm.fault_entry_cost: unified managed-fault read (many threads, 256 entries a batch, one block a batch)",
+	"gpus[i].uvm.cpu_map_cost: unified managed-prefetch d2h at the largest size (no faults: the copy, the per-block cost, and per page the CPU's allocation and page-table insertion)",
 	"gpus[i].pin_cost and unpin_cost: pin register and unregister at the largest size",
 	"nodes[n].memcpy_rate: host_memcpy memcpy (Go's copy where the report has no C memcpy row), on the first GPU's node",
 	"nodes[n].stream_rate: host_memcpy stream_out, on the first GPU's node",
@@ -192,6 +193,13 @@ func (c *calibrator) faults(g *probe.GPUReport, gi int, at string) error {
 	if row := pick(g, true, size, is(probe.FamilyUnified, probe.PathManagedFault, probe.H2D, "read")); row == nil {
 		c.notef("gpu%d: no unified managed-fault read row: uvm.fault_entry_cost keeps its value", gi)
 	} else if err := c.solveClamped(gi, row, at+"uvm.fault_entry_cost", 1e-9, 2e-6, timeText, true); err != nil {
+		return err
+	}
+	// A prefetch to the CPU faults nothing: beyond its copy and per-block
+	// work, its time is the pages made resident in system memory.
+	if row := pick(g, true, size, is(probe.FamilyUnified, probe.PathManagedPrefetch, probe.D2H, "")); row == nil {
+		c.notef("gpu%d: no unified managed-prefetch d2h row: uvm.cpu_map_cost keeps its value", gi)
+	} else if err := c.solveClamped(gi, row, at+"uvm.cpu_map_cost", 1e-9, 20e-6, timeText, true); err != nil {
 		return err
 	}
 	return nil

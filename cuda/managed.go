@@ -126,6 +126,7 @@ func params(m *machine.Machine) uvm.Params {
 	}
 	p.FaultEntryCost = u.EntryCost()
 	p.FaultPageCost = u.PageCost()
+	p.CPUMapPageCost = u.MapCost()
 	// The migration is the copy engine's read of host memory: its
 	// request's way out (machine.ReadLimit's lead) is in the measured
 	// round trip too.

@@ -202,7 +202,7 @@ func TestGPUErrors(t *testing.T) {
 		{"fault latency written as zero", uvm("fault_latency: 0s"),
 			`t.yaml:20: gpus[0].uvm.fault_latency: must be positive (leave it out for the default 21.92us), got 0s`},
 		{"unknown uvm field", uvm("fault_batches: 256"),
-			`t.yaml:20: gpus[0].uvm.fault_batches: unknown field (did you mean "fault_batch"?); fields here: fault_batch, max_batches, prefetch_threshold, thrashing_threshold, thrashing_lapse, thrashing_pin_lapses, thrashing_epoch_lapses, fault_latency, fault_entry_cost, fault_page_cost`},
+			`t.yaml:20: gpus[0].uvm.fault_batches: unknown field (did you mean "fault_batch"?); fields here: fault_batch, max_batches, prefetch_threshold, thrashing_threshold, thrashing_lapse, thrashing_pin_lapses, thrashing_epoch_lapses, fault_latency, fault_entry_cost, fault_page_cost, cpu_map_cost`},
 		{"uvm as a list", gpuField("uvm: [256]"), `t.yaml:20: gpus[0].uvm: want a mapping, got a list`},
 		{"bad integrated flag", func(t *testing.T) string { return editSoC(t, "integrated: true", "integrated: yes") },
 			`t.yaml:11: gpus[0].integrated: bad boolean "yes": want true or false`},
@@ -324,7 +324,7 @@ func TestSetGPUErrors(t *testing.T) {
 		{"h200-pcie", "gpus.gpu0.uvm.thrashing_threshold", "8",
 			`set gpus.gpu0.uvm.thrashing_threshold: gpus[0].uvm.thrashing_threshold: want 1..7 migrations (uvm_perf_thrashing_threshold, a 3-bit count; leave it out for the driver's default 3), got 8`},
 		{"h200-pcie", "gpus.gpu0.uvm.prefetch", "51",
-			`set gpus.gpu0.uvm.prefetch: bad field path: gpus[0].uvm has no field "prefetch" (fields: fault_batch, max_batches, prefetch_threshold, thrashing_threshold, thrashing_lapse, thrashing_pin_lapses, thrashing_epoch_lapses, fault_latency, fault_entry_cost, fault_page_cost)`},
+			`set gpus.gpu0.uvm.prefetch: bad field path: gpus[0].uvm has no field "prefetch" (fields: fault_batch, max_batches, prefetch_threshold, thrashing_threshold, thrashing_lapse, thrashing_pin_lapses, thrashing_epoch_lapses, fault_latency, fault_entry_cost, fault_page_cost, cpu_map_cost)`},
 		{"h200-pcie", "gpus.gpu0.integrated", "true", strings.Join([]string{
 			`set gpus.gpu0.integrated: gpus[0].node: missing: want the NUMA node whose DRAM the integrated GPU shares`,
 			`gpus[0].parent: want it left out: an integrated GPU is not on PCIe: it shares node 0's DRAM`,

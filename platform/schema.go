@@ -42,7 +42,7 @@ var yamlNames = map[string]string{
 	"FaultBatch": "fault_batch", "MaxBatches": "max_batches", "PrefetchThreshold": "prefetch_threshold",
 	"ThrashingThreshold": "thrashing_threshold", "ThrashingLapse": "thrashing_lapse",
 	"ThrashingPinLapses": "thrashing_pin_lapses", "ThrashingEpochLapses": "thrashing_epoch_lapses",
-	"FaultLatency": "fault_latency", "FaultEntryCost": "fault_entry_cost", "FaultPageCost": "fault_page_cost",
+	"FaultLatency": "fault_latency", "FaultEntryCost": "fault_entry_cost", "FaultPageCost": "fault_page_cost", "CPUMapCost": "cpu_map_cost",
 
 	"Kind": "kind", "LineRate": "line_rate", "PixelRate": "pixel_rate", "DMAEngines": "dma_engines",
 	"NonCoherentDMA": "noncoherent_dma", "DMAMaskBits": "dma_mask_bits", "ATS": "ats",

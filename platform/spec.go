@@ -460,6 +460,13 @@ type UVM struct {
 	// resident on the faulting GPU, faulted or prefetched
 	// (uvm_va_block_service_locked's per-page work in uvm_va_block.c).
 	FaultPageCost Param[sim.Time]
+	// CPUMapCost is what one 4 KiB page made resident in system memory
+	// by a migration costs the driver beyond the copy: its share of the
+	// CPU chunk's allocation and DMA mapping for the copying GPU, and
+	// its insertion into the process's page table, which UVM does one
+	// page at a time (block_map_cpu_page_to in uvm_va_block.c:
+	// vm_insert_page under the VMA wrapper's lock).
+	CPUMapCost Param[sim.Time]
 }
 
 // Device is a DMA-capable device other than a GPU: on PCIe, or on an
@@ -749,6 +756,11 @@ const (
 	// (docs/measurements/2026-11-21-h200-cli-probe.txt,
 	// docs/measurements/2026-11-25-um-fidelity.md).
 	DefaultFaultPageCost = 160 * sim.Nanosecond
+	// DefaultCPUMapCost: assumed equal to pinning one 4 KiB page
+	// (cuMemHostRegister, 35 ms per GiB measured on the H200 machine
+	// 2026-11-21), the same kind of per-page kernel work; a platform
+	// calibrates it from the probe's device-to-host prefetch.
+	DefaultCPUMapCost = 133 * sim.Nanosecond
 	// HostPage is the page size PinCost and UnpinCost are counted in.
 	HostPage Bytes = 4 << 10
 )
@@ -837,6 +849,10 @@ func (u UVM) EntryCost() sim.Time { return orDefault(u.FaultEntryCost.V, Default
 // PageCost returns the per-page fault service cost,
 // DefaultFaultPageCost when unset.
 func (u UVM) PageCost() sim.Time { return orDefault(u.FaultPageCost.V, DefaultFaultPageCost) }
+
+// MapCost returns the per-page cost of making a page resident in system
+// memory, DefaultCPUMapCost when unset.
+func (u UVM) MapCost() sim.Time { return orDefault(u.CPUMapCost.V, DefaultCPUMapCost) }
 
 func lapses(lapse sim.Time, n int) sim.Time {
 	if lapse > 0 && sim.Time(n) > sim.Forever/lapse {

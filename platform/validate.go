@@ -562,6 +562,7 @@ func (v *validator) uvm(p string, u UVM) {
 	v.optionalTime(p+".fault_latency", u.FaultLatency, DefaultFaultLatency)
 	v.optionalTime(p+".fault_entry_cost", u.FaultEntryCost, DefaultFaultEntryCost)
 	v.optionalTime(p+".fault_page_cost", u.FaultPageCost, DefaultFaultPageCost)
+	v.optionalTime(p+".cpu_map_cost", u.CPUMapCost, DefaultCPUMapCost)
 }
 
 // pixels checks the fields of the video devices: a camera needs its

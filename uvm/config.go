@@ -231,8 +231,10 @@ const (
 	// cuMemHostRegister costs 35 ms per GiB on the H200 machine
 	// (measured 2026-11-21; h200-pcie pin_cost), 133 ns per 4 KiB page,
 	// which is the same kind of per-page kernel work (a page-table
-	// walk, a reference, a mapping under mmap_lock). No unified-memory
-	// measurement went into it.
+	// walk, a reference, a mapping under mmap_lock). An integrator
+	// calibrates it (platform's uvm.cpu_map_cost, which dmalab calibrate
+	// solves from the probe's device-to-host prefetch: 134 ns on the
+	// H200 VM of 2026-11-21, 325 ns on that of 2026-11-29).
 	DefaultCPUMapPageCost = 133 * sim.Nanosecond
 )
 
