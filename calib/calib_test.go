@@ -411,4 +411,18 @@ func TestValidateNewRun(t *testing.T) {
 			t.Errorf("class %s: median |error| %v %%, goal %v %%", c.Class, c.MedianAbsErrorPct, goal[c.Class])
 		}
 	}
+
+	// The same platform on a copy-engine size sweep of that day (4 KiB to
+	// 4 MiB, queued copies): each copy's stream cost is what makes small
+	// copies slow, and no row is off by more than 15 %.
+	const sweep = "../docs/measurements/2026-11-29-h200-ce-sweep.json"
+	v, err = Validate(readReport(t, sweep), sweep, spec, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range v.Rows {
+		if r.ErrorPct == nil || math.Abs(*r.ErrorPct) > 15 {
+			t.Errorf("%s: error %v %%", r.Row, r.ErrorPct)
+		}
+	}
 }

@@ -144,7 +144,10 @@ func (m *Model) Predict(ordinal int, meas *probe.Measurement) (float64, error) {
 // ceCopy is a copy-engine row: the transfers scenario's copy, less the
 // per-call overhead the probe's method hides (its copies are queued
 // behind a spin kernel and timed between events on the GPU, so the
-// host's share of a call is not in them).
+// host's share of a call is not in them), plus what each copy queued in
+// a stream costs the GPU (gpu.CopyStreamOverhead: the copy engine's
+// method fetch, set-up and semaphore release, which back-to-back copies
+// pay one after the other).
 func (m *Model) ceCopy(ordinal int, meas *probe.Measurement) (float64, error) {
 	path, dir := xfer.Path(meas.Path), xfer.Direction(meas.Direction)
 	gi, peer := ordinal, -1
@@ -180,7 +183,7 @@ func (m *Model) ceCopy(ordinal int, meas *probe.Measurement) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	t := row.Seconds - m.Spec.GPUs[gi].CopyOverhead.V.Seconds()
+	t := row.Seconds - m.Spec.GPUs[gi].CopyOverhead.V.Seconds() + gpu.CopyStreamOverhead.Seconds()
 	if t <= 0 {
 		return 0, fmt.Errorf("%s: the model's copy (%g s) is shorter than its overhead", meas.Key(), row.Seconds)
 	}
