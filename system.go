@@ -54,6 +54,15 @@ type Options struct {
 	// that cannot be written fails before it); nil keeps the trace in
 	// memory for Trace.Write. Close ends the document.
 	TraceTo io.Writer
+	// TraceInto, when Trace is not set, draws the system into another
+	// system's trace instead of a trace of its own, every process of it
+	// named with TraceName first: a scenario that boots a system per
+	// platform and mode draws each beside the others in the run's trace.
+	// The trace stays the other system's to end.
+	TraceInto *report.Trace
+	// TraceName names the system's processes in TraceInto ("jetson-orin
+	// zero-copy").
+	TraceName string
 	// TraceTimeline, when Trace is set, keeps what report.Trace.Timeline
 	// draws (for an HTML report), growing with the run.
 	TraceTimeline bool
@@ -197,7 +206,9 @@ func boot(spec *platform.Spec, opt Options) (*System, error) {
 		if opt.TraceTimeline {
 			s.Trace.RecordTimeline()
 		}
-		s.tracer = newTracer(s, s.Trace)
+		s.tracer = newTracer(s, s.Trace, "")
+	} else if opt.TraceInto != nil {
+		s.tracer = newTracer(s, opt.TraceInto, opt.TraceName)
 	}
 	if opt.Check {
 		// The DMA-API pack judges cache-line sharing and sg segments with

@@ -84,7 +84,9 @@ func buildVersion() string {
 // and its kind (PCIe generation and width, or an on-chip port such as a
 // Zynq AXI HP port), never by the fabric's internal link names.
 type tracer struct {
-	t    *report.Trace
+	t *report.Trace
+	// name, when set, is the system's name in another system's trace.
+	name string
 	spec *platform.Spec
 	m    *machine.Machine
 	cpu  *report.TraceProcess
@@ -134,9 +136,9 @@ type cpuSpan struct {
 }
 
 // newTracer hooks a tracer on the machine, the DMA layer and the kernel.
-func newTracer(s *System, t *report.Trace) *tracer {
+func newTracer(s *System, t *report.Trace, name string) *tracer {
 	tc := &tracer{
-		t: t, spec: s.Spec, m: s.Machine,
+		t: t, spec: s.Spec, m: s.Machine, name: name,
 		links:   map[linkDir]*linkLoad{},
 		flows:   map[*fabric.Flow]float64{},
 		threads: map[string]*cpuThread{},
@@ -149,6 +151,24 @@ func newTracer(s *System, t *report.Trace) *tracer {
 	s.Engine.CPU.Hook(tc.cpuWork)
 	s.Kernel.Hooks.Hook(func(e *kernel.Event) { tc.named(e.Proc, e.Time, e.Op.String(), e.Cause) })
 	return tc
+}
+
+// process is the trace process called name, after the system's name
+// when it draws into another system's trace.
+func (tc *tracer) process(name string) *report.TraceProcess {
+	if tc.name != "" {
+		name = tc.name + ": " + name
+	}
+	return tc.t.Process(name)
+}
+
+// machine is the process of the machine's links: the trace's first, or
+// the system's own in another system's trace.
+func (tc *tracer) machine() *report.TraceProcess {
+	if tc.name != "" {
+		return tc.t.Process(tc.name)
+	}
+	return tc.t.Machine()
 }
 
 // hookGPU draws the GPUs' kernels, once the CUDA façade is up.
@@ -169,17 +189,17 @@ func (tc *tracer) device(name string) *report.TraceProcess {
 	for _, g := range tc.spec.GPUs {
 		if g.Name == name {
 			if g.Integrated {
-				return tc.t.Process(name + " (integrated GPU)")
+				return tc.process(name + " (integrated GPU)")
 			}
-			return tc.t.Process(fmt.Sprintf("%s (GPU, %s below %s)", name, linkKind(g.Link), g.Parent))
+			return tc.process(fmt.Sprintf("%s (GPU, %s below %s)", name, linkKind(g.Link), g.Parent))
 		}
 	}
 	for _, d := range tc.spec.Devices {
 		if d.Name == name {
-			return tc.t.Process(fmt.Sprintf("%s (%s, %s below %s)", name, d.Kind, linkKind(d.Link), d.Parent))
+			return tc.process(fmt.Sprintf("%s (%s, %s below %s)", name, d.Kind, linkKind(d.Link), d.Parent))
 		}
 	}
-	return tc.t.Process(name)
+	return tc.process(name)
 }
 
 // linkKind is what a device's upstream link is: PCIe of a generation and
@@ -302,7 +322,7 @@ func (tc *tracer) link(l *fabric.Link, d fabric.Dir) *linkLoad {
 	k := linkDir{l, d}
 	ll := tc.links[k]
 	if ll == nil {
-		ll = &linkLoad{c: tc.t.Machine().Counter(tc.linkLabel(l, d), "bytes/s")}
+		ll = &linkLoad{c: tc.machine().Counter(tc.linkLabel(l, d), "bytes/s")}
 		tc.links[k] = ll
 	}
 	return ll
@@ -412,7 +432,7 @@ func (tc *tracer) thread(proc string) *cpuThread {
 		}
 	}
 	if tc.cpu == nil {
-		tc.cpu = tc.t.Process("CPU")
+		tc.cpu = tc.process("CPU")
 	}
 	label := proc
 	if label == "" {
@@ -476,12 +496,12 @@ func (tc *tracer) sortedThreads() []*cpuThread {
 // document. It returns the trace writer's first error; closing again
 // does nothing more.
 func (s *System) closeTrace(runErr error) error {
-	if s.Trace == nil {
-		return nil
-	}
 	if s.tracer != nil {
 		s.tracer.close()
 		s.tracer = nil
+	}
+	if s.Trace == nil {
+		return nil
 	}
 	m := s.Trace.Meta()
 	m.Scenario, m.Platform = s.Result.Scenario, s.Result.Platform

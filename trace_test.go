@@ -219,3 +219,31 @@ func TestTraceRunError(t *testing.T) {
 		t.Errorf("metadata error %q", doc.Metadata.Error)
 	}
 }
+
+// TestTraceInnerSystems: the default scenario, camera-pipeline, boots a
+// system per platform and mode; each draws into the run's trace as
+// processes of its own (the trace was empty when they drew nowhere), and
+// the same run writes the same bytes.
+func TestTraceInnerSystems(t *testing.T) {
+	doc, a, _ := traced(t, "camera-pipeline", "", "frames=4", "modes=copy,mapped")
+	names := doc.names()
+	for _, n := range []string{"jetson-orin copy", "jetson-orin copy: CPU", "jetson-orin mapped: gpu0 (integrated GPU)",
+		"h200-pcie copy: gpu0 (GPU, PCIe Gen5 x16 below rc0)", "h200-pcie mapped: CPU"} {
+		if names[n] != "process_name" {
+			t.Errorf("no process %q in the trace", n)
+		}
+	}
+	slices := map[int]int{}
+	for _, e := range doc.TraceEvents {
+		if e.Ph == "X" || e.Ph == "b" {
+			slices[e.Pid]++
+		}
+	}
+	if len(slices) < 4 {
+		t.Errorf("slices in %d processes, want the inner systems' (at least 4): %v", len(slices), slices)
+	}
+	_, b, _ := traced(t, "camera-pipeline", "", "frames=4", "modes=copy,mapped")
+	if !bytes.Equal(a, b) {
+		t.Error("two runs wrote different traces")
+	}
+}

@@ -145,6 +145,8 @@ func runBarVsDMA(c *Context) error {
 	}
 	opt := c.Options()
 	opt.Progress, opt.Trace = nil, false
+	// Each platform's system draws into the run's trace.
+	opt.TraceInto = c.Trace
 	cfg := bvConfig{
 		sizes: sizes, object: obj, chunk: uint64(c.Size("chunk")), rate: rates[0] * 1e9,
 		patterns: c.List("patterns"), methods: c.List("methods"),
@@ -249,6 +251,7 @@ func (b *bvProg) launch(k gpu.Kernel, s *cuda.Stream) error { return b.ctx.Launc
 
 func bvPlatform(c *Context, spec *platform.Spec, opt dmalab.Options, cfg bvConfig) (bvRun, error) {
 	out := bvRun{why: map[string]string{}}
+	opt.TraceName = spec.Name
 	sys, err := dmalab.BootSpec(spec, opt)
 	if err != nil {
 		return out, err

@@ -97,6 +97,7 @@ type cameraCfg struct {
 	frames, nbuf  int
 	infer         sim.Time
 	opt           dmalab.Options
+	traceInto     *report.Trace
 	spec          *platform.Spec
 	camera, isp   string
 	display, mode string
@@ -118,6 +119,7 @@ func runCamera(c *Context) error {
 	}
 	cfg.opt = c.Options()
 	cfg.opt.Progress, cfg.opt.Trace = nil, false
+	cfg.traceInto = c.Trace
 
 	specs := []*platform.Spec{c.Machine.Spec}
 	if names := c.Value("platforms"); names != "" {
@@ -349,6 +351,9 @@ func runCameraMode(c *Context, cfg cameraCfg) (report.Row, error) {
 		row.Direction = "to-inference"
 	}
 	opt := cfg.opt
+	// Each platform and mode is a system of its own, drawn into the
+	// run's trace beside the others.
+	opt.TraceInto, opt.TraceName = cfg.traceInto, spec.Name+" "+cfg.mode
 	if opt.EventBudget == 0 {
 		// A frame costs a few thousand events (16-line chunks, scanouts,
 		// queue calls); a pipeline that needs far more is starved, not

@@ -118,6 +118,8 @@ func runGPUAffinity(c *Context) error {
 	}
 	opt := c.Options()
 	opt.Progress, opt.Trace = nil, false
+	// Each platform's system draws into the run's trace.
+	opt.TraceInto = c.Trace
 	for _, spec := range specs {
 		rows, summary, err := gaPlatform(spec, opt, uint64(size), dirs)
 		if err != nil {
@@ -175,6 +177,7 @@ func gaPlatform(spec *platform.Spec, opt dmalab.Options, size uint64, dirs []xfe
 	if len(spec.Nodes) < 2 {
 		return nil, nil, usagef("platform %s has one NUMA node: gpu-affinity needs two", spec.Name)
 	}
+	opt.TraceName = spec.Name
 	s, err := dmalab.BootSpec(spec, opt)
 	if err != nil {
 		return nil, nil, err

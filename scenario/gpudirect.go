@@ -94,6 +94,8 @@ func runGPUDirect(c *Context) error {
 	}
 	opt := c.Options()
 	opt.Progress, opt.Trace = nil, false
+	// Each platform's system draws into the run's trace.
+	opt.TraceInto = c.Trace
 	var missing []string
 	for _, spec := range specs {
 		rows, miss, err := gdPlatform(c, spec, opt, sizes, c.List("placements"))
@@ -174,6 +176,7 @@ func gdPlatform(c *Context, spec *platform.Spec, opt dmalab.Options, sizes []int
 	if nic == "" {
 		return nil, nil, usagef("platform %s has no NIC: gpudirect needs one", spec.Name)
 	}
+	opt.TraceName = spec.Name + " host a"
 	a, err := dmalab.BootSpec(spec, opt)
 	if err != nil {
 		return nil, nil, err
@@ -181,6 +184,7 @@ func gdPlatform(c *Context, spec *platform.Spec, opt dmalab.Options, sizes []int
 	defer a.Close()
 	bopt := opt
 	bopt.Engine = a.Engine
+	bopt.TraceName = spec.Name + " host b"
 	b, err := dmalab.BootSpec(spec, bopt)
 	if err != nil {
 		return nil, nil, err
