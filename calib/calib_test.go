@@ -51,7 +51,7 @@ func TestCalibrateValidateRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPaths := []string{"gpus.gpu0.link.efficiency", "gpus.gpu0.copy_overhead", "gpus.gpu0.copy_completion", "gpus.gpu0.uvm.fault_latency",
-		"gpus.gpu0.uvm.fault_page_cost", "gpus.gpu0.uvm.cpu_map_cost", "gpus.gpu0.pin_cost", "gpus.gpu0.unpin_cost", "nodes.0.memcpy_rate"}
+		"gpus.gpu0.uvm.fault_page_cost", "gpus.gpu0.uvm.cpu_map_cost", "gpus.gpu0.pin_cost", "gpus.gpu0.unpin_cost", "gpus.gpu0.pin_call_cost", "gpus.gpu0.unpin_call_cost", "nodes.0.memcpy_rate"}
 	got := map[string]Change{}
 	for _, c := range changes {
 		got[c.Path] = c

@@ -25,7 +25,8 @@ var Parameters = []string{
 	"gpus[i].uvm.fault_page_cost: unified managed-fault single_thread_read at the smallest stride (its median faults move 32 and 64 pages, the isolated one 16)",
 	"gpus[i].uvm.fault_entry_cost: unified managed-fault read (many threads, 256 entries a batch, one block a batch)",
 	"gpus[i].uvm.cpu_map_cost: unified managed-prefetch d2h at the largest size (no faults: the copy, the per-block cost, and per page the CPU's allocation and page-table insertion)",
-	"gpus[i].pin_cost and unpin_cost: pin register and unregister at the largest size",
+	"gpus[i].pin_cost and unpin_cost: pin register and unregister at the largest size (per page)",
+	"gpus[i].pin_call_cost and unpin_call_cost: pin register and unregister at the smallest size (per call)",
 	"nodes[n].memcpy_rate: host_memcpy memcpy (Go's copy where the report has no C memcpy row), on the first GPU's node",
 	"nodes[n].stream_rate: host_memcpy stream_out, on the first GPU's node",
 }
@@ -159,19 +160,63 @@ func (c *calibrator) gpu(g *probe.GPUReport, gi int) error {
 	if err := c.faults(g, gi, at); err != nil {
 		return err
 	}
-	for _, op := range []struct{ op, param string }{{"register", "pin_cost"}, {"unregister", "unpin_cost"}} {
-		row := pick(g, true, size, is(probe.FamilyPin, "pageable", "", op.op))
-		if row == nil {
-			c.notef("gpu%d: no pin %s row: %s keeps its value", gi, op.op, op.param)
-			continue
-		}
-		pages := float64(row.SizeBytes) / float64(platform.HostPage)
-		perPage := row.Median * 1e-6 / pages
-		if err := c.solve(gi, row, at+op.param, perPage/16, perPage*16, timeText); err != nil {
+	for _, op := range []struct{ op, param, call string }{{"register", "pin_cost", "pin_call_cost"}, {"unregister", "unpin_cost", "unpin_call_cost"}} {
+		if err := c.pin(g, gi, at, op.op, op.param, op.call); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// pin calibrates a registration's cost per page from the largest size
+// and its cost per call from the smallest: each row is mostly one of the
+// two (1 GiB is 262,144 pages; 2 MiB is mostly the call), so solving
+// each in turn twice, the other held, settles both.
+func (c *calibrator) pin(g *probe.GPUReport, gi int, at, op, perPage, perCall string) error {
+	large := pick(g, true, size, is(probe.FamilyPin, "pageable", "", op))
+	if large == nil {
+		c.notef("gpu%d: no pin %s row: %s and %s keep their values", gi, op, perPage, perCall)
+		return nil
+	}
+	small := pick(g, false, size, is(probe.FamilyPin, "pageable", "", op))
+	if small.SizeBytes == large.SizeBytes {
+		c.notef("gpu%d: one size of pin %s: %s keeps its value", gi, op, perCall)
+		small = nil
+	}
+	page := large.Median * 1e-6 / (float64(large.SizeBytes) / float64(platform.HostPage))
+	first := len(c.changes)
+	for range 2 {
+		if err := c.solve(gi, large, at+perPage, page/16, page*16, timeText); err != nil {
+			return err
+		}
+		if small == nil {
+			break
+		}
+		// A call cheaper than the model's pages alone says the per-page
+		// cost is off, not that calls are free: the bound, with a note.
+		if err := c.solveClamped(gi, small, at+perCall, 1e-9, small.Median*1e-6, timeText, true); err != nil {
+			return err
+		}
+	}
+	c.merge(first)
+	return nil
+}
+
+// merge keeps one change per parameter among those made since first:
+// the last value, the first old value.
+func (c *calibrator) merge(first int) {
+	at := map[string]int{}
+	kept := c.changes[:first]
+	for _, ch := range c.changes[first:] {
+		if i, ok := at[ch.Path]; ok {
+			ch.Old = kept[i].Old
+			kept[i] = ch
+			continue
+		}
+		at[ch.Path] = len(kept)
+		kept = append(kept, ch)
+	}
+	c.changes = kept
 }
 
 // faults calibrates the fault service's per-page and per-entry costs

@@ -26,7 +26,8 @@
 //   - Memory: MemAlloc / MemFree (cuMemAlloc, cuMemFree), MemAllocHost,
 //     MemHostAlloc with CU_MEMHOSTALLOC_PORTABLE, _DEVICEMAP and
 //     _WRITECOMBINED, MemFreeHost, MemHostRegister / MemHostUnregister
-//     (pinning cost per 4 KiB page, the platform's Pin and Unpin),
+//     (a cost per call and per 4 KiB page, the platform's PinCall and
+//     Pin, UnpinCall and Unpin),
 //     MemHostGetDevicePointer, MemAllocManaged, MemGetInfo.
 //   - Copies: Memcpy and MemcpyAsync with unified addressing (the
 //     direction inferred from the addresses, as cuMemcpy with
@@ -80,11 +81,10 @@
 // route's latency and the bytes at their max-min share (machine.Copy),
 // so 256 MiB of pinned memory move at ~55.4 GB/s; a pageable copy about
 // the one-thread memcpy rate (7.4 GB/s there), paid as CPU time;
-// cuMemHostRegister the platform's Pin per 4 KiB page (21.9 ms per GiB
-// measured by the probe; an earlier measurement on the same H200
-// machine, 2026-11-21, gave 35 ms); cuMemHostAlloc
-// the same per page (assumed: the driver locks and maps each page as
-// registration does). CPU reads of write-combined memory run at the
+// cuMemHostRegister the platform's PinCall once and its Pin per 4 KiB
+// page (102.6 us and 133.5 ns on the H200: a 2 MiB registration is
+// mostly the call); cuMemHostAlloc the same (assumed: the driver locks
+// and maps each page as registration does). CPU reads of write-combined memory run at the
 // node's uncached rate, CPU writes at the memcpy rate. Managed memory
 // costs what uvm's faults, batches and migrations cost, with its fault
 // batch overhead recalibrated so that an isolated fault on this machine

@@ -141,9 +141,9 @@ func (c *Context) MemAllocHost(p *sim.Proc, size uint64) (mem.VirtAddr, error) {
 // uncached on the CPU (NVIDIA's "How does NVIDIA implement unified
 // memory on PCIe GPUs and Tegra platforms?"; uvm.PinnedCacheability).
 //
-// The host pays the platform's Pin cost per 4 KiB page (assumed: the
-// driver allocates, locks and maps each page for the GPUs as
-// cuMemHostRegister does). Unknown flags are CUDA_ERROR_INVALID_VALUE,
+// The host pays the platform's PinCall cost and its Pin cost per 4 KiB
+// page (assumed: the driver allocates, locks and maps each page for the
+// GPUs as cuMemHostRegister does). Unknown flags are CUDA_ERROR_INVALID_VALUE,
 // no memory CUDA_ERROR_OUT_OF_MEMORY.
 func (c *Context) MemHostAlloc(p *sim.Proc, size uint64, flags uint32) (mem.VirtAddr, error) {
 	return c.memHostAlloc(p, "cuMemHostAlloc", size, flags)
@@ -180,7 +180,7 @@ func (c *Context) memHostAlloc(p *sim.Proc, call string, size uint64, flags uint
 	if flags&HostAllocWriteCombined != 0 {
 		gflags |= gpu.HostWriteCombined
 	}
-	p.Sleep(sim.Time(pages) * c.dev.GPU.Spec.Pin())
+	p.Sleep(c.dev.GPU.Spec.PinCall() + sim.Time(pages)*c.dev.GPU.Spec.Pin())
 	ga, err := c.d.sys.RegisterHost(p, va, size, gflags)
 	if err != nil {
 		if remap != 0 {
@@ -252,7 +252,7 @@ func (c *Context) MemFreeHost(p *sim.Proc, va mem.VirtAddr) error {
 	if err := c.d.sys.UnregisterHost(p, va); err != nil {
 		return wrap(call, err)
 	}
-	p.Sleep(sim.Time(a.bytes/mem.PageSize) * c.dev.GPU.Spec.Unpin())
+	p.Sleep(c.dev.GPU.Spec.UnpinCall() + sim.Time(a.bytes/mem.PageSize)*c.dev.GPU.Spec.Unpin())
 	m := c.d.m.Mem
 	if a.remap != 0 {
 		if err := m.Unremap(a.remap); err != nil {
@@ -269,9 +269,9 @@ func (c *Context) MemFreeHost(p *sim.Proc, va mem.VirtAddr) error {
 // MemHostRegister is cuMemHostRegister: it pins the host memory [va,
 // va+size) (pageable memory of the process: Malloc's, or any mapped
 // host range) and enters it in the unified address map. The host pays
-// the platform's Pin cost per 4 KiB page touched (35 ms per GiB
-// measured on the H200 machine 2026-11-21; the preset's per-page figure
-// is the probe's 21.9 ms per GiB). It is mapped for kernels only with
+// the platform's PinCall cost (the ioctl, the memory descriptor, the
+// GPU's page-table update) and its Pin cost per 4 KiB page touched (35
+// ms per GiB measured on the H200 machine 2026-11-21). It is mapped for kernels only with
 // HostRegisterDeviceMap and pinned for other contexts only with
 // HostRegisterPortable. A range overlapping registered or driver memory
 // is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED; an unmapped one or
@@ -321,14 +321,14 @@ func (c *Context) MemHostRegister(p *sim.Proc, va mem.VirtAddr, size uint64, fla
 	if c.proc.kp.Kernel().Memory() != nil {
 		pin, _ = c.proc.kp.PinPages(va, size)
 	}
-	p.Sleep(sim.Time(hostPages(va, size)) * c.dev.GPU.Spec.Pin())
+	p.Sleep(c.dev.GPU.Spec.PinCall() + sim.Time(hostPages(va, size))*c.dev.GPU.Spec.Pin())
 	c.d.record(c, p, fmt.Sprintf("cuMemHostRegister(%v, %#x, %#x)", va, size, flags), ga, MemPinned, flags).pin = pin
 	return nil
 }
 
 // MemHostUnregister is cuMemHostUnregister of memory registered at va:
-// the host pays the platform's Unpin cost per page (14 ms per GiB
-// measured on the H200 machine 2026-11-21). Memory not registered
+// the host pays the platform's UnpinCall cost and its Unpin cost per
+// page (14 ms per GiB measured on the H200 machine 2026-11-21). Memory not registered
 // (memory of cuMemHostAlloc included) is
 // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED.
 func (c *Context) MemHostUnregister(p *sim.Proc, va mem.VirtAddr) error {
@@ -355,7 +355,7 @@ func (c *Context) MemHostUnregister(p *sim.Proc, va mem.VirtAddr) error {
 		return wrap(call, err)
 	}
 	a.pin.Release()
-	p.Sleep(sim.Time(hostPages(va, a.a.Size)) * c.dev.GPU.Spec.Unpin())
+	p.Sleep(c.dev.GPU.Spec.UnpinCall() + sim.Time(hostPages(va, a.a.Size))*c.dev.GPU.Spec.Unpin())
 	// The memory is the program's pageable memory again, not freed.
 	delete(c.d.allocs, a.a.BufferID)
 	return nil

@@ -388,6 +388,14 @@ type GPU struct {
 	// memory (DefaultPinCost, DefaultUnpinCost when unset).
 	PinCost   Param[sim.Time]
 	UnpinCost Param[sim.Time]
+	// PinCallCost and UnpinCallCost are what one cuMemHostRegister and
+	// one cuMemHostUnregister (and cuMemHostAlloc, cuMemFreeHost) cost
+	// besides their pages: the ioctl into the kernel driver, the memory
+	// descriptor it creates or destroys, and the GPU's page-table update
+	// with its TLB invalidate (DefaultPinCallCost, DefaultUnpinCallCost
+	// when unset). A small registration is mostly this.
+	PinCallCost   Param[sim.Time]
+	UnpinCallCost Param[sim.Time]
 	// VRAMLatency is the load-to-use latency of one SM's dependent read
 	// of its own VRAM that misses the L2: what a pointer chase through
 	// device memory takes per hop. It is also the far end of a peer's
@@ -719,6 +727,16 @@ const (
 	// docs/measurements/2026-11-21-h200-final/probe.txt), per 4 KiB page.
 	DefaultPinCost   = 133500 * sim.Picosecond
 	DefaultUnpinCost = 53400 * sim.Picosecond
+	// DefaultPinCallCost and DefaultUnpinCallCost: the same run's
+	// registration and unregistration of 2 MiB (171.0 and 73.05 us, dmalab
+	// probe on the H200 machine 2026-11-21,
+	// docs/measurements/2026-11-21-h200-final/probe.txt) less their 512
+	// pages at DefaultPinCost and DefaultUnpinCost: 102.6 and 45.7 us a
+	// call. The line through them gives that run's 64 MiB within 12 %
+	// (2.290 ms against 2.041 registering, 0.921 against 1.002
+	// unregistering), where the pages alone gave 68.4 us for 2 MiB.
+	DefaultPinCallCost   = 102600 * sim.Nanosecond
+	DefaultUnpinCallCost = 45700 * sim.Nanosecond
 	// DefaultPageableChunk is assumed: NVIDIA does not document the size
 	// of the driver's pinned staging buffers.
 	DefaultPageableChunk Bytes = 2 << 20
@@ -787,6 +805,14 @@ func (g GPU) Pin() sim.Time { return orDefault(g.PinCost.V, DefaultPinCost) }
 // Unpin returns the cost of unregistering one 4 KiB page,
 // DefaultUnpinCost when unset.
 func (g GPU) Unpin() sim.Time { return orDefault(g.UnpinCost.V, DefaultUnpinCost) }
+
+// PinCall returns the fixed cost of one registration,
+// DefaultPinCallCost when unset.
+func (g GPU) PinCall() sim.Time { return orDefault(g.PinCallCost.V, DefaultPinCallCost) }
+
+// UnpinCall returns the fixed cost of one unregistration,
+// DefaultUnpinCallCost when unset.
+func (g GPU) UnpinCall() sim.Time { return orDefault(g.UnpinCallCost.V, DefaultUnpinCallCost) }
 
 // Chunk returns the pageable staging chunk, DefaultPageableChunk when
 // unset.

@@ -505,6 +505,8 @@ func (v *validator) gpu(p string, g GPU) {
 		{"alloc_cost", g.AllocCost, DefaultAllocCost},
 		{"pin_cost", g.PinCost, DefaultPinCost},
 		{"unpin_cost", g.UnpinCost, DefaultUnpinCost},
+		{"pin_call_cost", g.PinCallCost, DefaultPinCallCost},
+		{"unpin_call_cost", g.UnpinCallCost, DefaultUnpinCallCost},
 	} {
 		v.optionalTime(p+"."+c.name, c.p, c.def)
 	}

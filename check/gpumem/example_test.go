@@ -43,6 +43,6 @@ func Example() {
 	// Output:
 	// cuMemcpy failed: true
 	// error use-after-free
-	//   cuMemcpy (copy-write) uses memory [gpu:0x1000000000 +4096] freed by cuMemFree at 57.1335us by main
-	//   allocated by cuMemAlloc(gpu0, 0x1000) at 28.6335us by main
+	//   cuMemcpy (copy-write) uses memory [gpu:0x1000000000 +4096] freed by cuMemFree at 159.7335us by main
+	//   allocated by cuMemAlloc(gpu0, 0x1000) at 131.2335us by main
 }

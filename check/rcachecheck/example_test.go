@@ -64,6 +64,6 @@ func ExampleAttach_model() {
 	}
 	// Output:
 	// regcache-stale-region sender
-	// region used after its memory [0xffffc90000000000, 0xffffc90000100000) went: munmap(va:0xffffc90000000000, 0x100000) of anon at 2.136us by app
+	// region used after its memory [0xffffc90000000000, 0xffffc90000100000) went: munmap(va:0xffffc90000000000, 0x100000) of anon at 104.736us by app
 	// cuMemHostRegister(0xffffc90000000000, 65536) at 0s by sender
 }
