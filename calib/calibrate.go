@@ -27,6 +27,7 @@ var Parameters = []string{
 	"gpus[i].uvm.cpu_map_cost: unified managed-prefetch d2h at the largest size (no faults: the copy, the per-block cost, and per page the CPU's allocation and page-table insertion)",
 	"gpus[i].pin_cost and unpin_cost: pin register and unregister at the largest size (per page)",
 	"gpus[i].pin_call_cost and unpin_call_cost: pin register and unregister at the smallest size (per call)",
+	"gpus[i].staging_rate: sync_copy pageable h2d at the largest size (the driver's copy into its staging buffers, which bounds it)",
 	"nodes[n].memcpy_rate: host_memcpy memcpy (Go's copy where the report has no C memcpy row), on the first GPU's node",
 	"nodes[n].stream_rate: host_memcpy stream_out, on the first GPU's node",
 }
@@ -69,7 +70,31 @@ func Calibrate(rep *probe.Report, probeFile string, base *platform.Spec) (*platf
 			return nil, nil, nil, err
 		}
 	}
+	// The staging copy last: unset, it is the node's memcpy rate.
+	for _, g := range rep.GPUs {
+		if gi := g.Device.Ordinal; gi < len(base.GPUs) {
+			if err := c.staging(&g, gi); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+	}
 	return c.spec, c.changes, c.notes, nil
+}
+
+// staging calibrates the driver's copy into its staging buffers from the
+// largest synchronous pageable copy to the device, which that copy
+// bounds (the chunks' DMA overlaps it at several times its rate); the
+// small pageable calls to the device are then predicted with it.
+func (c *calibrator) staging(g *probe.GPUReport, gi int) error {
+	if c.spec.GPUs[gi].Integrated {
+		return nil
+	}
+	row := pick(g, true, size, is(probe.FamilySync, "pageable", probe.H2D, ""))
+	if row == nil {
+		c.notef("gpu%d: no sync_copy pageable h2d row: staging_rate keeps its value", gi)
+		return nil
+	}
+	return c.solve(gi, row, "gpus."+c.spec.GPUs[gi].Name+".staging_rate", row.Median*1e9/4, row.Median*1e9*4, rateText)
 }
 
 type calibrator struct {

@@ -301,7 +301,7 @@ func (c *Context) staged(p *sim.Proc, call string, dev *gpu.Device, toDevice boo
 		Name: fmt.Sprintf("%s pageable %s %d", call, kind, size), GPU: dev.GPU, DMA: dev.DMA(), Host: host, Node: cpu,
 		RemotePages: pages != cpu, PageNode: pages,
 		ToDevice: toDevice, Bytes: int64(size), Overhead: dev.GPU.Spec.CopyOverhead.V,
-		Completion: dev.GPU.Spec.CopyCompletion.V, Buffers: bufs,
+		Completion: dev.GPU.Spec.CopyCompletion.V, Buffers: bufs, Rate: float64(dev.GPU.Spec.StagingRate.V),
 	}
 	if toDevice {
 		// The call returns once staged; what is issued next into the

@@ -62,6 +62,10 @@ type Staging struct {
 	// Chunk is the staging buffers' size; 0 means the GPU's
 	// PageableChunk (platform.GPU.Chunk).
 	Chunk int64
+	// Rate is the driver's copy into the staging buffers, bytes/s of one
+	// thread on local memory (the GPU's StagingRate); 0 means the node's
+	// memcpy rate.
+	Rate float64
 	// Buffers are the driver's staging buffers as the GPU addresses
 	// them (NewStagingMemory), when its DMA goes through an IOMMU: each
 	// chunk's transfer then reads or writes its buffer at its IOVA, so
@@ -314,9 +318,9 @@ func bulkStaged(p *sim.Proc, m *machine.Machine, s Staging, name string, chunk, 
 // socket links.
 func (s *Staging) stage(p *sim.Proc, m *machine.Machine, name string, n int64) error {
 	if s.RemotePages {
-		return m.CPUCopyBetween(p, name+" stage", s.Node, s.PageNode, s.Node, n)
+		return m.CPUCopyBetweenAt(p, name+" stage", s.Node, s.PageNode, s.Node, n, s.Rate)
 	}
-	return m.CPUCopy(p, name+" stage", s.Node, n)
+	return m.CPUCopyAt(p, name+" stage", s.Node, n, s.Rate)
 }
 
 // unstage is the CPU's copy of n bytes out of a staging buffer, which

@@ -14,7 +14,14 @@ import (
 // node's MemcpyRate. It blocks p until the copy is done and counts as p's
 // CPU time.
 func (m *Machine) CPUCopy(p *sim.Proc, name string, node int, bytes int64) error {
-	return m.cpuCopy(p, name, node, bytes, false)
+	return m.cpuCopy(p, name, node, bytes, false, 0)
+}
+
+// CPUCopyAt is CPUCopy by a copy routine of its own rate (bytes/s, one
+// thread, local memory) instead of the node's MemcpyRate; 0 means that
+// rate.
+func (m *Machine) CPUCopyAt(p *sim.Proc, name string, node int, bytes int64, rate float64) error {
+	return m.cpuCopy(p, name, node, bytes, false, rate)
 }
 
 // CPUCopyCached is one CPU thread copying bytes whose source is in its
@@ -39,10 +46,10 @@ func (m *Machine) CPUCopyCached(p *sim.Proc, name string, node int, bytes int64)
 // node's DRAM, capped at the node's StreamCopyRate. It blocks p until
 // the copy is done and counts as p's CPU time.
 func (m *Machine) CPUCopyOut(p *sim.Proc, name string, node int, bytes int64) error {
-	return m.cpuCopy(p, name, node, bytes, true)
+	return m.cpuCopy(p, name, node, bytes, true, 0)
 }
 
-func (m *Machine) cpuCopy(p *sim.Proc, name string, node int, bytes int64, out bool) error {
+func (m *Machine) cpuCopy(p *sim.Proc, name string, node int, bytes int64, out bool, at float64) error {
 	src, err := m.HostMemory(node)
 	if err != nil {
 		return fmt.Errorf("memcpy %s: %w", name, err)
@@ -57,6 +64,9 @@ func (m *Machine) cpuCopy(p *sim.Proc, name string, node int, bytes int64, out b
 		rate = n.Spec.StreamCopyRate()
 	} else if route, err = m.Route(src, src); err != nil {
 		return fmt.Errorf("memcpy %s: %w", name, err)
+	}
+	if at > 0 {
+		rate = platform.Rate(at)
 	}
 	start := p.Now()
 	fl := m.Fabric.Start(name, route, bytes, fabric.MaxRate(float64(rate)))
@@ -167,8 +177,14 @@ func (m *Machine) CPULocalAccess(p *sim.Proc, name string, node int, bytes int64
 // that mean. A remote source's request crosses the links first. It
 // blocks p until the copy is done and counts as p's CPU time.
 func (m *Machine) CPUCopyBetween(p *sim.Proc, name string, cpu, src, dst int, bytes int64) error {
+	return m.CPUCopyBetweenAt(p, name, cpu, src, dst, bytes, 0)
+}
+
+// CPUCopyBetweenAt is CPUCopyBetween by a copy routine of its own local
+// rate (bytes/s; 0 means the node's MemcpyRate), scaled as that is.
+func (m *Machine) CPUCopyBetweenAt(p *sim.Proc, name string, cpu, src, dst int, bytes int64, at float64) error {
 	if src == cpu && dst == cpu {
-		return m.CPUCopy(p, name, cpu, bytes)
+		return m.CPUCopyAt(p, name, cpu, bytes, at)
 	}
 	for _, n := range []int{cpu, src, dst} {
 		if _, err := m.HostMemory(n); err != nil {
@@ -189,6 +205,9 @@ func (m *Machine) CPUCopyBetween(p *sim.Proc, name string, cpu, src, dst int, by
 	}
 	s := m.Spec
 	rate := float64(m.Nodes[cpu].Spec.MemcpyRate.V)
+	if at > 0 {
+		rate = at
+	}
 	if l := s.LoadLatency(cpu, cpu); l > 0 {
 		mean := float64(s.LoadLatency(cpu, src)+s.LoadLatency(cpu, dst)) / 2
 		rate *= float64(l) / mean

@@ -66,7 +66,7 @@ func TestParseErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown field", func(t *testing.T) string { return edit(t, "    vram: 80 GiB", "    vramm: 80 GiB") },
-			`t.yaml:16: gpus[0].vramm: unknown field (did you mean "vram"?); fields here: name, model, arch, integrated, node, parent, link, noncoherent_dma, vram, vram_bandwidth, bar1, copy_engines, copy_overhead, copy_completion, sm_request, kernel_launch, alloc_cost, pin_cost, unpin_cost, pin_call_cost, unpin_call_cost, vram_latency, hub_latency, outstanding_reads, pageable_chunk, uvm`},
+			`t.yaml:16: gpus[0].vramm: unknown field (did you mean "vram"?); fields here: name, model, arch, integrated, node, parent, link, noncoherent_dma, vram, vram_bandwidth, bar1, copy_engines, copy_overhead, copy_completion, sm_request, kernel_launch, alloc_cost, pin_cost, unpin_cost, pin_call_cost, unpin_call_cost, staging_rate, vram_latency, hub_latency, outstanding_reads, pageable_chunk, uvm`},
 		{"unknown field in a parameter", func(t *testing.T) string { return edit(t, "    vram: 80 GiB", "    vram: {value: 80 GiB, sauce: x}") },
 			`t.yaml:16: gpus[0].vram.sauce: unknown field; a parameter has value and source`},
 		{"bad unit", func(t *testing.T) string { return edit(t, "80 GiB", "12 GiX") },

@@ -35,7 +35,7 @@ var yamlNames = map[string]string{
 	"VRAM": "vram", "VRAMBandwidth": "vram_bandwidth", "BAR1": "bar1",
 	"CopyEngines": "copy_engines", "CopyOverhead": "copy_overhead", "CopyCompletion": "copy_completion", "SMRequest": "sm_request",
 	"Integrated": "integrated", "KernelLaunch": "kernel_launch", "AllocCost": "alloc_cost",
-	"PinCost": "pin_cost", "UnpinCost": "unpin_cost", "PinCallCost": "pin_call_cost", "UnpinCallCost": "unpin_call_cost", "PageableChunk": "pageable_chunk", "UVM": "uvm",
+	"PinCost": "pin_cost", "UnpinCost": "unpin_cost", "PinCallCost": "pin_call_cost", "UnpinCallCost": "unpin_call_cost", "StagingRate": "staging_rate", "PageableChunk": "pageable_chunk", "UVM": "uvm",
 	"VRAMLatency": "vram_latency", "HubLatency": "hub_latency", "OutstandingReads": "outstanding_reads",
 	"Payload": "payload", "Header": "header",
 

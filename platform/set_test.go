@@ -161,7 +161,7 @@ func TestSetErrors(t *testing.T) {
 		is                      error
 	}{
 		{"unknown field", "gpus.gpu0.vramm", "1 GiB",
-			`set gpus.gpu0.vramm: bad field path: gpus[0] has no field "vramm" (did you mean "vram"? fields: name, model, arch, integrated, node, parent, link, noncoherent_dma, vram, vram_bandwidth, bar1, copy_engines, copy_overhead, copy_completion, sm_request, kernel_launch, alloc_cost, pin_cost, unpin_cost, pin_call_cost, unpin_call_cost, vram_latency, hub_latency, outstanding_reads, pageable_chunk, uvm)`, ErrBadPath},
+			`set gpus.gpu0.vramm: bad field path: gpus[0] has no field "vramm" (did you mean "vram"? fields: name, model, arch, integrated, node, parent, link, noncoherent_dma, vram, vram_bandwidth, bar1, copy_engines, copy_overhead, copy_completion, sm_request, kernel_launch, alloc_cost, pin_cost, unpin_cost, pin_call_cost, unpin_call_cost, staging_rate, vram_latency, hub_latency, outstanding_reads, pageable_chunk, uvm)`, ErrBadPath},
 		{"unknown top-level field", "gpu.gpu0.vram", "1 GiB",
 			`set gpu.gpu0.vram: bad field path: the platform has no field "gpu" (did you mean "gpus"? fields: name, description, nodes, distances, socket_links, root_complexes, switches, gpus, devices, nvswitches, nvlinks, fabric, swiotlb, iommu, numa_balancing)`, ErrBadPath},
 		{"unknown element", "gpus.gpu7.vram", "1 GiB",

@@ -396,6 +396,12 @@ type GPU struct {
 	// when unset). A small registration is mostly this.
 	PinCallCost   Param[sim.Time]
 	UnpinCallCost Param[sim.Time]
+	// StagingRate is the driver's copy of pageable memory into its
+	// pinned staging buffers before their DMA to the GPU (one thread,
+	// local memory); unset, the node's MemcpyRate. Which copy routine
+	// the driver runs is not public, and a C library's memcpy of a large
+	// buffer (non-temporal stores past a size threshold) need not be it.
+	StagingRate Param[Rate]
 	// VRAMLatency is the load-to-use latency of one SM's dependent read
 	// of its own VRAM that misses the L2: what a pointer chase through
 	// device memory takes per hop. It is also the far end of a peer's

@@ -510,6 +510,9 @@ func (v *validator) gpu(p string, g GPU) {
 	} {
 		v.optionalTime(p+"."+c.name, c.p, c.def)
 	}
+	if given(v, p+".staging_rate", g.StagingRate) {
+		positive(v, p+".staging_rate", g.StagingRate)
+	}
 	nonNegative(v, p+".vram_latency", g.VRAMLatency)
 	nonNegative(v, p+".hub_latency", g.HubLatency)
 	nonNegative(v, p+".outstanding_reads", g.OutstandingReads)

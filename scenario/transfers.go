@@ -399,7 +399,7 @@ func measurePageable(p *sim.Proc, x *dma.DMA, t transfer, g *machine.GPU, host m
 			errs[i] = cuda.StagedCopy(q, x.Machine(), cuda.Staging{
 				Name: name, GPU: g, DMA: dev, Host: host, Node: g.Node,
 				ToDevice: d == xfer.H2D, Bytes: t.bytes, Overhead: g.Spec.CopyOverhead.V,
-				Completion: g.Spec.CopyCompletion.V, Buffers: staging,
+				Completion: g.Spec.CopyCompletion.V, Buffers: staging, Rate: float64(g.Spec.StagingRate.V),
 				Landed: done, LandedErr: &errs[len(dirs)+i],
 			})
 		}))
