@@ -445,3 +445,42 @@ func TestValidateNewRun(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateRegcache: the probe's registration-cache rows are the
+// driver calls a cache makes, predicted from a platform calibrated on
+// another run of the same machine (its pin rows: a cost per call and per
+// page). The hits, the cache's own Go code, are not modelled; the
+// registrations of 256 MiB, where the noise of a call's fixed cost does
+// not reach, are within 10 % in two runs taken back to back.
+func TestValidateRegcache(t *testing.T) {
+	const from = "../docs/measurements/2026-11-29-h200-probe-4.json"
+	spec, _, _, err := Calibrate(readReport(t, from), from, preset(t, "h200-pcie"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []string{"../docs/measurements/2026-11-29-h200-regcache-1.json", "../docs/measurements/2026-11-29-h200-regcache-2.json"} {
+		v, err := Validate(readReport(t, to), to, spec, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		big := 0
+		for _, r := range v.Rows {
+			if !strings.Contains(r.Row, " regcache ") {
+				continue
+			}
+			hit := strings.Contains(r.Row, " hit")
+			if hit != (r.ErrorPct == nil) {
+				t.Errorf("%s: %s: error %v, not modelled %q", to, r.Row, r.ErrorPct, r.NotModelled)
+			}
+			if strings.HasSuffix(r.Row, " 256MiB") && !strings.Contains(r.Row, "stale_get") && !hit {
+				big++
+				if math.Abs(*r.ErrorPct) > 10 {
+					t.Errorf("%s: %s: error %.1f %%", to, r.Row, *r.ErrorPct)
+				}
+			}
+		}
+		if big != 3 {
+			t.Errorf("%s: %d rows of 256 MiB registrations, want 3", to, big)
+		}
+	}
+}
