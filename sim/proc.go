@@ -35,7 +35,8 @@ type process struct {
 // path, a kernel worker): ordinary sequential Go code that blocks in
 // virtual time. Each Proc is a coroutine (iter.Pull); only one runs at a
 // time, and the engine resumes them from events, so the interleaving is
-// the event order and nothing else.
+// the event order and nothing else. Its stack costs 2 KiB and more;
+// processes counted in millions are StepProcs.
 type Proc struct {
 	process
 	// body is what the process runs, until it starts: the coroutine
