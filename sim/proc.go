@@ -21,11 +21,14 @@ type process struct {
 	stop func()
 	// exit is made when first asked for (Exited, Join), so that a process
 	// nobody waits for costs no Completion; end is when it returned.
-	exit    *Completion
-	end     Time
-	id      uint64 // spawn order
-	slot    int    // index in Engine.live while alive
-	waiting string // what the blocked process waits on, for deadlock reports
+	exit *Completion
+	end  Time
+	id   uint64 // spawn order
+	slot int    // index in Engine.live while alive
+	// waiting is what the blocked process waits on, for deadlock reports:
+	// a *Completion, a *Cond or asleep. Its words are made only when a
+	// report asks, so that waiting on a named completion builds no string.
+	waiting any
 	// cpu is the time spent in Sleep (SleepFor): CPU work.
 	cpu   Time
 	state procState
@@ -104,7 +107,7 @@ func (p *Proc) resume() {
 		p.start()
 	}
 	prev := p.e.running
-	p.e.running, p.state, p.waiting = &p.process, procRunning, ""
+	p.e.running, p.state, p.waiting = &p.process, procRunning, nil
 	_, alive := p.next()
 	p.e.running = prev
 	if !alive {
@@ -122,19 +125,35 @@ func (p *process) finish() {
 }
 
 // block suspends the running process until something calls wake.
-func (p *Proc) block(what string) {
+func (p *Proc) block(on any) {
 	if p.state == procClosed {
 		// Close is unwinding p and a deferred function blocks again (a
 		// driver's cleanup that sleeps or waits): keep unwinding.
 		panic(killed{})
 	}
 	if p.e.running != &p.process {
-		panic(fmt.Sprintf("sim: %s called on process %q, which is not running", what, p.name))
+		panic(fmt.Sprintf("sim: %s called on process %q, which is not running", waitingOn(on), p.name))
 	}
-	p.state, p.waiting = procBlocked, what
+	p.state, p.waiting = procBlocked, on
 	if !p.yield(struct{}{}) {
 		panic(killed{})
 	}
+}
+
+// asleep is what a process in Sleep (SleepFor) waits on.
+type asleep struct{}
+
+// waitingOn says what a process waits on (process.waiting) in reports.
+func waitingOn(on any) string {
+	switch on := on.(type) {
+	case asleep:
+		return "sleep"
+	case *Completion:
+		return "completion " + on.label()
+	case *Cond:
+		return "condition " + on.name
+	}
+	return ""
 }
 
 // wake makes a blocked process runnable at the current instant.
@@ -167,7 +186,7 @@ func (p *process) sleep(d Time) {
 // WaitUntil, Join) is idle.
 func (p *Proc) Sleep(d Time) {
 	p.sleep(d)
-	p.block("sleep")
+	p.block(asleep{})
 }
 
 // Wait blocks p until c completes; it returns at once if c already has.
@@ -176,7 +195,7 @@ func (p *Proc) Wait(c *Completion) {
 		return
 	}
 	c.waiters = append(c.waiters, &p.process)
-	p.block("completion " + c.label())
+	p.block(c)
 }
 
 // Spawn starts a child process (a coroutine); Join waits for it.
@@ -246,7 +265,7 @@ func (p *process) Exited() *Completion {
 func (p *Proc) WaitUntil(c *Cond, pred func() bool) {
 	for !pred() {
 		c.waiters = append(c.waiters, &p.process)
-		p.block("condition " + c.name)
+		p.block(c)
 	}
 }
 
@@ -257,7 +276,7 @@ func (e *Engine) Blocked() []string {
 	slices.SortFunc(live, func(a, b *process) int { return cmp.Compare(a.id, b.id) })
 	var out []string
 	for _, p := range live {
-		out = append(out, fmt.Sprintf("%s (waiting on %s)", p.name, p.waiting))
+		out = append(out, fmt.Sprintf("%s (waiting on %s)", p.name, waitingOn(p.waiting)))
 	}
 	return out
 }

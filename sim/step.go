@@ -73,7 +73,7 @@ func (s *StepProc) resume() {
 		return
 	}
 	prev := s.e.running
-	s.e.running, s.state, s.waiting = &s.process, procRunning, ""
+	s.e.running, s.state, s.waiting = &s.process, procRunning, nil
 	n := s.step(s)
 	for n.kind == nextWait && n.c.done {
 		n = s.step(s)
@@ -86,13 +86,13 @@ func (s *StepProc) resume() {
 		return
 	case nextSleep:
 		s.sleep(n.d)
-		s.waiting = "sleep"
+		s.waiting = asleep{}
 	case nextWait:
 		n.c.waiters = append(n.c.waiters, &s.process)
-		s.waiting = "completion " + n.c.label()
+		s.waiting = n.c
 	case nextCond:
 		n.cond.waiters = append(n.cond.waiters, &s.process)
-		s.waiting = "condition " + n.cond.name
+		s.waiting = n.cond
 	}
 	s.state = procBlocked
 	s.e.running = prev
