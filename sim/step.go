@@ -23,7 +23,8 @@ type StepProc struct {
 }
 
 // Next is what a StepProc's step returns: what the process waits for
-// before its step is called again, or that it is done.
+// before its step is called again, or that it is done. The zero Next is
+// Exit().
 type Next struct {
 	kind nextKind
 	d    Time
