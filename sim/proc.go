@@ -198,7 +198,8 @@ func (p *Proc) Wait(c *Completion) {
 	p.block(c)
 }
 
-// Spawn starts a child process (a coroutine); Join waits for it.
+// Spawn starts a child process (a coroutine); Join, or waiting on its
+// Exited, waits for it.
 func (p *process) Spawn(name string, body func(*Proc)) *Proc { return p.e.Spawn(name, body) }
 
 // SpawnStep starts a child StepProc; waiting on its Exited waits for it.
