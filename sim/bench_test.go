@@ -73,3 +73,18 @@ func BenchmarkCompletionPingPong(b *testing.B) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "switches/s")
 	e.Close()
 }
+
+// BenchmarkStepSwitch is BenchmarkProcessSwitch with a StepProc: one
+// event and a call of its step, no coroutine switch.
+func BenchmarkStepSwitch(b *testing.B) {
+	e := New(1)
+	e.SpawnStep("sleeper", func(*StepProc) Next { return SleepFor(Nanosecond) })
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		e.Step()
+		n++
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "switches/s")
+	e.Close()
+}

@@ -9,6 +9,22 @@
 // machines scheduled with At and After; software (applications, driver
 // paths) is a Proc.
 //
+// A process has one of two forms, as in SystemC (SC_THREAD and
+// SC_METHOD). A Proc (Spawn) is a coroutine: sequential code that calls
+// Sleep, Wait, WaitUntil and Join and is suspended inside them, with a
+// goroutine stack of its own (2 KiB at least, about 2.5 KB with its
+// runtime.g). A StepProc (SpawnStep) is a step function without a stack:
+// the engine calls it at each resume and it returns what it waits for
+// next (SleepFor, WaitFor, WaitOn) or Exit, as an SC_METHOD names its
+// next trigger; its state is the step's own variables, and a blocked one
+// costs about 210 bytes, so a million of them fit in 200 MiB where a
+// million coroutines need 2.8 GiB
+// (docs/measurements/2026-11-29-scale-procs.md).
+// Both forms have a name, a spawn order, CPU time and an exit that other
+// processes wait on, appear in deadlock reports and end at Close, and a
+// StepProc is resumed at the same (time, sequence) positions as the Proc
+// that does the same things, so converting one changes no output.
+//
 // Run cannot tell a clean end from a stall; Guard runs the engine within
 // a horizon and an event budget and says how it ended: every process
 // done, processes blocked with nothing left to wake them (*StallError,

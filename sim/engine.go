@@ -20,8 +20,8 @@ type Engine struct {
 	free  []*event
 	rng   *rand.Rand
 
-	running *Proc // the process executing now, nil in event context
-	live    []*Proc
+	running *process // the process executing now, nil in event context
+	live    []*process
 	spawned uint64
 	fired   uint64
 

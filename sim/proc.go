@@ -7,31 +7,47 @@ import (
 	"slices"
 )
 
+// process is what the two forms of a simulated process share: a Proc
+// (a coroutine, with a stack) and a StepProc (a step function, without
+// one). It is the identity that reports, hooks and other processes see:
+// the name, the spawn order, what it waits on, its CPU time and its exit.
+type process struct {
+	e    *Engine
+	name string
+	// resumeFn is the form's resume, bound once: a method value allocates.
+	resumeFn func()
+	// stop unwinds a started coroutine at Close; nil for a StepProc,
+	// which has no stack to unwind.
+	stop func()
+	// exit is made when first asked for (Exited, Join), so that a process
+	// nobody waits for costs no Completion; end is when it returned.
+	exit *Completion
+	end  Time
+	id   uint64 // spawn order
+	slot int    // index in Engine.live while alive
+	// waiting is what the blocked process waits on, for deadlock reports:
+	// a *Completion, a *Cond or asleep. Its words are made only when a
+	// report asks, so that waiting on a named completion builds no string.
+	waiting any
+	// cpu is the time spent in Sleep (SleepFor): CPU work.
+	cpu   Time
+	state procState
+}
+
 // Proc is a simulated thread of control (an application thread, a driver
 // path, a kernel worker): ordinary sequential Go code that blocks in
 // virtual time. Each Proc is a coroutine (iter.Pull); only one runs at a
 // time, and the engine resumes them from events, so the interleaving is
-// the event order and nothing else.
+// the event order and nothing else. Its stack costs 2 KiB and more;
+// processes counted in millions are StepProcs.
 type Proc struct {
-	e    *Engine
-	name string
+	process
 	// body is what the process runs, until it starts: the coroutine
 	// (next, stop, yield) and its stack are made at the first resume, so
 	// that a process spawned but not yet run costs no stack.
 	body  func(*Proc)
 	next  func() (struct{}, bool)
-	stop  func()
 	yield func(struct{}) bool
-	// resumeFn is p.resume, bound once: a method value allocates.
-	resumeFn func()
-	exit     *Completion
-	state    procState
-	id       uint64 // spawn order
-	slot     int    // index in Engine.live while alive
-	// waiting is what the blocked proc waits on, for deadlock reports.
-	waiting string
-	// cpu is the time spent in Sleep: CPU work.
-	cpu Time
 }
 
 type procState uint8
@@ -41,6 +57,8 @@ const (
 	procRunning
 	procBlocked
 	procDone
+	// procClosed: Close ended it before it returned.
+	procClosed
 )
 
 // killed unwinds a process whose engine is shut down while it is blocked.
@@ -49,14 +67,17 @@ type killed struct{}
 // Spawn creates a process that starts running body at the current time,
 // after the events already scheduled for this instant.
 func (e *Engine) Spawn(name string, body func(p *Proc)) *Proc {
-	e.spawned++
-	p := &Proc{e: e, name: name, body: body, id: e.spawned, slot: len(e.live)}
-	// The exit's name ("exit of NAME") is made only when a report asks.
-	p.exit = &Completion{e: e, exitOf: p}
-	p.resumeFn = p.resume
-	e.live = append(e.live, p)
-	e.At(e.now, p.resumeFn)
+	p := &Proc{body: body}
+	e.add(&p.process, name, p.resume)
 	return p
+}
+
+// add makes p a live process of e and schedules its first resume.
+func (e *Engine) add(p *process, name string, resume func()) {
+	e.spawned++
+	p.e, p.name, p.id, p.slot, p.resumeFn = e, name, e.spawned, len(e.live), resume
+	e.live = append(e.live, p)
+	e.At(e.now, resume)
 }
 
 // start makes p's coroutine, on its first resume.
@@ -79,56 +100,76 @@ func (p *Proc) start() {
 // resume runs p until it blocks or ends. It is called from event context
 // only, so exactly one process runs at a time.
 func (p *Proc) resume() {
-	if p.state == procDone {
+	if p.state >= procDone {
 		return
 	}
 	if p.next == nil {
 		p.start()
 	}
 	prev := p.e.running
-	p.e.running, p.state, p.waiting = p, procRunning, ""
+	p.e.running, p.state, p.waiting = &p.process, procRunning, nil
 	_, alive := p.next()
 	p.e.running = prev
 	if !alive {
-		p.state = procDone
-		p.e.removeLive(p)
+		p.finish()
+	}
+}
+
+// finish ends p, which has returned.
+func (p *process) finish() {
+	p.state, p.end = procDone, p.e.now
+	p.e.removeLive(p)
+	if p.exit != nil {
 		p.exit.Complete()
 	}
 }
 
 // block suspends the running process until something calls wake.
-func (p *Proc) block(what string) {
-	if p.state == procDone {
+func (p *Proc) block(on any) {
+	if p.state == procClosed {
 		// Close is unwinding p and a deferred function blocks again (a
 		// driver's cleanup that sleeps or waits): keep unwinding.
 		panic(killed{})
 	}
-	if p.e.running != p {
-		panic(fmt.Sprintf("sim: %s called on process %q, which is not running", what, p.name))
+	if p.e.running != &p.process {
+		panic(fmt.Sprintf("sim: %s called on process %q, which is not running", waitingOn(on), p.name))
 	}
-	p.state, p.waiting = procBlocked, what
+	p.state, p.waiting = procBlocked, on
 	if !p.yield(struct{}{}) {
 		panic(killed{})
 	}
 }
 
+// asleep is what a process in Sleep (SleepFor) waits on.
+type asleep struct{}
+
+// waitingOn says what a process waits on (process.waiting) in reports.
+func waitingOn(on any) string {
+	switch on := on.(type) {
+	case asleep:
+		return "sleep"
+	case *Completion:
+		return "completion " + on.label()
+	case *Cond:
+		return "condition " + on.name
+	}
+	return ""
+}
+
 // wake makes a blocked process runnable at the current instant.
-func (p *Proc) wake() { p.e.At(p.e.now, p.resumeFn) }
+func (p *process) wake() { p.e.At(p.e.now, p.resumeFn) }
 
 // Name is the name given at Spawn.
-func (p *Proc) Name() string { return p.name }
+func (p *process) Name() string { return p.name }
 
 // Engine is the engine p runs on.
-func (p *Proc) Engine() *Engine { return p.e }
+func (p *process) Engine() *Engine { return p.e }
 
 // Now is the current virtual time.
-func (p *Proc) Now() Time { return p.e.now }
+func (p *process) Now() Time { return p.e.now }
 
-// Sleep blocks p for d of virtual time during which it computes: models
-// charge CPU work (a memcpy, cache maintenance, a busy poll) with Sleep,
-// and it counts in CPUTime. A process blocked on something (Wait,
-// WaitUntil, Join) is idle.
-func (p *Proc) Sleep(d Time) {
+// sleep charges d of CPU work to p and schedules its resume d from now.
+func (p *process) sleep(d Time) {
 	if d < 0 {
 		panic(fmt.Sprintf("sim: %q sleeps a negative duration %v", p.name, d))
 	}
@@ -137,7 +178,15 @@ func (p *Proc) Sleep(d Time) {
 		p.e.emitCPU(p, p.e.now, p.e.now+d, false)
 	}
 	p.e.After(d, p.resumeFn)
-	p.block("sleep")
+}
+
+// Sleep blocks p for d of virtual time during which it computes: models
+// charge CPU work (a memcpy, cache maintenance, a busy poll) with Sleep,
+// and it counts in CPUTime. A process blocked on something (Wait,
+// WaitUntil, Join) is idle.
+func (p *Proc) Sleep(d Time) {
+	p.sleep(d)
+	p.block(asleep{})
 }
 
 // Wait blocks p until c completes; it returns at once if c already has.
@@ -145,20 +194,26 @@ func (p *Proc) Wait(c *Completion) {
 	if c.done {
 		return
 	}
-	c.waiters = append(c.waiters, p)
-	p.block("completion " + c.label())
+	c.waiters = append(c.waiters, &p.process)
+	p.block(c)
 }
 
-// Spawn starts a child process; Join waits for it.
-func (p *Proc) Spawn(name string, body func(*Proc)) *Proc { return p.e.Spawn(name, body) }
+// Spawn starts a child process (a coroutine); Join, or waiting on its
+// Exited, waits for it.
+func (p *process) Spawn(name string, body func(*Proc)) *Proc { return p.e.Spawn(name, body) }
+
+// SpawnStep starts a child StepProc; waiting on its Exited waits for it.
+func (p *process) SpawnStep(name string, step func(*StepProc) Next) *StepProc {
+	return p.e.SpawnStep(name, step)
+}
 
 // Join blocks p until child has returned.
-func (p *Proc) Join(child *Proc) { p.Wait(child.exit) }
+func (p *Proc) Join(child *Proc) { p.Wait(child.Exited()) }
 
 // Charge counts d as CPU time of p without blocking it: for work that
 // takes its time elsewhere (a memcpy that is a flow on the memory bus)
 // while p computes.
-func (p *Proc) Charge(d Time) {
+func (p *process) Charge(d Time) {
 	if d < 0 {
 		panic(fmt.Sprintf("sim: %q charged a negative duration %v", p.name, d))
 	}
@@ -181,7 +236,7 @@ type CPUWork struct {
 	Charged bool
 }
 
-func (e *Engine) emitCPU(p *Proc, start, end Time, charged bool) {
+func (e *Engine) emitCPU(p *process, start, end Time, charged bool) {
 	cause := CauseCall
 	if charged {
 		cause = CauseTransfer
@@ -190,19 +245,28 @@ func (e *Engine) emitCPU(p *Proc, start, end Time, charged bool) {
 	e.CPU.Emit(&e.cpuEv)
 }
 
-// CPUTime is the virtual time p has spent computing (in Sleep and Charge)
-// so far.
-func (p *Proc) CPUTime() Time { return p.cpu }
+// CPUTime is the virtual time p has spent computing (in Sleep, SleepFor
+// and Charge) so far.
+func (p *process) CPUTime() Time { return p.cpu }
 
-// Exited completes when the process returns.
-func (p *Proc) Exited() *Completion { return p.exit }
+// Exited completes when the process returns. It is made on the first
+// call: done at once, at the time p returned, if p already has.
+func (p *process) Exited() *Completion {
+	if p.exit == nil {
+		p.exit = &Completion{e: p.e, exitOf: p}
+		if p.state == procDone {
+			p.exit.done, p.exit.at = true, p.end
+		}
+	}
+	return p.exit
+}
 
 // WaitUntil blocks p on c until pred holds; pred is checked first and
 // again after every Signal or Broadcast that wakes p.
 func (p *Proc) WaitUntil(c *Cond, pred func() bool) {
 	for !pred() {
-		c.waiters = append(c.waiters, p)
-		p.block("condition " + c.name)
+		c.waiters = append(c.waiters, &p.process)
+		p.block(c)
 	}
 }
 
@@ -210,21 +274,22 @@ func (p *Proc) WaitUntil(c *Cond, pred func() bool) {
 // waits on; after Run returns, any of them is deadlocked.
 func (e *Engine) Blocked() []string {
 	live := slices.Clone(e.live)
-	slices.SortFunc(live, func(a, b *Proc) int { return cmp.Compare(a.id, b.id) })
+	slices.SortFunc(live, func(a, b *process) int { return cmp.Compare(a.id, b.id) })
 	var out []string
 	for _, p := range live {
-		out = append(out, fmt.Sprintf("%s (waiting on %s)", p.name, p.waiting))
+		out = append(out, fmt.Sprintf("%s (waiting on %s)", p.name, waitingOn(p.waiting)))
 	}
 	return out
 }
 
-// Close ends every process that has not finished, unwinding its stack,
-// so that no coroutine outlives the engine. The engine is not usable
-// afterwards.
+// Close ends every process that has not finished, unwinding a
+// coroutine's stack (its deferred functions run), so that no coroutine
+// outlives the engine; a StepProc has no stack, and none of its code
+// runs. The exit of a process ended so never completes. The engine is not
+// usable afterwards.
 func (e *Engine) Close() {
 	for _, p := range slices.Clone(e.live) {
-		p.state = procDone
-		p.body = nil
+		p.state = procClosed
 		if p.stop != nil {
 			p.stop()
 		}
@@ -241,10 +306,10 @@ type Completion struct {
 	// needs it, so that naming a completion per packet costs nothing.
 	prefix, name string
 	// exitOf is the process whose exit this is, named after it.
-	exitOf  *Proc
+	exitOf  *process
 	done    bool
 	at      Time
-	waiters []*Proc
+	waiters []*process
 	// first is the first callback, kept apart so that the usual single
 	// callback needs no slice; callbacks are the ones after it.
 	first     func()
@@ -327,7 +392,7 @@ func (c *Completion) OnComplete(fn func()) {
 // party changes the state it guards and signals it.
 type Cond struct {
 	name    string
-	waiters []*Proc
+	waiters []*process
 }
 
 // NewCond returns a condition with a name used in deadlock reports.
@@ -352,7 +417,7 @@ func (c *Cond) Broadcast() {
 	}
 }
 
-func (e *Engine) removeLive(p *Proc) {
+func (e *Engine) removeLive(p *process) {
 	last := len(e.live) - 1
 	e.live[p.slot] = e.live[last]
 	e.live[p.slot].slot = p.slot
