@@ -143,7 +143,7 @@ func (ch *Chan) start() {
 		r.size, r.n, r.trunc = c.size, n, trunc
 		r.route = ch.c.fromDev
 		r.write[0] = dma.BusSpan(d.Dst, n)
-		r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Bytes: int64(n), Write: r.write[:], Data: payload, Opts: ch.opts}
+		r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Bytes: int64(n), Write: r.write[:], Data: payload, Opts: ch.opts, Transient: true}
 		if r.done == nil {
 			r.done = func(*dma.TransferInfo) { ch.rxLanded(s) }
 		}
@@ -170,8 +170,10 @@ func (ch *Chan) rxLanded(s *slot) {
 // bytes over route, the writes (of data, or of what was read) when they
 // land, then done.
 func (ch *Chan) transfer(name string, route fabric.Route, n uint64, read, write []dma.Span, data []byte, done func(*dma.TransferInfo)) {
+	// Every done of the engine's reads what it needs of the result
+	// (the bytes read, the read's error) and keeps no TransferInfo.
 	t := &dma.Transfer{Name: name, Route: &route, Bytes: int64(n), Read: read, Write: write, Data: data, Opts: ch.opts,
-		Dependent: len(read) > 0 && len(write) > 0}
+		Dependent: len(read) > 0 && len(write) > 0, Transient: true}
 	if _, err := ch.c.dev.StartTransfer(t, done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
