@@ -43,6 +43,9 @@ type DMA struct {
 	// efficiency of cross-socket peer traffic, 0 to refuse it.
 	peers       []PeerMemory
 	crossSocket float64
+	// freeXfers are the states of finished transient transfers, for
+	// StartTransfer to reuse.
+	freeXfers []*startXfer
 }
 
 // New builds the DMA layer of machine m over its memory. As swiotlb_init

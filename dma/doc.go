@@ -86,7 +86,10 @@
 // what mem refused. A device access is reported before it happens.
 // Events are built only when someone observes; the Call strings of
 // repeated calls come from a small cache, so a steady map/unmap loop
-// allocates nothing.
+// allocates nothing. A transfer marked Transient (a state machine whose
+// done keeps nothing of the result) has its state, TransferInfo and flow
+// reused for later transfers while no hook listens to the DMA layer or
+// the fabric, so a device's stream of them allocates nothing either.
 //
 // # Cost
 //

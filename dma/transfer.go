@@ -113,6 +113,14 @@ type Transfer struct {
 	// requests over the round trip (machine.ReadLimit).
 	Load bool
 
+	// Transient says that StartTransfer's done keeps neither the
+	// *TransferInfo it is handed nor its Flow past its return (a state
+	// machine that reads the result and drops it), so that the DMA layer
+	// may reuse both for a later transfer instead of allocating them.
+	// They are reused only while no hook listens to the DMA layer or the
+	// fabric: observers may keep what their events point to.
+	Transient bool
+
 	// rateCap is a cap the peer rules put on the transfer (0: none).
 	rateCap float64
 }
@@ -281,7 +289,8 @@ func (d *Device) checkTransfer(t *Transfer) error {
 // than per-call closures.
 func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.Time {
 	eng := d.dma.eng
-	x := &startXfer{d: d, report: report, done: done}
+	x := d.dma.newStartXfer()
+	x.d, x.report, x.done, x.transient = d, report, done, t.Transient
 	info := &x.info
 	*info = TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: eng.Now()}
 	var err error
@@ -303,7 +312,10 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 	x.lead, x.opts = d.readLimit(t, route)
 	x.reads, x.writes, _ = d.translateAll(t, info, x.rbuf[:0], x.wbuf[:0])
 	if info.Translate > 0 {
-		eng.After(info.Translate, x.move)
+		if x.moveFn == nil {
+			x.moveFn = x.move
+		}
+		eng.After(info.Translate, x.moveFn)
 	} else {
 		x.move()
 	}
@@ -323,6 +335,7 @@ type startXfer struct {
 	tdata         []byte
 	route         fabric.Route
 	report        bool
+	transient     bool // Transfer.Transient: reused once done has run
 	done          func(*TransferInfo)
 	lead          sim.Time
 	opts          []fabric.Option
@@ -331,6 +344,21 @@ type startXfer struct {
 	// rbuf and wbuf back reads and writes of a few ranges, saving
 	// their allocations.
 	rbuf, wbuf [2]mem.PhysRange
+	// The steps as method values, each made the first time the engine
+	// must schedule it and kept when the state is reused.
+	moveFn, flowFn, movedFn, landFn func()
+}
+
+// newStartXfer returns a transfer state, a reused one if a transient
+// transfer gave one back.
+func (x *DMA) newStartXfer() *startXfer {
+	if n := len(x.freeXfers); n > 0 {
+		s := x.freeXfers[n-1]
+		x.freeXfers[n-1] = nil
+		x.freeXfers = x.freeXfers[:n-1]
+		return s
+	}
+	return new(startXfer)
 }
 
 func (x *startXfer) finish() {
@@ -338,6 +366,16 @@ func (x *startXfer) finish() {
 		x.d.report(&x.info)
 	}
 	x.done(&x.info)
+	// done has returned and, the transfer being transient, kept
+	// nothing; with no observer, nobody else saw the info or the flow.
+	dm := x.d.dma
+	if x.transient && !dm.observed() {
+		if fl := x.info.Flow; fl != nil {
+			dm.mach.Fabric.Release(fl)
+		}
+		*x = startXfer{moveFn: x.moveFn, flowFn: x.flowFn, movedFn: x.movedFn, landFn: x.landFn}
+		dm.freeXfers = append(dm.freeXfers, x)
+	}
 }
 
 func (x *startXfer) move() {
@@ -350,7 +388,10 @@ func (x *startXfer) move() {
 		x.data = x.tdata
 	}
 	if x.lead > 0 {
-		eng.After(x.lead, x.flow)
+		if x.flowFn == nil {
+			x.flowFn = x.flow
+		}
+		eng.After(x.lead, x.flowFn)
 	} else {
 		x.flow()
 	}
@@ -359,14 +400,20 @@ func (x *startXfer) move() {
 func (x *startXfer) flow() {
 	info := &x.info
 	info.Flow = x.d.dma.mach.Fabric.Start(x.name, x.route, x.bytes, x.opts...)
-	info.Flow.Done().OnComplete(x.moved)
+	if x.movedFn == nil {
+		x.movedFn = x.moved
+	}
+	info.Flow.Done().OnComplete(x.movedFn)
 }
 
 func (x *startXfer) moved() {
 	eng := x.d.dma.eng
 	x.info.Move = eng.Now() - x.info.Start
 	if tail := x.info.translateTail(eng.Now()); tail > 0 {
-		eng.After(tail, x.land)
+		if x.landFn == nil {
+			x.landFn = x.land
+		}
+		eng.After(tail, x.landFn)
 	} else {
 		x.land()
 	}

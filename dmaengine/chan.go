@@ -192,6 +192,7 @@ type Chan struct {
 	// Hardware side.
 	doorbell, fetched, started, retired uint64
 	fetching, stopped                   bool
+	fetch1                              fetchState
 	inflight                            int
 	fifoUsed                            uint64
 	// rx is the device's data waiting for a descriptor (DevToMem),

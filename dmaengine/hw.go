@@ -38,28 +38,58 @@ func (ch *Chan) kick() {
 // (DRAM latency, the path's latency, the bytes at its rate).
 func (ch *Chan) fetch(n uint64) {
 	ch.fetching = true
-	first := ch.fetched
+	f := &ch.fetch1
+	f.first, f.n = ch.fetched, n
 	ch.stats.Fetches++
-	ch.eng().After(ch.c.oneWay, func() {
-		addr, size := ch.entryDMA(first), n*DescSize
-		ch.transfer(ch.flowNames[0], ch.c.toDev, size, []dma.Span{dma.BusSpan(addr, size)}, nil, nil, func(i *dma.TransferInfo) {
-			now := ch.eng().Now()
-			for k := range n {
-				s := ch.slot(first + k)
-				if uint64(len(i.Data)) >= (k+1)*DescSize {
-					s.hw = decodeDescriptor(i.Data[k*DescSize:])
-				}
-				// A fetch whose read failed got an error completion:
-				// the engine has no descriptor to run.
-				s.failed = i.ReadErr != nil
-				s.fetched = now
-			}
-			ch.fetched += n
-			ch.stats.FetchedDescs += n
-			ch.fetching = false
-			ch.kick()
-		})
-	})
+	if f.issue == nil {
+		f.issue, f.done = ch.fetchIssue, ch.fetchDone
+	}
+	ch.eng().After(ch.c.oneWay, f.issue)
+}
+
+// fetchState is the one descriptor fetch a channel has in flight
+// (fetching): its entries, and the pieces of its transfer and its steps
+// made once, so that a fetch allocates nothing.
+type fetchState struct {
+	first, n uint64
+	route    fabric.Route
+	read     [1]dma.Span
+	issue    func()
+	done     func(*dma.TransferInfo)
+}
+
+// fetchIssue reads the fetch's entries, once its request is up.
+func (ch *Chan) fetchIssue() {
+	f := &ch.fetch1
+	addr, size := ch.entryDMA(f.first), f.n*DescSize
+	f.route, f.read[0] = ch.c.toDev, dma.BusSpan(addr, size)
+	// The result's data and read error are read in fetchDone, and
+	// nothing of it is kept: the transfer is transient.
+	t := dma.Transfer{Name: ch.flowNames[0], Route: &f.route, Bytes: int64(size), Read: f.read[:], Opts: ch.opts, Transient: true}
+	if _, err := ch.c.dev.StartTransfer(&t, f.done); err != nil {
+		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
+	}
+}
+
+// fetchDone takes the fetched descriptors into the slots.
+func (ch *Chan) fetchDone(i *dma.TransferInfo) {
+	f := &ch.fetch1
+	first, n := f.first, f.n
+	now := ch.eng().Now()
+	for k := range n {
+		s := ch.slot(first + k)
+		if uint64(len(i.Data)) >= (k+1)*DescSize {
+			s.hw = decodeDescriptor(i.Data[k*DescSize:])
+		}
+		// A fetch whose read failed got an error completion:
+		// the engine has no descriptor to run.
+		s.failed = i.ReadErr != nil
+		s.fetched = now
+	}
+	ch.fetched += n
+	ch.stats.FetchedDescs += n
+	ch.fetching = false
+	ch.kick()
 }
 
 // canStart says whether the next fetched descriptor's data phase can
@@ -143,7 +173,7 @@ func (ch *Chan) start() {
 		r.size, r.n, r.trunc = c.size, n, trunc
 		r.route = ch.c.fromDev
 		r.write[0] = dma.BusSpan(d.Dst, n)
-		r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Bytes: int64(n), Write: r.write[:], Data: payload, Opts: ch.opts}
+		r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Bytes: int64(n), Write: r.write[:], Data: payload, Opts: ch.opts, Transient: true}
 		if r.done == nil {
 			r.done = func(*dma.TransferInfo) { ch.rxLanded(s) }
 		}
@@ -170,8 +200,10 @@ func (ch *Chan) rxLanded(s *slot) {
 // bytes over route, the writes (of data, or of what was read) when they
 // land, then done.
 func (ch *Chan) transfer(name string, route fabric.Route, n uint64, read, write []dma.Span, data []byte, done func(*dma.TransferInfo)) {
+	// Every done of the engine's reads what it needs of the result
+	// (the bytes read, the read's error) and keeps no TransferInfo.
 	t := &dma.Transfer{Name: name, Route: &route, Bytes: int64(n), Read: read, Write: write, Data: data, Opts: ch.opts,
-		Dependent: len(read) > 0 && len(write) > 0}
+		Dependent: len(read) > 0 && len(write) > 0, Transient: true}
 	if _, err := ch.c.dev.StartTransfer(t, done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}

@@ -59,6 +59,10 @@
 //     and freeze, and per filling step either a scan of its resources
 //     (Rc ≤ 1,024) or, for larger components, O(moved·log) on a heap of
 //     levels where only the resources of the groups a step froze move.
+//   - A flow's owner may give it back once done (Fabric.Release): a later
+//     Start reuses it instead of allocating one, so a stream of flows
+//     whose owners release them allocates nothing. Only while no hook
+//     listens, since a hook may keep the flows it sees.
 //   - Routes are computed per pair on demand; at most 64 per-destination
 //     distance arrays and 16,384 routes are cached, so memory does not
 //     grow with the square of the nodes.

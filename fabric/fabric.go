@@ -159,6 +159,10 @@ type Fabric struct {
 	used   []int32
 	ending []*Flow
 
+	// released are the flows given back since the last recompute;
+	// freeFlows those free to reuse (Release).
+	released, freeFlows []*Flow
+
 	// routes caches finished routes by (from, to) node index, at most
 	// routeCacheMax of them; toward holds the distance arrays of at most
 	// towardCacheMax destinations, oldest replaced first. Both are

@@ -54,6 +54,7 @@ const (
 	flowLatency flowState = iota // paying its latency
 	flowActive                   // transferring
 	flowDone
+	flowReleased // given back (Fabric.Release), waiting to be reused
 )
 
 // Option tunes a flow at Start.
@@ -88,7 +89,15 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	if bytes < 0 {
 		panic(fmt.Sprintf("fabric: flow %q: negative size %d", name, bytes))
 	}
-	fl := &Flow{
+	var fl *Flow
+	if n := len(f.freeFlows); n > 0 {
+		fl = f.freeFlows[n-1]
+		f.freeFlows[n-1] = nil
+		f.freeFlows = f.freeFlows[:n-1]
+	} else {
+		fl = new(Flow)
+	}
+	*fl = Flow{
 		fab:   f,
 		name:  name,
 		bytes: bytes,
@@ -274,6 +283,27 @@ func (f *Fabric) finish(fl *Flow) {
 	fl.g, fl.offset, fl.rated = nil, 0, false
 	f.emit(Event{Header: sim.Header{Time: fl.endAt}, Kind: FlowEnd, Flow: fl})
 	fl.done.Complete()
+}
+
+// Release gives fl back to the fabric once the one who started it is
+// done with it, so that a later Start reuses it instead of allocating a
+// flow: fl must be done, and neither the caller nor anyone it handed fl
+// to may use it afterwards. Hooks may keep the flows of the events they
+// see (a trace, the checker), so while any hook listens Release does
+// nothing and fl stays valid. Releasing is optional: a flow never
+// released is left to the garbage collector.
+//
+// A released flow is reused only after the next recompute, which drops
+// the fabric's own references to the flows ended before it.
+func (f *Fabric) Release(fl *Flow) {
+	if fl.fab != f || fl.state != flowDone {
+		panic(fmt.Sprintf("fabric: flow %q released while not done, twice or to another fabric", fl.name))
+	}
+	if f.Hooks.Active() {
+		return
+	}
+	fl.state = flowReleased
+	f.released = append(f.released, fl)
 }
 
 // Name is the name given at Start.

@@ -119,6 +119,11 @@ func (f *Fabric) recompute() {
 	}
 	clear(started)
 	f.startedFlows = started[:0]
+	// No list of the fabric holds the flows released before now any
+	// more: they can be reused.
+	f.freeFlows = append(f.freeFlows, f.released...)
+	clear(f.released)
+	f.released = f.released[:0]
 	for _, g := range f.compGroups {
 		g.changed = false
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmaengine"
+	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -24,9 +25,10 @@ type rxState struct {
 	heldAt  sim.Time
 	heldSeq uint64
 	// The packet on the wire (one at a time: the next starts when it
-	// has arrived), and its arrival, made once.
+	// has arrived), its flow, and its arrival, made once.
 	wireSeq   uint64
 	wireStart sim.Time
+	wireFlow  *fabric.Flow
 	arrived   func()
 
 	s       Stream
@@ -237,9 +239,16 @@ func (n *NIC) rxSend() {
 	}
 	rx.wireSeq, rx.wireStart = seq, start
 	if rx.arrived == nil {
-		rx.arrived = func() { n.rxArrive(rx.wireSeq, rx.wireStart) }
+		rx.arrived = func() {
+			// The wire's flow is the NIC's alone: given back, it is
+			// the next packet's.
+			n.m.Fabric.Release(rx.wireFlow)
+			rx.wireFlow = nil
+			n.rxArrive(rx.wireSeq, rx.wireStart)
+		}
 	}
-	n.m.Fabric.Start(n.wire.inName, n.wire.in, int64(n.opt.PacketSize)).Done().OnComplete(rx.arrived)
+	rx.wireFlow = n.m.Fabric.Start(n.wire.inName, n.wire.in, int64(n.opt.PacketSize))
+	rx.wireFlow.Done().OnComplete(rx.arrived)
 }
 
 // rxArrive hands a packet that has fully arrived (store and forward) to
