@@ -125,11 +125,11 @@ type gpuState struct {
 	queue  []faultRun
 	qhead  int
 	queued int
-	// batch and waiters are the bottom half's scratch space for the
-	// batch being serviced, kept to spare an allocation per batch.
+	// batch, waiters and pins are the bottom half's scratch space for
+	// the batch being serviced, kept to spare an allocation per batch.
 	batch     []faultRun
 	waiters   []*faultWaiter
-	reqs      []faultReq
+	pins      []pinnedFault
 	servicing bool
 	// kernels running on the GPU (KernelLaunch, KernelComplete).
 	kernels int

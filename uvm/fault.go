@@ -423,13 +423,6 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 	if need.Empty() {
 		return coalesced, false, false
 	}
-	// The bottom half services one batch at a time, so its requests
-	// can live in g's scratch space until serviceFaults returns.
-	reqs := g.reqs[:0]
-	for pg := need.First(); pg >= 0; pg = need.Next(pg + 1) {
-		reqs = append(reqs, faultReq{page: pg, write: writes.Test(pg)})
-	}
-	g.reqs = reqs
 	p.Sleep(d.p.BlockServiceCost)
 	before := b.residentOn(g.id)
 	defer d.chargePages(p, b, g.id, &before)
@@ -437,26 +430,31 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 	if d.p.DisableThrashing || b.thrash == nil || b.thrash.pages == nil {
 		// No page of the block has a thrashing history: every hint is
 		// none (thrashingHint's first test).
-		d.serviceFaults(p, b, g.id, reqs)
+		d.serviceFaults(p, b, g.id, need, writes, nil)
 		return coalesced, false, true
 	}
-	kept := reqs[:0]
-	for _, r := range reqs {
-		r.hint = d.thrashingHint(p, b, r.page, g.id, now)
-		if r.hint.kind == hintThrottle {
+	// The bottom half services one batch at a time, so the pins can
+	// live in g's scratch space until serviceFaults returns.
+	pins := g.pins[:0]
+	for pg := need.First(); pg >= 0; pg = need.Next(pg + 1) {
+		hint := d.thrashingHint(p, b, pg, g.id, now)
+		switch hint.kind {
+		case hintThrottle:
 			throttled = true
+			need.Clear(pg)
 			for _, e := range runs {
 				lo := int(e.addr-b.start) / PageSize
-				if r.page >= lo && r.page < lo+e.pages {
-					e.w.retryAt = max(e.w.retryAt, r.hint.until)
+				if pg >= lo && pg < lo+e.pages {
+					e.w.retryAt = max(e.w.retryAt, hint.until)
 				}
 			}
-			continue
+		case hintPin:
+			pins = append(pins, pinnedFault{page: pg, hint: hint})
 		}
-		kept = append(kept, r)
 	}
-	if len(kept) > 0 {
-		d.serviceFaults(p, b, g.id, kept)
+	g.pins = pins
+	if !need.Empty() {
+		d.serviceFaults(p, b, g.id, need, writes, pins)
 	}
 	return coalesced, throttled, true
 }
