@@ -108,6 +108,8 @@ type Driver struct {
 	Hooks sim.Hooks[Event]
 	ev    Event
 	stats Stats
+	// spare are procPages no service uses (takeProcPages).
+	spare []procPages
 }
 
 // gpuState is one GPU: its managed memory (uvm_pmm_gpu_t), its

@@ -211,27 +211,40 @@ func spanPages(bstart, start, end Addr) (int, int) {
 	return int(lo-bstart) / PageSize, int(hi-bstart+PageSize-1) / PageSize
 }
 
-// describe fills where an access of x to [start, end) was served from.
+// describe fills where an access of x to [start, end) was served from:
+// Where the first page someone holds, RemoteBytes the bytes of pages x
+// does not hold (of the first and last page, those in the range).
 func (d *Driver) describe(acc *Access, x Processor, start, end Addr) {
 	acc.Where = NoProcessor
 	for num := uint64(start) / BlockSize; num <= (uint64(end)-1)/BlockSize; num++ {
 		b := d.blocks[num]
-		lo, hi := spanPages(Addr(num*BlockSize), start, end)
 		if b == nil {
 			continue
 		}
+		lo, hi := spanPages(Addr(num*BlockSize), start, end)
+		span := rangeMask(lo, hi)
 		local := b.residentOn(x)
-		for pg := lo; pg < hi; pg++ {
-			where := x
-			if !local.Test(pg) {
-				where = b.holders(pg).First()
-				pa := b.addr(pg)
-				acc.RemoteBytes += int64(min(end, pa+PageSize) - max(start, pa))
-			}
-			if acc.Where == NoProcessor {
-				acc.Where = where
+		if acc.Where == NoProcessor {
+			held := and(span, b.anyResident())
+			if pg := held.First(); pg >= 0 {
+				acc.Where = x
+				if !local.Test(pg) {
+					acc.Where = b.holders(pg).First()
+				}
 			}
 		}
+		far := andNot(span, local)
+		if far.Empty() {
+			continue
+		}
+		bytes := int64(far.Count()) * PageSize
+		if far.Test(lo) {
+			bytes -= int64(max(start, b.addr(lo)) - b.addr(lo))
+		}
+		if far.Test(hi - 1) {
+			bytes -= int64(b.addr(hi) - min(end, b.addr(hi)))
+		}
+		acc.RemoteBytes += bytes
 	}
 }
 

@@ -29,8 +29,8 @@ const (
 // all concurrent: faults, batching, eviction, thrashing, pinning,
 // read duplication and remote mappings mix. It runs for randomHorizon
 // of virtual time (warps evicting each other's blocks may refault for
-// ever) and returns the digest of every event, all fields, and of the
-// statistics then.
+// ever) and returns the digest of every event (all fields), of what
+// each access returned, and of the statistics then.
 func randomRun(t testing.TB, seed uint64) (string, map[Kind]bool) {
 	r := rand.New(rand.NewPCG(seed, 17))
 	ngpu := 1 + r.IntN(2)
@@ -59,6 +59,11 @@ func randomRun(t testing.TB, seed uint64) (string, map[Kind]bool) {
 		fmt.Fprintf(log, "%+v\n", *e)
 		kinds[e.Kind] = true
 	})
+	// access logs what an access returned.
+	access := func(acc Access, err error) {
+		must(t, err)
+		fmt.Fprintf(log, "%+v\n", acc)
+	}
 	// span is a random page-aligned range of a, up to max pages.
 	span := func(r *rand.Rand, max int) (Addr, int64) {
 		first := r.IntN(pages)
@@ -88,9 +93,9 @@ func randomRun(t testing.TB, seed uint64) (string, map[Kind]bool) {
 				n -= int64(addr % PageSize)
 				write := wr.IntN(3) == 0
 				if wr.IntN(4) == 0 {
-					ok(t)(d.GPUAccessStrided(p, gpu, addr, n, int64(1+wr.IntN(8))*PageSize+int64(wr.IntN(64)), int64(4+wr.IntN(64)), write))
+					access(d.GPUAccessStrided(p, gpu, addr, n, int64(1+wr.IntN(8))*PageSize+int64(wr.IntN(64)), int64(4+wr.IntN(64)), write))
 				} else {
-					ok(t)(d.GPUAccess(p, gpu, addr, n, write))
+					access(d.GPUAccess(p, gpu, addr, n, write))
 				}
 				p.Sleep(sim.Time(wr.IntN(30)) * sim.Microsecond)
 			}
@@ -100,7 +105,7 @@ func randomRun(t testing.TB, seed uint64) (string, map[Kind]bool) {
 	env.e.Spawn("cpu", func(p *sim.Proc) {
 		for range 10 + cr.IntN(30) {
 			addr, n := span(cr, 8)
-			ok(t)(d.CPUAccess(p, addr, n, cr.IntN(2) == 0))
+			access(d.CPUAccess(p, addr, n, cr.IntN(2) == 0))
 			p.Sleep(sim.Time(cr.IntN(40)) * sim.Microsecond)
 		}
 	})
@@ -121,7 +126,7 @@ func randomRun(t testing.TB, seed uint64) (string, map[Kind]bool) {
 	return fmt.Sprintf("%x", log.Sum(nil)), kinds
 }
 
-// TestRandomRuns: randomRun's events and statistics, for each of
+// TestRandomRuns: randomRun's events, accesses and statistics, for each of
 // randomRuns seeds, have the digests in testdata/random-runs.txt,
 // recorded from the driver selecting residency page by page
 // (-update-random rewrites them, for a deliberate change of behaviour).

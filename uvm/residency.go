@@ -153,6 +153,20 @@ type procMask struct {
 	mask PageMask
 }
 
+// takeProcPages is an empty procPages from the driver's spares. Services
+// of different blocks interleave (each blocks in its migrations), so
+// each takes its own and gives it back with putProcPages when done.
+func (d *Driver) takeProcPages() procPages {
+	if n := len(d.spare); n > 0 {
+		l := d.spare[n-1]
+		d.spare = d.spare[:n-1]
+		return l[:0]
+	}
+	return make(procPages, 0, 4)
+}
+
+func (d *Driver) putProcPages(l procPages) { d.spare = append(d.spare, l) }
+
 // add adds pages m to processor p's.
 func (l *procPages) add(p Processor, m PageMask) {
 	if m.Empty() {
@@ -193,8 +207,8 @@ type causeMask struct {
 // hint. b is locked by p.
 func (d *Driver) serviceFaults(p *sim.Proc, b *vaBlock, requester Processor, pages, writes PageMask, pins []pinnedFault) {
 	n := len(b.resident)
-	var buf [4]procMask
-	sel := residencySelection{dest: buf[:0]}
+	sel := residencySelection{dest: d.takeProcPages()}
+	defer func() { d.putProcPages(sel.dest) }()
 	d.selectResidency(b, requester, pages, writes, pins, &sel)
 	dup, pinned, advice, pinProcs := sel.dup, sel.pinned, sel.advice, sel.pinProcs
 	firstFault := pages.First()
@@ -281,8 +295,8 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 	revoked := and(exclusive, b.shared())
 
 	// Sources: each page from its closest holder.
-	var buf [4]procMask
-	src := procPages(buf[:0])
+	src := d.takeProcPages()
+	defer func() { d.putProcPages(src) }()
 	held := and(need, b.anyResident())
 	populate := andNot(need, held)
 	if q := b.soleHolder(held); q != NoProcessor {
