@@ -209,3 +209,27 @@ func TestSelectResidencyMasks(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowBigPagesLanes: growing faults to big pages a mask word's lane
+// at a time gives what counting each big page's faulted and thrashing
+// pages gives, partial blocks included.
+func TestGrowBigPagesLanes(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 5))
+	for i := range 20000 {
+		n := PagesPerBlock - r.IntN(4)*r.IntN(200)
+		tree, faulted, thrashing := randomMask(r, r.Float64()), randomMask(r, r.Float64()*0.3), randomMask(r, r.Float64()*0.2)
+		want := tree
+		for first := 0; first < n; first += pagesPerBigPage {
+			end := min(first+pagesPerBigPage, n)
+			if faulted.CountRange(first, end) > 0 && thrashing.CountRange(first, end) == 0 {
+				want.SetRange(first, end)
+			}
+		}
+		f := and(faulted, rangeMask(0, n))
+		got := tree
+		growBigPages(&got, &f, &thrashing, n)
+		if got != want {
+			t.Fatalf("case %d (n %d): got %v, want %v", i, n, got.Pages(), want.Pages())
+		}
+	}
+}
