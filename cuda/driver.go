@@ -43,6 +43,8 @@ type Driver struct {
 	um    *uvm.Driver
 	umErr error
 	gen   uvm.Generation
+	// umMoves are the migrations' shared parts, by (from, to).
+	umMoves map[[2]uvm.Processor]*umMove
 
 	// k is the operating system whose processes use the driver.
 	k *kern.Kernel

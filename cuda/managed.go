@@ -201,14 +201,48 @@ func driver(from, to uvm.Processor) uvm.Processor {
 	return from
 }
 
+// umMove is what every migration from one processor to another
+// shares: the memories, the copy engine, the transfer's name, its route
+// and whether the engine reads (machine.Reads). The machine's routes do
+// not change while it runs, so they are worked out once per pair, not
+// once per migration.
+type umMove struct {
+	name     string
+	src, dst machine.Endpoint
+	master   machine.Master
+	route    fabric.Route
+	load     bool
+}
+
+// umMove is the shared part of migrations from one processor to
+// another.
+func (d *Driver) umMove(from, to uvm.Processor) *umMove {
+	key := [2]uvm.Processor{from, to}
+	if mv := d.umMoves[key]; mv != nil {
+		return mv
+	}
+	m := d.m
+	by := driver(from, to)
+	mv := &umMove{name: fmt.Sprintf("uvm %v→%v", from, to), src: d.procMemory(from, to), dst: d.procMemory(to, from),
+		master: m.GPUs[by.GPUIndex()].CE()}
+	r, err := m.DMARoute(mv.src, mv.dst, mv.master)
+	if err != nil {
+		panic(fmt.Sprintf("cuda: uvm migration %v → %v: %v", from, to, err))
+	}
+	mv.route, mv.load = r, m.Reads(mv.dst, mv.master)
+	if d.umMoves == nil {
+		d.umMoves = map[[2]uvm.Processor]*umMove{}
+	}
+	d.umMoves[key] = mv
+	return mv
+}
+
 // move is one migration; sys are the system-memory side's spans (nil:
 // bytes only).
 func (e umEnv) move(p *sim.Proc, from, to uvm.Processor, bytes int64, sys []dma.Span) {
-	m := e.d.m
-	src, dst := e.d.procMemory(from, to), e.d.procMemory(to, from)
-	by := driver(from, to)
-	g := e.d.sys.Devices[by.GPUIndex()]
-	t := &dma.Transfer{Name: fmt.Sprintf("uvm %v→%v", from, to), Master: m.GPUs[by.GPUIndex()].CE(), Src: src, Dst: dst, Bytes: bytes}
+	mv := e.d.umMove(from, to)
+	g := e.d.sys.Devices[driver(from, to).GPUIndex()]
+	t := &dma.Transfer{Name: mv.name, Master: mv.master, Src: mv.src, Dst: mv.dst, Route: &mv.route, Load: mv.load, Bytes: bytes}
 	if from == uvm.CPU {
 		t.Read = sys
 	} else {

@@ -365,14 +365,14 @@ below zero-copy.
 The GPU is given vram bytes of memory for the run (the platform with
 gpus.NAME.vram changed, as --set platform.gpus.gpu0.vram would): the model
 raises one fault per 4 KiB page, so the ratios of an H200's 141 GiB take
-about 90 s of wall time (48 CPU seconds; scenario BenchmarkUMOversubscribeH200);
-a 1 GiB GPU gives about the same GB/s at the same ratios
-(the one launch latency per pass weighs a little more). vram=platform
-keeps the platform's. Rows: direction kernel for a pass (ops: its number
-from 1), h2d for the prefetch; GB/s is the working set over the pass's time
-(events); each row's name gives the ratio and what the unified-memory driver
-did. GPUs without concurrent managed access (pre-Pascal) have no prefetch
-and cannot oversubscribe: there only zero-copy runs above 1x.`,
+about 32 CPU seconds (scenario BenchmarkUMOversubscribeH200); a 1 GiB GPU
+gives about the same GB/s at the same ratios (the one launch latency per
+pass weighs a little more). vram=platform keeps the platform's. Rows:
+direction kernel for a pass (ops: its number from 1), h2d for the
+prefetch; GB/s is the working set over the pass's time (events); each row's
+name gives the ratio and what the unified-memory driver did. GPUs without
+concurrent managed access (pre-Pascal) have no prefetch and cannot
+oversubscribe: there only zero-copy runs above 1x.`,
 		Params: []Param{
 			{Name: "vram", Kind: dmalab.ParamSize, Max: maxManaged, Word: "platform", Default: "1GiB", Help: `the GPU's memory for this run ("platform": the platform's own)`},
 			{Name: "ratios", Kind: dmalab.ParamFloats, Item: "ratio", Max: 64, Default: "0.5,1,1.5,2", Help: "working sets, as multiples of the GPU's memory"},

@@ -88,7 +88,16 @@ func (d *Driver) cpuFault(p *sim.Proc, a *Allocation, num uint64, pg int, write 
 		sleepUntil(p, h.until)
 		return true
 	}
-	d.serviceFaults(p, b, CPU, []faultReq{{page: pg, write: write, hint: h}})
+	var pages, writes PageMask
+	pages.Set(pg)
+	if write {
+		writes.Set(pg)
+	}
+	var pins []pinnedFault
+	if h.kind == hintPin {
+		pins = []pinnedFault{{page: pg, hint: h}}
+	}
+	d.serviceFaults(p, b, CPU, pages, writes, pins)
 	d.unlock(b)
 	return true
 }

@@ -23,7 +23,9 @@
 //     model its 32,768 blocks, not its 16 million pages, with the same
 //     batches, coalescing and replay order. CPUAccess takes CPU faults
 //     (uvm_vm_fault) in the faulting thread.
-//   - Residency (uvm_va_block_select_residency), the tree prefetcher
+//   - Residency (uvm_va_block_select_residency: its rules see a page's
+//     policy, pin and holders only, so they are applied to page masks,
+//     per policy span and closest holder), the tree prefetcher
 //     (uvm_perf_prefetch.c, PrefetchPages), eviction of 2 MiB root chunks
 //     least recently used first (uvm_pmm_gpu.c), thrashing detection with
 //     throttling and pinning (uvm_perf_thrashing.c), cuMemAdvise

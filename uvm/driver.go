@@ -108,6 +108,8 @@ type Driver struct {
 	Hooks sim.Hooks[Event]
 	ev    Event
 	stats Stats
+	// spare are procPages no service uses (takeProcPages).
+	spare []procPages
 }
 
 // gpuState is one GPU: its managed memory (uvm_pmm_gpu_t), its
@@ -125,11 +127,11 @@ type gpuState struct {
 	queue  []faultRun
 	qhead  int
 	queued int
-	// batch and waiters are the bottom half's scratch space for the
-	// batch being serviced, kept to spare an allocation per batch.
+	// batch, waiters and pins are the bottom half's scratch space for
+	// the batch being serviced, kept to spare an allocation per batch.
 	batch     []faultRun
 	waiters   []*faultWaiter
-	reqs      []faultReq
+	pins      []pinnedFault
 	servicing bool
 	// kernels running on the GPU (KernelLaunch, KernelComplete).
 	kernels int

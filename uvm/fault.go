@@ -211,27 +211,40 @@ func spanPages(bstart, start, end Addr) (int, int) {
 	return int(lo-bstart) / PageSize, int(hi-bstart+PageSize-1) / PageSize
 }
 
-// describe fills where an access of x to [start, end) was served from.
+// describe fills where an access of x to [start, end) was served from:
+// Where the first page someone holds, RemoteBytes the bytes of pages x
+// does not hold (of the first and last page, those in the range).
 func (d *Driver) describe(acc *Access, x Processor, start, end Addr) {
 	acc.Where = NoProcessor
 	for num := uint64(start) / BlockSize; num <= (uint64(end)-1)/BlockSize; num++ {
 		b := d.blocks[num]
-		lo, hi := spanPages(Addr(num*BlockSize), start, end)
 		if b == nil {
 			continue
 		}
+		lo, hi := spanPages(Addr(num*BlockSize), start, end)
+		span := rangeMask(lo, hi)
 		local := b.residentOn(x)
-		for pg := lo; pg < hi; pg++ {
-			where := x
-			if !local.Test(pg) {
-				where = b.holders(pg).First()
-				pa := b.addr(pg)
-				acc.RemoteBytes += int64(min(end, pa+PageSize) - max(start, pa))
-			}
-			if acc.Where == NoProcessor {
-				acc.Where = where
+		if acc.Where == NoProcessor {
+			held := and(span, b.anyResident())
+			if pg := held.First(); pg >= 0 {
+				acc.Where = x
+				if !local.Test(pg) {
+					acc.Where = b.holders(pg).First()
+				}
 			}
 		}
+		far := andNot(span, local)
+		if far.Empty() {
+			continue
+		}
+		bytes := int64(far.Count()) * PageSize
+		if far.Test(lo) {
+			bytes -= int64(max(start, b.addr(lo)) - b.addr(lo))
+		}
+		if far.Test(hi - 1) {
+			bytes -= int64(b.addr(hi) - min(end, b.addr(hi)))
+		}
+		acc.RemoteBytes += bytes
 	}
 }
 
@@ -423,13 +436,6 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 	if need.Empty() {
 		return coalesced, false, false
 	}
-	// The bottom half services one batch at a time, so its requests
-	// can live in g's scratch space until serviceFaults returns.
-	reqs := g.reqs[:0]
-	for pg := need.First(); pg >= 0; pg = need.Next(pg + 1) {
-		reqs = append(reqs, faultReq{page: pg, write: writes.Test(pg)})
-	}
-	g.reqs = reqs
 	p.Sleep(d.p.BlockServiceCost)
 	before := b.residentOn(g.id)
 	defer d.chargePages(p, b, g.id, &before)
@@ -437,26 +443,31 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 	if d.p.DisableThrashing || b.thrash == nil || b.thrash.pages == nil {
 		// No page of the block has a thrashing history: every hint is
 		// none (thrashingHint's first test).
-		d.serviceFaults(p, b, g.id, reqs)
+		d.serviceFaults(p, b, g.id, need, writes, nil)
 		return coalesced, false, true
 	}
-	kept := reqs[:0]
-	for _, r := range reqs {
-		r.hint = d.thrashingHint(p, b, r.page, g.id, now)
-		if r.hint.kind == hintThrottle {
+	// The bottom half services one batch at a time, so the pins can
+	// live in g's scratch space until serviceFaults returns.
+	pins := g.pins[:0]
+	for pg := need.First(); pg >= 0; pg = need.Next(pg + 1) {
+		hint := d.thrashingHint(p, b, pg, g.id, now)
+		switch hint.kind {
+		case hintThrottle:
 			throttled = true
+			need.Clear(pg)
 			for _, e := range runs {
 				lo := int(e.addr-b.start) / PageSize
-				if r.page >= lo && r.page < lo+e.pages {
-					e.w.retryAt = max(e.w.retryAt, r.hint.until)
+				if pg >= lo && pg < lo+e.pages {
+					e.w.retryAt = max(e.w.retryAt, hint.until)
 				}
 			}
-			continue
+		case hintPin:
+			pins = append(pins, pinnedFault{page: pg, hint: hint})
 		}
-		kept = append(kept, r)
 	}
-	if len(kept) > 0 {
-		d.serviceFaults(p, b, g.id, kept)
+	g.pins = pins
+	if !need.Empty() {
+		d.serviceFaults(p, b, g.id, need, writes, pins)
 	}
 	return coalesced, throttled, true
 }

@@ -80,12 +80,20 @@ func PrefetchPages(in PrefetchInput) PageMask {
 
 // growBigPages counts whole every big page (and the trailing partial
 // one) that holds a faulted page and no thrashing page
-// (grow_fault_granularity).
+// (grow_fault_granularity). A big page is a 16-bit lane of a mask word,
+// so the test is two ands a lane.
 func growBigPages(tree, faulted, thrashing *PageMask, n int) {
-	for first := 0; first < n; first += pagesPerBigPage {
-		end := min(first+pagesPerBigPage, n)
-		if faulted.CountRange(first, end) > 0 && thrashing.CountRange(first, end) == 0 {
-			tree.SetRange(first, end)
+	block := rangeMask(0, n)
+	for w, f := range faulted {
+		if f == 0 {
+			continue
+		}
+		t := thrashing[w] & block[w]
+		for s := 0; s < 64; s += pagesPerBigPage {
+			lane := (uint64(1)<<pagesPerBigPage - 1) << s
+			if f&lane != 0 && t&lane == 0 {
+				tree[w] |= lane & block[w]
+			}
 		}
 	}
 }

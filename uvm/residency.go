@@ -1,12 +1,14 @@
 package uvm
 
 import (
+	"sort"
+
 	"github.com/dmalab/dmalab/sim"
 )
 
-// selectResidency is where page pg of b should live after requester's
-// fault, and whether it is a read-duplicating copy
-// (uvm_va_block_select_residency, Pascal-plus):
+// selectResidency is where the faulted pages of b should live after
+// requester's fault, and which are read-duplicating copies
+// (uvm_va_block_select_residency, Pascal-plus), per page:
 //
 //   - ReadMostly: a read (or prefetch) duplicates on the requester; a
 //     write takes the requester a copy of its own, the others invalidated.
@@ -21,48 +23,175 @@ import (
 //   - Otherwise the requester: migrate.
 //
 // A choice without memory (a GPU with no managed memory) falls back to
-// the CPU (fallback), and the requester maps system memory.
-func (d *Driver) selectResidency(b *vaBlock, pg int, requester Processor, write bool, hint thrashHint) (dest Processor, dup, fallback bool) {
-	pol := b.alloc.policyAt(b.addr(pg))
-	dest, dup = d.chooseResidency(b, pg, pol, requester, write, hint)
-	if !d.hasMemory(dest) {
-		return CPU, false, true
+// the CPU, and the requester maps system memory.
+//
+// The rules depend on a page only through its policy, its pin and the
+// set of processors holding it, so they are applied to masks: per
+// policy span, the pages nobody holds, then those by their closest
+// holder. Pages are the faulted pages, writes those written; pins the
+// faulted pages with a pin hint.
+func (d *Driver) selectResidency(b *vaBlock, requester Processor, pages, writes PageMask, pins []pinnedFault, sel *residencySelection) {
+	for _, r := range pins {
+		sel.pinned.Set(r.page)
+		sel.pinProcs |= r.hint.processors
 	}
-	return dest, dup, false
+	a := b.alloc
+	lo, hi := b.start, b.addr(b.pages)
+	i := sort.Search(len(a.policies), func(i int) bool { return a.policies[i].end > lo })
+	for ; i < len(a.policies) && a.policies[i].start < hi; i++ {
+		s := &a.policies[i]
+		first, end := b.pageSpan(s.start, s.end)
+		span := and(pages, rangeMask(first, end))
+		if !span.Empty() {
+			d.selectSpan(b, requester, span, writes, pins, &s.policy, sel)
+		}
+	}
 }
 
-func (d *Driver) chooseResidency(b *vaBlock, pg int, pol *policy, requester Processor, write bool, hint thrashHint) (Processor, bool) {
+// selectSpan is selectResidency for pages of one policy.
+func (d *Driver) selectSpan(b *vaBlock, requester Processor, pages, writes PageMask, pins []pinnedFault, pol *policy, sel *residencySelection) {
 	if pol.readMostly {
-		return requester, !write
+		d.choose(sel, requester, requester, pages, andNot(pages, writes))
+		return
 	}
 	pl := pol.preferred
 	if requester == pl {
-		return requester, false
+		d.choose(sel, requester, requester, pages, PageMask{})
+		return
 	}
-	if hint.kind == hintPin {
-		return hint.residency, false
-	}
-	closest := d.closest(b.holders(pg), requester)
-	if closest == NoProcessor {
-		if pl != NoProcessor && d.canAccess(requester, pl) {
-			return pl, false
+	for _, r := range pins {
+		if pages.Test(r.page) {
+			var m PageMask
+			m.Set(r.page)
+			d.choose(sel, requester, r.hint.residency, m, PageMask{})
 		}
-		return requester, false
 	}
-	if pol.accessedBy.Has(requester) && d.canAccess(requester, closest) {
-		return closest, false
+	rest := andNot(pages, sel.pinned)
+	held := and(rest, b.anyResident())
+	if none := andNot(rest, held); !none.Empty() {
+		to := requester
+		if pl != NoProcessor && d.canAccess(requester, pl) {
+			to = pl
+		}
+		d.choose(sel, requester, to, none, PageMask{})
 	}
-	if closest != requester && pl != NoProcessor && d.canAccess(requester, pl) {
-		return pl, false
-	}
-	return requester, false
+	d.byClosest(b, held, requester, func(closest Processor, m PageMask) {
+		to := requester
+		switch {
+		case pol.accessedBy.Has(requester) && d.canAccess(requester, closest):
+			to = closest
+		case closest != requester && pl != NoProcessor && d.canAccess(requester, pl):
+			to = pl
+		}
+		d.choose(sel, requester, to, m, PageMask{})
+	})
 }
 
-// faultReq is one faulted page of a block and its thrashing hint.
-type faultReq struct {
-	page  int
-	write bool
-	hint  thrashHint
+// choose sends pages m to processor to (to the CPU when to has no
+// memory), dup of them read-duplicated.
+func (d *Driver) choose(sel *residencySelection, requester, to Processor, m, dup PageMask) {
+	if !d.hasMemory(to) {
+		sel.dest.add(CPU, m)
+		return
+	}
+	sel.dest.add(to, m)
+	sel.dup.Or(&dup)
+	if to != requester {
+		// Moved by advice, unless a pin sent them.
+		adv := andNot(m, sel.pinned)
+		sel.advice.Or(&adv)
+	}
+}
+
+// byClosest calls f with the pages of m (each held somewhere) grouped by
+// their holder closest to processor to (closest): to itself, the GPUs
+// it reaches over NVLink, the CPU, then any other by number.
+func (d *Driver) byClosest(b *vaBlock, m PageMask, to Processor, f func(Processor, PageMask)) {
+	visit := func(q Processor) {
+		if m.Empty() || int(q) >= len(b.resident) || b.resident[q] == nil {
+			return
+		}
+		on := and(m, *b.resident[q])
+		if on.Empty() {
+			return
+		}
+		m.AndNot(&on)
+		f(q, on)
+	}
+	visit(to)
+	if to != CPU {
+		for q := GPU(0); int(q) <= len(d.gpus); q++ {
+			if q != to && d.fastAccess(to, q) {
+				visit(q)
+			}
+		}
+	}
+	visit(CPU)
+	for q := range Processor(len(b.resident)) {
+		visit(q)
+	}
+}
+
+// residencySelection is where a service sends its faulted pages.
+type residencySelection struct {
+	// dest are the pages by destination.
+	dest procPages
+	// dup are the pages read-duplicated; pinned those with a pin hint,
+	// whose thrashing processors pinProcs map them; advice those a
+	// policy sent away from the requester.
+	dup, pinned, advice PageMask
+	pinProcs            ProcSet
+}
+
+// procPages are page masks by processor, in processor order. A service
+// involves few processors, so a short list serves better than a mask
+// for each of up to MaxGPUs+1.
+type procPages []procMask
+
+type procMask struct {
+	proc Processor
+	mask PageMask
+}
+
+// takeProcPages is an empty procPages from the driver's spares. Services
+// of different blocks interleave (each blocks in its migrations), so
+// each takes its own and gives it back with putProcPages when done.
+func (d *Driver) takeProcPages() procPages {
+	if n := len(d.spare); n > 0 {
+		l := d.spare[n-1]
+		d.spare = d.spare[:n-1]
+		return l[:0]
+	}
+	return make(procPages, 0, 4)
+}
+
+func (d *Driver) putProcPages(l procPages) { d.spare = append(d.spare, l) }
+
+// add adds pages m to processor p's.
+func (l *procPages) add(p Processor, m PageMask) {
+	if m.Empty() {
+		return
+	}
+	s := *l
+	i := 0
+	for i < len(s) && s[i].proc < p {
+		i++
+	}
+	if i < len(s) && s[i].proc == p {
+		s[i].mask.Or(&m)
+		return
+	}
+	s = append(s, procMask{})
+	copy(s[i+1:], s[i:])
+	s[i] = procMask{p, m}
+	*l = s
+}
+
+// pinnedFault is a faulted page of a block with a pin hint: it goes
+// where the hint pins it.
+type pinnedFault struct {
+	page int
+	hint thrashHint
 }
 
 // causeMask is a set of pages with one reason to move.
@@ -72,45 +201,26 @@ type causeMask struct {
 }
 
 // serviceFaults makes the faulted pages of b accessible to requester
-// (uvm_va_block_service_locked): residency per page, the prefetcher when
-// all go to one processor, migration and mapping. b is locked by p.
-func (d *Driver) serviceFaults(p *sim.Proc, b *vaBlock, requester Processor, reqs []faultReq) {
+// (uvm_va_block_service_locked): residency (selectResidency), the
+// prefetcher when all go to one processor, migration and mapping. pages
+// are the faulted pages, writes those written, pins those with a pin
+// hint. b is locked by p.
+func (d *Driver) serviceFaults(p *sim.Proc, b *vaBlock, requester Processor, pages, writes PageMask, pins []pinnedFault) {
 	n := len(b.resident)
-	dest := make([]PageMask, n)
-	var dup, pinned, advice PageMask
-	var pinProcs ProcSet
-	var firstFault = -1
-	for _, r := range reqs {
-		to, rd, fallback := d.selectResidency(b, r.page, requester, r.write, r.hint)
-		dest[to].Set(r.page)
-		if rd {
-			dup.Set(r.page)
-		}
-		switch {
-		case r.hint.kind == hintPin:
-			pinned.Set(r.page)
-			pinProcs |= r.hint.processors
-		case to != requester && !fallback:
-			advice.Set(r.page)
-		}
-		if firstFault < 0 {
-			firstFault = r.page
-		}
-	}
-	var dests []Processor
-	for q := range dest {
-		if !dest[q].Empty() {
-			dests = append(dests, Processor(q))
-		}
-	}
+	sel := residencySelection{dest: d.takeProcPages()}
+	defer func() { d.putProcPages(sel.dest) }()
+	d.selectResidency(b, requester, pages, writes, pins, &sel)
+	dup, pinned, advice, pinProcs := sel.dup, sel.pinned, sel.advice, sel.pinProcs
+	firstFault := pages.First()
 	var prefetched PageMask
+	dests := sel.dest
 	if len(dests) == 1 && !d.p.DisablePrefetch {
-		to := dests[0]
+		to := dests[0].proc
 		all := b.anyResident()
 		prefetched = PrefetchPages(PrefetchInput{
 			Pages:               b.pages,
 			Resident:            b.residentOn(to),
-			Faulted:             dest[to],
+			Faulted:             dests[0].mask,
 			Thrashing:           d.thrashingPages(b),
 			Threshold:           d.p.PrefetchThreshold,
 			FirstTouchPreferred: all.Empty() && b.alloc.policyAt(b.addr(firstFault)).preferred == to,
@@ -123,17 +233,19 @@ func (d *Driver) serviceFaults(p *sim.Proc, b *vaBlock, requester Processor, req
 			}
 		}
 	}
-	for _, to := range dests {
-		faulted := dest[to]
-		groups := []causeMask{
+	for _, dm := range dests {
+		to, faulted := dm.proc, dm.mask
+		groups := [4]causeMask{
 			{andNot(andNot(faulted, pinned), advice), CauseFault},
 			{and(faulted, advice), CauseAdvice},
 			{and(faulted, pinned), CauseThrashing},
 		}
+		ng := 3
 		if len(dests) == 1 {
-			groups = append(groups, causeMask{prefetched, CausePrefetcher})
+			groups[3] = causeMask{prefetched, CausePrefetcher}
+			ng = 4
 		}
-		d.makeResident(p, b, to, groups, and(dup, or(faulted, prefetched)))
+		d.makeResident(p, b, to, groups[:ng], and(dup, or(faulted, prefetched)))
 		if to != requester {
 			cause := CauseFault
 			switch {
@@ -183,17 +295,16 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 	revoked := and(exclusive, b.shared())
 
 	// Sources: each page from its closest holder.
-	src := make([]PageMask, len(b.resident))
+	src := d.takeProcPages()
+	defer func() { d.putProcPages(src) }()
 	held := and(need, b.anyResident())
 	populate := andNot(need, held)
 	if q := b.soleHolder(held); q != NoProcessor {
 		// One processor holds every page that has a copy: it is each
 		// page's closest holder.
-		src[q] = held
+		src.add(q, held)
 	} else {
-		for pg := held.First(); pg >= 0; pg = held.Next(pg + 1) {
-			src[d.closest(b.holders(pg), dest)].Set(pg)
-		}
+		d.byClosest(b, held, dest, src.add)
 	}
 	if !populate.Empty() {
 		bytes := int64(populate.Count()) * PageSize
@@ -204,13 +315,10 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 		d.migrated(p, b, groups, populate, NoProcessor, dest, false)
 	}
 	var copied PageMask
-	for q := range src {
-		if src[q].Empty() {
-			continue
-		}
-		d.move(p, b, Processor(q), dest, src[q])
-		d.migrated(p, b, groups, src[q], Processor(q), dest, !and(src[q], dup).Empty())
-		copied.Or(&src[q])
+	for _, s := range src {
+		d.move(p, b, s.proc, dest, s.mask)
+		d.migrated(p, b, groups, s.mask, s.proc, dest, !and(s.mask, dup).Empty())
+		copied.Or(&s.mask)
 	}
 
 	// Pages new in system memory are mapped into the process one by one
