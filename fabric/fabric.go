@@ -123,8 +123,10 @@ type Fabric struct {
 	// last brought up to date.
 	last sim.Time
 	// pending: a recompute event is scheduled at the current instant.
-	pending    bool
-	recomputes uint64
+	pending bool
+	// rateChanged: the filling under way set some group a new rate.
+	rateChanged bool
+	recomputes  uint64
 	// timer is the one completion event: at timerAt, the earliest end of
 	// an active flow.
 	timer   sim.Handle
@@ -146,7 +148,7 @@ type Fabric struct {
 	comp       []int32      // resources of the component, in discovery order
 	compGroups []*group     // its groups, in creation order
 	heap       []levelEntry // resources with unfrozen flows, by level
-	live       []int32      // the same, unordered, when scan
+	live       []liveRes    // the same, unordered, when scan
 	// allRes are the resources of the last discovered component when it
 	// held every active flow, at epoch allEpoch (0: it did not).
 	allRes   []int32
@@ -270,6 +272,8 @@ type resource struct {
 	ver   uint32  // bumped when its level changes: older heap entries are stale
 	order int32   // first-load order in the component, for ties
 	moved bool    // in Fabric.moved
+	// livePos is its index in Fabric.live during a scanned filling.
+	livePos int32
 	// allEpoch is Fabric.allEpoch when the resource was in Fabric.allRes.
 	allEpoch uint64
 }

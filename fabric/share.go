@@ -60,29 +60,36 @@ func (f *Fabric) recompute() {
 	f.last = now
 
 	f.component()
+	f.rateChanged = false
 	f.fill()
+	changed := f.rateChanged
 
-	changed := false
-	for _, g := range f.compGroups {
-		// A group whose rate is unchanged keeps its members' ends, which
-		// so stay exact, free of the rounding that advancing its
-		// progress adds.
-		g.changed = g.newRate != g.rate
-		if g.changed {
-			g.rate, g.setAt, g.leftAt = g.newRate, now, g.left
-			changed = true
+	// The link counters of the component's directions, and each group's
+	// next end: in one pass over the groups when the component holds
+	// them all, as it does in a busy fabric.
+	f.clearStats()
+	whole := len(f.compGroups) == len(f.groups)
+	if !whole {
+		for _, g := range f.compGroups {
+			f.countStats(g)
 		}
 	}
+	hooks := f.Hooks.Active()
 	next := sim.Forever
 	for _, g := range f.groups {
+		if whole {
+			f.countStats(g)
+		}
 		// From setAt and leftAt, so an unchanged rate and first member
 		// give an unchanged end, which need not be computed again.
 		if g.changed || g.newTop {
 			g.next, g.newTop = g.endOf(g.members[0]), false
 		}
 		next = min(next, g.next)
+		if !hooks {
+			g.changed = false
+		}
 	}
-	f.restartStats()
 	f.arm(next)
 	if checkInvariants {
 		if err := f.checkShare(); err != nil {
@@ -90,7 +97,7 @@ func (f *Fabric) recompute() {
 		}
 	}
 	started := f.startedFlows
-	if f.Hooks.Active() && (changed || len(started) > 0) {
+	if hooks && (changed || len(started) > 0) {
 		// Observers see a consistent fabric: rates, ends and the timer
 		// are all set before the first FlowRate, which comes for every
 		// flow whose rate changed, in activation order.
@@ -119,8 +126,10 @@ func (f *Fabric) recompute() {
 	}
 	clear(started)
 	f.startedFlows = started[:0]
-	for _, g := range f.compGroups {
-		g.changed = false
+	if hooks {
+		for _, g := range f.compGroups {
+			g.changed = false
+		}
 	}
 	clear(f.compGroups) // drop pointers to groups that may empty
 	f.compGroups = f.compGroups[:0]
@@ -248,6 +257,11 @@ func (f *Fabric) component() {
 func (f *Fabric) purge(r int32) {
 	res := &f.res[r]
 	res.changedMark = false
+	if len(f.emptied) == 0 {
+		// No group emptied since the last recompute, which dropped
+		// those emptied before it.
+		return
+	}
 	kept := res.members[:0]
 	for _, g := range res.members {
 		if g.n > 0 {
@@ -282,7 +296,7 @@ func (f *Fabric) withinAll() bool {
 	return true
 }
 
-// fill sets newRate of every flow of the component by weighted
+// fill sets the rate of every group of the component by weighted
 // progressive filling: all unfrozen flows rise together with one level
 // (a flow's rate is the level times its share); a resource saturates when
 // the level reaches (capacity left by frozen flows) / (weighted shares of
@@ -293,34 +307,40 @@ func (f *Fabric) fill() {
 		res := &f.res[r]
 		res.rem, res.w, res.n, res.order = res.cap, 0, 0, -1
 	}
+	// A small component is filled by scanning its resources at each step,
+	// which costs less than keeping a heap when the steps touch most of
+	// them; a large one by the heap, whose ties go by first-load order.
+	scan := len(f.comp) <= scanMax
 	capped, order := f.capped[:0], int32(0)
 	for _, g := range f.compGroups {
-		g.frozen, g.newRate = false, 0
+		g.frozen = false
 		if g.cap > 0 {
 			capped = append(capped, g)
 		}
 		k := float64(g.n)
 		for _, ld := range g.loads {
 			r := &f.res[ld.r]
-			if r.order < 0 {
-				r.order, order = order, order+1
-			}
 			// × k: exact for a group of one, which so sums as a flow.
 			r.w += ld.w * g.share * k
 			r.n++
 		}
+		if !scan {
+			for _, ld := range g.loads {
+				if r := &f.res[ld.r]; r.order < 0 {
+					r.order, order = order, order+1
+				}
+			}
+		}
 	}
 	// Stable: equal caps keep creation order, for determinism.
 	slices.SortStableFunc(capped, func(a, b *group) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
-	// A small component is filled by scanning its resources at each step,
-	// which costs less than keeping a heap when the steps touch most of
-	// them; a large one by the heap.
-	f.scan = len(f.comp) <= scanMax
+	f.scan = scan
 	f.heap, f.live = f.heap[:0], f.live[:0]
 	for _, r := range f.comp {
 		if res := &f.res[r]; res.n > 0 {
 			if f.scan {
-				f.live = append(f.live, r)
+				res.livePos = int32(len(f.live))
+				f.live = append(f.live, liveRes{level: res.rem / res.w, r: r})
 				continue
 			}
 			res.ver++
@@ -335,6 +355,9 @@ func (f *Fabric) fill() {
 			ci++
 		}
 		if ci < len(capped) && capped[ci].cap/capped[ci].share <= bestLevel {
+			if g := capped[ci]; g.cap != g.rate {
+				f.setRate(g, g.cap)
+			}
 			f.freeze(capped[ci], capped[ci].cap)
 			f.settle()
 			unfrozen--
@@ -348,6 +371,9 @@ func (f *Fabric) fill() {
 		level = max(level, bestLevel)
 		for _, g := range f.res[best].members {
 			if !g.frozen && g.n > 0 {
+				if x := level * g.share; x != g.rate {
+					f.setRate(g, x)
+				}
 				f.freeze(g, level*g.share)
 				unfrozen--
 			}
@@ -359,22 +385,31 @@ func (f *Fabric) fill() {
 	clear(capped) // drop pointers to groups that may empty
 }
 
-// freeze fixes g's rate at x and takes its loads off the unfrozen sums.
-// Its resources' heap entries are restored by settle, once per step
-// however many of a resource's groups froze in it.
+// freeze takes g's loads at its new rate x off the unfrozen sums.
+// Its resources' levels are restored by settle, once per step however
+// many of a resource's groups froze in it.
 func (f *Fabric) freeze(g *group, x float64) {
-	g.frozen, g.newRate = true, x
+	g.frozen = true
 	k := float64(g.n)
 	for _, ld := range g.loads {
 		r := &f.res[ld.r]
 		r.rem -= ld.w * x * k
 		r.w -= ld.w * g.share * k
 		r.n--
-		if !r.moved && !f.scan {
+		if !r.moved {
 			r.moved = true
 			f.moved = append(f.moved, ld.r)
 		}
 	}
+}
+
+// setRate gives g its new rate x. A group whose rate is unchanged does
+// not come here and keeps its members' ends, which so stay exact, free of
+// the rounding that advancing its progress adds. (fab.last is now:
+// recompute set it.)
+func (f *Fabric) setRate(g *group, x float64) {
+	g.rate, g.setAt, g.leftAt, g.changed = x, f.last, g.left, true
+	f.rateChanged = true
 }
 
 // scanMax is the most resources a component may have for fill to find
@@ -395,14 +430,15 @@ func (f *Fabric) lowest() (int32, float64) {
 	best, bestLevel := int32(-1), math.Inf(1)
 	live := f.live
 	for i := 0; i < len(live); {
-		r := &f.res[live[i]]
-		if r.n == 0 {
-			live[i] = live[len(live)-1]
-			live = live[:len(live)-1]
+		if live[i].done {
+			last := len(live) - 1
+			live[i] = live[last]
+			f.res[live[i].r].livePos = int32(i)
+			live = live[:last]
 			continue
 		}
-		if l := r.rem / r.w; l < bestLevel {
-			best, bestLevel = live[i], l
+		if l := live[i].level; l < bestLevel {
+			best, bestLevel = live[i].r, l
 		}
 		i++
 	}
@@ -410,15 +446,31 @@ func (f *Fabric) lowest() (int32, float64) {
 	return best, bestLevel
 }
 
-// settle gives each resource whose level changed in the last step a new
-// heap entry at its new level; its old entries are stale from now on.
+// liveRes is a resource with unfrozen flows in a scanned filling, with
+// its level as the last step left it (so that a scan divides nothing),
+// or done once its last flow froze, and lowest drops it.
+type liveRes struct {
+	level float64
+	r     int32
+	done  bool
+}
+
+// settle gives each resource whose level changed in the last step its new
+// level: in its live entry, or a new heap entry (its old entries are stale
+// from now on).
 func (f *Fabric) settle() {
-	if f.scan {
-		return
-	}
 	for _, r := range f.moved {
 		res := &f.res[r]
 		res.moved = false
+		if f.scan {
+			e := &f.live[res.livePos]
+			if res.n > 0 {
+				e.level = res.rem / res.w
+			} else {
+				e.done = true
+			}
+			continue
+		}
 		res.ver++
 		if res.n > 0 {
 			f.heapPush(levelEntry{level: res.rem / res.w, order: res.order, r: r, ver: res.ver})

@@ -56,11 +56,11 @@ func (f *Fabric) advanceStats(dt sim.Time) {
 	f.used = kept
 }
 
-// restartStats sets the per-direction rates of the component's link
-// directions from its flows' new rates, summed in group creation order as a
-// recompute of every group would; the other directions carry flows of
-// other components only, whose rates did not change.
-func (f *Fabric) restartStats() {
+// clearStats zeroes the per-direction rates and flow counts of the
+// component's link directions, for countStats to sum anew from the new
+// rates; the other directions carry flows of other components only,
+// whose rates did not change.
+func (f *Fabric) clearStats() {
 	for _, r := range f.comp {
 		res := &f.res[r]
 		l := res.link
@@ -72,17 +72,22 @@ func (f *Fabric) restartStats() {
 		}
 		res.peak = max(res.peak, (res.cap-res.rem)/res.cap)
 	}
-	for _, g := range f.compGroups {
-		k := float64(g.n)
-		for _, h := range g.hops {
-			st := &h.Link.dir[h.Dir]
-			if !st.inUsed {
-				st.inUsed = true
-				f.used = append(f.used, int32(h.Link.index*2+int(h.Dir)))
-			}
-			st.n += int32(g.n)
-			// × k: exact for a group of one, which so sums as a flow.
-			st.rate += h.weight() * g.rate * k
+}
+
+// countStats adds g's flows and new rate to the counters of the link
+// directions it crosses. The recompute counts the component's groups in
+// creation order, so that the sums are those of a recompute of every
+// group, bit for bit.
+func (f *Fabric) countStats(g *group) {
+	k := float64(g.n)
+	for _, d := range g.dirs {
+		st := d.st
+		if !st.inUsed {
+			st.inUsed = true
+			f.used = append(f.used, d.u)
 		}
+		st.n += int32(g.n)
+		// × k: exact for a group of one, which so sums as a flow.
+		st.rate += d.w * g.rate * k
 	}
 }
