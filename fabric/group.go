@@ -42,8 +42,8 @@ type group struct {
 	newTop bool
 
 	// Recompute scratch.
-	mark   uint64 // the recompute epoch whose component holds it
-	frozen bool
+	mark     uint64 // the recompute epoch whose component holds it
+	frozenAt uint64 // the recompute epoch whose filling froze it
 	// changed: this recompute set a new rate (kept to its end only
 	// while Hooks are active, for the FlowRate events).
 	changed bool
@@ -245,3 +245,32 @@ func (f *Fabric) reuseGroups() {
 	}
 	f.emptied = f.emptied[:0]
 }
+
+// countLoads adds (sign +1) or takes away (−1) flow fl, which joins or
+// leaves its group, to or from the sums that a filling starts from
+// (resource.wAll, resource.nAll), or counts it as a flow whose loads the
+// filling must sum itself (Fabric.unsummed): one with a cap, or with a
+// term ld.w × share that is not a small integer. Sums of small integers
+// are exact in any order, so the kept sums are bit for bit those that a
+// filling summing group by group in creation order would reach.
+func (f *Fabric) countLoads(fl *Flow, sign int32) {
+	if sign > 0 {
+		fl.summed = fl.cap == 0
+		for _, ld := range fl.loads {
+			if t := ld.w * fl.share; !(t == math.Trunc(t) && t <= summedTermMax) {
+				fl.summed = false
+			}
+		}
+	}
+	if !fl.summed {
+		f.unsummed += int(sign)
+		return
+	}
+	for _, ld := range fl.loads {
+		f.res[ld.r].wAll += float64(sign) * (ld.w * fl.share)
+	}
+}
+
+// summedTermMax bounds the terms of the kept sums: 2^20 per flow keeps
+// every partial sum below 2^53, and so exact, up to 2^33 flows.
+const summedTermMax = 1 << 20

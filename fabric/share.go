@@ -131,8 +131,8 @@ func (f *Fabric) recompute() {
 			g.changed = false
 		}
 	}
-	clear(f.compGroups) // drop pointers to groups that may empty
-	f.compGroups = f.compGroups[:0]
+	clear(f.someGroups) // drop pointers to groups that may empty
+	f.compGroups, f.someGroups = nil, f.someGroups[:0]
 	f.reuseGroups()
 }
 
@@ -181,7 +181,7 @@ func (f *Fabric) component() {
 			f.purge(r)
 		}
 		f.changedRes = f.changedRes[:0]
-		f.comp, f.compGroups = comp, append(f.compGroups[:0], f.groups...)
+		f.comp, f.compGroups = comp, f.groups
 		return
 	}
 	comp := f.comp[:0]
@@ -240,17 +240,19 @@ func (f *Fabric) component() {
 	// Creation order, which f.groups keeps: the filling visits groups in
 	// it, so that the rates are those of a recompute of every group, bit
 	// for bit.
-	cg := f.compGroups[:0]
 	if ngroups == len(f.groups) {
-		cg = append(cg, f.groups...)
-	} else if ngroups > 0 {
+		f.compGroups = f.groups
+		return
+	}
+	cg := f.someGroups[:0]
+	if ngroups > 0 {
 		for _, g := range f.groups {
 			if g.mark == ep {
 				cg = append(cg, g)
 			}
 		}
 	}
-	f.compGroups = cg
+	f.compGroups, f.someGroups = cg, cg
 }
 
 // purge clears changed resource r's mark and drops its emptied groups.
@@ -303,35 +305,45 @@ func (f *Fabric) withinAll() bool {
 // its unfrozen flows), and its unfrozen flows freeze there; a capped flow
 // freezes alone when the level reaches its cap over its share.
 func (f *Fabric) fill() {
-	for _, r := range f.comp {
-		res := &f.res[r]
-		res.rem, res.w, res.n, res.order = res.cap, 0, 0, -1
-	}
 	// A small component is filled by scanning its resources at each step,
 	// which costs less than keeping a heap when the steps touch most of
 	// them; a large one by the heap, whose ties go by first-load order.
 	scan := len(f.comp) <= scanMax
 	capped, order := f.capped[:0], int32(0)
-	for _, g := range f.compGroups {
-		g.frozen = false
-		if g.cap > 0 {
-			capped = append(capped, g)
+	if scan && f.unsummed == 0 {
+		// Every flow is in the kept sums, which are those the loop
+		// below would reach, bit for bit; no group has a cap.
+		for _, r := range f.comp {
+			res := &f.res[r]
+			res.rem, res.w, res.n, res.order = res.cap, res.wAll, res.nAll, -1
 		}
-		k := float64(g.n)
-		for _, ld := range g.loads {
-			r := &f.res[ld.r]
-			// × k: exact for a group of one, which so sums as a flow.
-			r.w += ld.w * g.share * k
-			r.n++
+	} else {
+		for _, r := range f.comp {
+			res := &f.res[r]
+			res.rem, res.w, res.n, res.order = res.cap, 0, 0, -1
 		}
-		if !scan {
+		for _, g := range f.compGroups {
+			if g.cap > 0 {
+				capped = append(capped, g)
+			}
+			k := float64(g.n)
 			for _, ld := range g.loads {
-				if r := &f.res[ld.r]; r.order < 0 {
-					r.order, order = order, order+1
+				r := &f.res[ld.r]
+				// × k: exact for a group of one, which so sums as a
+				// flow.
+				r.w += ld.w * g.share * k
+				r.n++
+			}
+			if !scan {
+				for _, ld := range g.loads {
+					if r := &f.res[ld.r]; r.order < 0 {
+						r.order, order = order, order+1
+					}
 				}
 			}
 		}
 	}
+	ep := f.epoch // a group is frozen once its frozenAt is ep
 	// Stable: equal caps keep creation order, for determinism.
 	slices.SortStableFunc(capped, func(a, b *group) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
 	f.scan = scan
@@ -351,7 +363,7 @@ func (f *Fabric) fill() {
 	unfrozen, level, ci := len(f.compGroups), 0.0, 0
 	for unfrozen > 0 {
 		best, bestLevel := f.lowest()
-		for ci < len(capped) && capped[ci].frozen {
+		for ci < len(capped) && capped[ci].frozenAt == ep {
 			ci++
 		}
 		if ci < len(capped) && capped[ci].cap/capped[ci].share <= bestLevel {
@@ -370,7 +382,7 @@ func (f *Fabric) fill() {
 		// hair below the one already reached; the level never goes down.
 		level = max(level, bestLevel)
 		for _, g := range f.res[best].members {
-			if !g.frozen && g.n > 0 {
+			if g.frozenAt != ep && g.n > 0 {
 				if x := level * g.share; x != g.rate {
 					f.setRate(g, x)
 				}
@@ -389,7 +401,7 @@ func (f *Fabric) fill() {
 // Its resources' levels are restored by settle, once per step however
 // many of a resource's groups froze in it.
 func (f *Fabric) freeze(g *group, x float64) {
-	g.frozen = true
+	g.frozenAt = f.epoch
 	k := float64(g.n)
 	for _, ld := range g.loads {
 		r := &f.res[ld.r]
