@@ -153,7 +153,9 @@ type Fabric struct {
 	compGroups []*group // its groups, in creation order: groups itself when it holds them all, else someGroups
 	someGroups []*group
 	heap       []levelEntry // resources with unfrozen flows, by level
-	live       []liveRes    // the same, unordered, when scan
+	live       []int32      // the same, unordered, when scan
+	levels     []float64    // their levels, by position in live
+	dead       []int32      // resources of live left with no unfrozen loads in the last step
 	// allRes are the resources of the last discovered component when it
 	// held every active flow, at epoch allEpoch (0: it did not).
 	allRes   []int32
@@ -282,7 +284,8 @@ type resource struct {
 	ver   uint32 // bumped when its level changes: older heap entries are stale
 	order int32  // first-load order in the component, for ties
 	moved bool   // in Fabric.moved
-	// livePos is its index in Fabric.live during a scanned filling.
+	// livePos is its index in Fabric.live during a scanned filling, −1
+	// once dropped.
 	livePos int32
 	// allEpoch is Fabric.allEpoch when the resource was in Fabric.allRes.
 	allEpoch uint64

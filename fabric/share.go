@@ -347,12 +347,13 @@ func (f *Fabric) fill() {
 	// Stable: equal caps keep creation order, for determinism.
 	slices.SortStableFunc(capped, func(a, b *group) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
 	f.scan = scan
-	f.heap, f.live = f.heap[:0], f.live[:0]
+	f.heap, f.levels, f.live, f.dead = f.heap[:0], f.levels[:0], f.live[:0], f.dead[:0]
 	for _, r := range f.comp {
 		if res := &f.res[r]; res.n > 0 {
 			if f.scan {
 				res.livePos = int32(len(f.live))
-				f.live = append(f.live, liveRes{level: res.rem / res.w, r: r})
+				f.live = append(f.live, r)
+				f.levels = append(f.levels, res.rem/res.w)
 				continue
 			}
 			res.ver++
@@ -370,8 +371,12 @@ func (f *Fabric) fill() {
 			if g := capped[ci]; g.cap != g.rate {
 				f.setRate(g, g.cap)
 			}
-			f.freeze(capped[ci], capped[ci].cap)
-			f.settle()
+			if scan {
+				f.freezeScanned(capped[ci], capped[ci].cap)
+			} else {
+				f.freeze(capped[ci], capped[ci].cap)
+				f.settle()
+			}
 			unfrozen--
 			ci++
 			continue
@@ -383,14 +388,21 @@ func (f *Fabric) fill() {
 		level = max(level, bestLevel)
 		for _, g := range f.res[best].members {
 			if g.frozenAt != ep && g.n > 0 {
-				if x := level * g.share; x != g.rate {
+				x := level * g.share
+				if x != g.rate {
 					f.setRate(g, x)
 				}
-				f.freeze(g, level*g.share)
+				if scan {
+					f.freezeScanned(g, x)
+				} else {
+					f.freeze(g, x)
+				}
 				unfrozen--
 			}
 		}
-		f.settle()
+		if !scan {
+			f.settle()
+		}
 	}
 	f.heap = f.heap[:0]
 	f.capped = capped
@@ -411,6 +423,26 @@ func (f *Fabric) freeze(g *group, x float64) {
 		if !r.moved {
 			r.moved = true
 			f.moved = append(f.moved, ld.r)
+		}
+	}
+}
+
+// freezeScanned is freeze in a scanned filling: it sets the new level of
+// each resource it leaves with unfrozen loads in f.levels (the last such
+// write of a step has the level that the step leaves), and lists those it
+// leaves with none in f.dead, for lowest to drop.
+func (f *Fabric) freezeScanned(g *group, x float64) {
+	g.frozenAt = f.epoch
+	k, share := float64(g.n), g.share
+	res, levels := f.res, f.levels
+	for _, ld := range g.loads {
+		r := &res[ld.r]
+		rem, w, n := r.rem-ld.w*x*k, r.w-ld.w*share*k, r.n-1
+		r.rem, r.w, r.n = rem, w, n
+		if n > 0 {
+			levels[r.livePos] = rem / w
+		} else {
+			f.dead = append(f.dead, ld.r)
 		}
 	}
 }
@@ -439,50 +471,58 @@ func (f *Fabric) lowest() (int32, float64) {
 	if !f.scan {
 		return f.top()
 	}
-	best, bestLevel := int32(-1), math.Inf(1)
-	live := f.live
-	for i := 0; i < len(live); {
-		if live[i].done {
-			last := len(live) - 1
-			live[i] = live[last]
-			f.res[live[i].r].livePos = int32(i)
-			live = live[:last]
-			continue
-		}
-		if l := live[i].level; l < bestLevel {
-			best, bestLevel = live[i].r, l
-		}
-		i++
+	if len(f.dead) > 0 {
+		f.dropDead()
 	}
-	f.live = live
-	return best, bestLevel
+	best, bestLevel := -1, math.Inf(1)
+	for i, l := range f.levels {
+		if l < bestLevel {
+			best, bestLevel = i, l
+		}
+	}
+	if best < 0 {
+		return -1, bestLevel
+	}
+	return f.live[best], bestLevel
 }
 
-// liveRes is a resource with unfrozen flows in a scanned filling, with
-// its level as the last step left it (so that a scan divides nothing),
-// or done once its last flow froze, and lowest drops it.
-type liveRes struct {
-	level float64
-	r     int32
-	done  bool
+// dropDead takes the resources left with no unfrozen loads out of the
+// scanned ones: in order of position, each replaced by the last (and
+// that one dropped at once if it is dead too). The order of the scan so
+// stays that of a scan which drops dead resources as it meets them, and
+// so does the choice among equal levels: the first in that order.
+func (f *Fabric) dropDead() {
+	dead := f.dead
+	// Few: those of one step.
+	for i := 1; i < len(dead); i++ {
+		for j := i; j > 0 && f.res[dead[j]].livePos < f.res[dead[j-1]].livePos; j-- {
+			dead[j], dead[j-1] = dead[j-1], dead[j]
+		}
+	}
+	live, levels := f.live, f.levels
+	for _, d := range dead {
+		p := f.res[d].livePos
+		if p < 0 {
+			continue // dropped already, met at the end
+		}
+		for int(p) < len(live) && f.res[live[p]].n == 0 {
+			gone, last := live[p], len(live)-1
+			live[p], levels[p] = live[last], levels[last]
+			f.res[live[p]].livePos = p
+			f.res[gone].livePos = -1
+			live, levels = live[:last], levels[:last]
+		}
+	}
+	f.live, f.levels, f.dead = live, levels, dead[:0]
 }
 
-// settle gives each resource whose level changed in the last step its new
-// level: in its live entry, or a new heap entry (its old entries are stale
-// from now on).
+// settle gives each resource whose level changed in the last step of a
+// heap filling a new heap entry at its new level; its old entries are
+// stale from now on.
 func (f *Fabric) settle() {
 	for _, r := range f.moved {
 		res := &f.res[r]
 		res.moved = false
-		if f.scan {
-			e := &f.live[res.livePos]
-			if res.n > 0 {
-				e.level = res.rem / res.w
-			} else {
-				e.done = true
-			}
-			continue
-		}
 		res.ver++
 		if res.n > 0 {
 			f.heapPush(levelEntry{level: res.rem / res.w, order: res.order, r: r, ver: res.ver})

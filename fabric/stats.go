@@ -79,15 +79,16 @@ func (f *Fabric) clearStats() {
 // creation order, so that the sums are those of a recompute of every
 // group, bit for bit.
 func (f *Fabric) countStats(g *group) {
-	k := float64(g.n)
+	n, rate := g.n, g.rate
+	k := float64(n)
 	for _, d := range g.dirs {
 		st := d.st
 		if !st.inUsed {
 			st.inUsed = true
 			f.used = append(f.used, d.u)
 		}
-		st.n += int32(g.n)
+		st.n += int32(n)
 		// × k: exact for a group of one, which so sums as a flow.
-		st.rate += d.w * g.rate * k
+		st.rate += d.w * rate * k
 	}
 }
