@@ -61,7 +61,6 @@ type group struct {
 type dirLoad struct {
 	st *dirState
 	w  float64
-	u  int32 // link index*2 + direction: its slot in Fabric.used
 }
 
 // groupMin is the number of active flows from which a flow joins an
@@ -122,7 +121,7 @@ func (f *Fabric) join(fl *Flow) *group {
 		g.dirs = make([]dirLoad, 0, len(g.hops))
 	}
 	for _, hp := range g.hops {
-		g.dirs = append(g.dirs, dirLoad{st: &hp.Link.dir[hp.Dir], w: hp.weight(), u: int32(hp.Link.index*2 + int(hp.Dir))})
+		g.dirs = append(g.dirs, dirLoad{st: &hp.Link.dir[hp.Dir], w: hp.weight()})
 	}
 	g.sameHash = f.groupByHash[h]
 	f.groupByHash[h] = g

@@ -140,10 +140,15 @@ func (f *Fabric) recompute() {
 // that is past the range of sim.Time (about 106 days), where the float to
 // int conversion would otherwise wrap.
 func endTime(now sim.Time, bytes, rate float64) sim.Time {
-	if bytes/rate*float64(sim.Second) >= float64(sim.Forever-now) {
+	// The quotient of sim.TransferTime, computed once.
+	t := bytes / rate * float64(sim.Second)
+	if t >= float64(sim.Forever-now) {
 		return sim.Forever
 	}
-	return now + sim.TransferTime(bytes, rate)
+	if bytes <= 0 {
+		return now
+	}
+	return now + sim.Time(math.Ceil(t))
 }
 
 // arm points the completion timer at t.
