@@ -55,10 +55,14 @@
 //     group keeps its own progress and a heap of its flows by remaining
 //     bytes, so an end costs O(log n). A recompute's cost is O(G) for G
 //     groups (their progress, the earliest end) plus, for the component's
-//     Gc groups of at most H loads and Rc resources, O(Gc·H) to set up
-//     and freeze, and per filling step either a scan of its resources
-//     (Rc ≤ 1,024) or, for larger components, O(moved·log) on a heap of
-//     levels where only the resources of the groups a step froze move.
+//     Gc groups of at most H loads and Rc resources, O(Gc·H) to freeze
+//     and count the link directions, O(Gc·H) to set up (O(Rc) when every
+//     active flow is uncapped and loads each resource by a small integer
+//     weight × share: each resource then keeps its sums as flows join and
+//     leave, exact in any order), and per filling step either a scan of
+//     a dense array of the levels of its resources (Rc ≤ 1,024) or, for
+//     larger components, O(moved·log) on a heap of levels where only the
+//     resources of the groups a step froze move.
 //   - A flow's owner may give it back once done (Fabric.Release): a later
 //     Start reuses it instead of allocating one, so a stream of flows
 //     whose owners release them allocates nothing. Only while no hook

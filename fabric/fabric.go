@@ -123,7 +123,13 @@ type Fabric struct {
 	// last brought up to date.
 	last sim.Time
 	// pending: a recompute event is scheduled at the current instant.
-	pending    bool
+	pending bool
+	// rateChanged: the filling under way set some group a new rate.
+	rateChanged bool
+	// unsummed counts the active flows outside the kept sums of the
+	// resources (countLoads); while there are any, the filling sums the
+	// loads of every group of the component itself.
+	unsummed   int
 	recomputes uint64
 	// timer is the one completion event: at timerAt, the earliest end of
 	// an active flow.
@@ -143,10 +149,13 @@ type Fabric struct {
 
 	// Scratch reused by each recompute, so that it does not allocate.
 	epoch      uint64
-	comp       []int32      // resources of the component, in discovery order
-	compGroups []*group     // its groups, in creation order
+	comp       []int32  // resources of the component, in discovery order
+	compGroups []*group // its groups, in creation order: groups itself when it holds them all, else someGroups
+	someGroups []*group
 	heap       []levelEntry // resources with unfrozen flows, by level
 	live       []int32      // the same, unordered, when scan
+	levels     []float64    // their levels, by position in live
+	dead       []int32      // resources of live left with no unfrozen loads in the last step
 	// allRes are the resources of the last discovered component when it
 	// held every active flow, at epoch allEpoch (0: it did not).
 	allRes   []int32
@@ -271,9 +280,17 @@ type resource struct {
 	rem   float64 // capacity not used by frozen flows
 	w     float64 // summed weights × shares of unfrozen loads
 	n     int32   // unfrozen loads
-	ver   uint32  // bumped when its level changes: older heap entries are stale
-	order int32   // first-load order in the component, for ties
-	moved bool    // in Fabric.moved
+	// wAll and nAll are w and n before the filling's first step, kept as
+	// flows join and leave: wAll sums the flows that countLoads counts
+	// (exactly: small integers), nAll counts the loads of every group.
+	wAll  float64
+	nAll  int32
+	ver   uint32 // bumped when its level changes: older heap entries are stale
+	order int32  // first-load order in the component, for ties
+	moved bool   // in Fabric.moved
+	// livePos is its index in Fabric.live during a scanned filling, −1
+	// once dropped.
+	livePos int32
 	// allEpoch is Fabric.allEpoch when the resource was in Fabric.allRes.
 	allEpoch uint64
 }

@@ -31,6 +31,8 @@ type Flow struct {
 	offset float64
 	seq    uint64 // activation order, while active
 	rated  bool   // a recompute has set its group's rate since it joined
+	// summed: its loads are in the resources' kept sums (countLoads).
+	summed bool
 	// share is the flow's rate per unit of filling level: 1 under plain
 	// max-min, 1/penalty under LV08's weighted sharing (Factors.WeightS).
 	share float64
@@ -230,8 +232,10 @@ func (fl *Flow) activate() {
 		for _, ld := range g.loads {
 			r := &f.res[ld.r]
 			r.members = append(r.members, g)
+			r.nAll++
 		}
 	}
+	f.countLoads(fl, +1)
 	for _, ld := range g.loads {
 		f.changed(ld.r)
 	}
@@ -243,24 +247,36 @@ func (fl *Flow) activate() {
 func (f *Fabric) onTimer() {
 	now := f.eng.Now()
 	ending := f.ending[:0]
-	kept := f.groups[:0]
+	emptied := false
 	for _, g := range f.groups {
 		if g.next <= now {
 			for len(g.members) > 0 && g.endOf(g.members[0]) <= now {
-				ending = append(ending, g.pop())
+				fl := g.pop()
+				f.countLoads(fl, -1)
+				ending = append(ending, fl)
 			}
 			for _, ld := range g.loads {
 				f.changed(ld.r)
 			}
 			if g.n == 0 {
+				for _, ld := range g.loads {
+					f.res[ld.r].nAll--
+				}
 				f.unregister(g)
-				continue
+				emptied = true
 			}
 		}
-		kept = append(kept, g)
 	}
-	clear(f.groups[len(kept):])
-	f.groups = kept
+	if emptied {
+		kept := f.groups[:0]
+		for _, g := range f.groups {
+			if g.n > 0 {
+				kept = append(kept, g)
+			}
+		}
+		clear(f.groups[len(kept):])
+		f.groups = kept
+	}
 	// Activation order, as the flows of one group end in the order of
 	// their remaining bytes.
 	slices.SortFunc(ending, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })

@@ -17,6 +17,7 @@ import (
 type group struct {
 	hops       []Hop // the first member's copy
 	loads      []load
+	dirs       []dirLoad // the link directions its hops carry, for the counters
 	cap, share float64
 	hash       uint64
 	seq        uint64 // creation order: the filling visits groups in it
@@ -41,9 +42,25 @@ type group struct {
 	newTop bool
 
 	// Recompute scratch.
-	mark            uint64 // the recompute epoch whose component holds it
-	frozen, changed bool
-	newRate         float64
+	mark     uint64 // the recompute epoch whose component holds it
+	frozenAt uint64 // the recompute epoch whose filling froze it
+	// changed: this recompute set a new rate (kept to its end only
+	// while Hooks are active, for the FlowRate events).
+	changed bool
+
+	// Storage for the loads and dirs of a short route, so that the
+	// filling and the counters, which visit every group of a component
+	// at each recompute, read them from the group itself rather than
+	// from its first member.
+	loadBuf [8]load
+	dirBuf  [8]dirLoad
+}
+
+// dirLoad is a hop's link direction and weight, what the link counters
+// add a group's rate to.
+type dirLoad struct {
+	st *dirState
+	w  float64
 }
 
 // groupMin is the number of active flows from which a flow joins an
@@ -91,9 +108,20 @@ func (f *Fabric) join(fl *Flow) *group {
 		g = new(group)
 	}
 	*g = group{
-		hops: fl.route.Hops, loads: fl.loads, cap: fl.cap, share: fl.share,
+		hops: fl.route.Hops, cap: fl.cap, share: fl.share,
 		hash: h, seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
 		next: sim.Forever, members: g.members[:0],
+	}
+	g.loads = fl.loads
+	if len(fl.loads) <= len(g.loadBuf) {
+		g.loads = append(g.loadBuf[:0], fl.loads...)
+	}
+	g.dirs = g.dirBuf[:0]
+	if len(g.hops) > len(g.dirBuf) {
+		g.dirs = make([]dirLoad, 0, len(g.hops))
+	}
+	for _, hp := range g.hops {
+		g.dirs = append(g.dirs, dirLoad{st: &hp.Link.dir[hp.Dir], w: hp.weight()})
 	}
 	g.sameHash = f.groupByHash[h]
 	f.groupByHash[h] = g
@@ -210,9 +238,38 @@ func (g *group) pop() *Flow {
 // nothing else refers to an emptied group.
 func (f *Fabric) reuseGroups() {
 	for i, g := range f.emptied {
-		g.hops, g.loads = nil, nil
+		g.hops, g.loads, g.dirs = nil, nil, nil
 		f.freeGroups = append(f.freeGroups, g)
 		f.emptied[i] = nil
 	}
 	f.emptied = f.emptied[:0]
 }
+
+// countLoads adds (sign +1) or takes away (−1) flow fl, which joins or
+// leaves its group, to or from the sums that a filling starts from
+// (resource.wAll, resource.nAll), or counts it as a flow whose loads the
+// filling must sum itself (Fabric.unsummed): one with a cap, or with a
+// term ld.w × share that is not a small integer. Sums of small integers
+// are exact in any order, so the kept sums are bit for bit those that a
+// filling summing group by group in creation order would reach.
+func (f *Fabric) countLoads(fl *Flow, sign int32) {
+	if sign > 0 {
+		fl.summed = fl.cap == 0
+		for _, ld := range fl.loads {
+			if t := ld.w * fl.share; !(t == math.Trunc(t) && t <= summedTermMax) {
+				fl.summed = false
+			}
+		}
+	}
+	if !fl.summed {
+		f.unsummed += int(sign)
+		return
+	}
+	for _, ld := range fl.loads {
+		f.res[ld.r].wAll += float64(sign) * (ld.w * fl.share)
+	}
+}
+
+// summedTermMax bounds the terms of the kept sums: 2^20 per flow keeps
+// every partial sum below 2^53, and so exact, up to 2^33 flows.
+const summedTermMax = 1 << 20

@@ -60,29 +60,36 @@ func (f *Fabric) recompute() {
 	f.last = now
 
 	f.component()
+	f.rateChanged = false
 	f.fill()
+	changed := f.rateChanged
 
-	changed := false
-	for _, g := range f.compGroups {
-		// A group whose rate is unchanged keeps its members' ends, which
-		// so stay exact, free of the rounding that advancing its
-		// progress adds.
-		g.changed = g.newRate != g.rate
-		if g.changed {
-			g.rate, g.setAt, g.leftAt = g.newRate, now, g.left
-			changed = true
+	// The link counters of the component's directions, and each group's
+	// next end: in one pass over the groups when the component holds
+	// them all, as it does in a busy fabric.
+	f.clearStats()
+	whole := len(f.compGroups) == len(f.groups)
+	if !whole {
+		for _, g := range f.compGroups {
+			f.countStats(g)
 		}
 	}
+	hooks := f.Hooks.Active()
 	next := sim.Forever
 	for _, g := range f.groups {
+		if whole {
+			f.countStats(g)
+		}
 		// From setAt and leftAt, so an unchanged rate and first member
 		// give an unchanged end, which need not be computed again.
 		if g.changed || g.newTop {
 			g.next, g.newTop = g.endOf(g.members[0]), false
 		}
 		next = min(next, g.next)
+		if !hooks {
+			g.changed = false
+		}
 	}
-	f.restartStats()
 	f.arm(next)
 	if checkInvariants {
 		if err := f.checkShare(); err != nil {
@@ -90,7 +97,7 @@ func (f *Fabric) recompute() {
 		}
 	}
 	started := f.startedFlows
-	if f.Hooks.Active() && (changed || len(started) > 0) {
+	if hooks && (changed || len(started) > 0) {
 		// Observers see a consistent fabric: rates, ends and the timer
 		// are all set before the first FlowRate, which comes for every
 		// flow whose rate changed, in activation order.
@@ -124,11 +131,13 @@ func (f *Fabric) recompute() {
 	f.freeFlows = append(f.freeFlows, f.released...)
 	clear(f.released)
 	f.released = f.released[:0]
-	for _, g := range f.compGroups {
-		g.changed = false
+	if hooks {
+		for _, g := range f.compGroups {
+			g.changed = false
+		}
 	}
-	clear(f.compGroups) // drop pointers to groups that may empty
-	f.compGroups = f.compGroups[:0]
+	clear(f.someGroups) // drop pointers to groups that may empty
+	f.compGroups, f.someGroups = nil, f.someGroups[:0]
 	f.reuseGroups()
 }
 
@@ -136,10 +145,15 @@ func (f *Fabric) recompute() {
 // that is past the range of sim.Time (about 106 days), where the float to
 // int conversion would otherwise wrap.
 func endTime(now sim.Time, bytes, rate float64) sim.Time {
-	if bytes/rate*float64(sim.Second) >= float64(sim.Forever-now) {
+	// The quotient of sim.TransferTime, computed once.
+	t := bytes / rate * float64(sim.Second)
+	if t >= float64(sim.Forever-now) {
 		return sim.Forever
 	}
-	return now + sim.TransferTime(bytes, rate)
+	if bytes <= 0 {
+		return now
+	}
+	return now + sim.Time(math.Ceil(t))
 }
 
 // arm points the completion timer at t.
@@ -177,7 +191,7 @@ func (f *Fabric) component() {
 			f.purge(r)
 		}
 		f.changedRes = f.changedRes[:0]
-		f.comp, f.compGroups = comp, append(f.compGroups[:0], f.groups...)
+		f.comp, f.compGroups = comp, f.groups
 		return
 	}
 	comp := f.comp[:0]
@@ -236,23 +250,30 @@ func (f *Fabric) component() {
 	// Creation order, which f.groups keeps: the filling visits groups in
 	// it, so that the rates are those of a recompute of every group, bit
 	// for bit.
-	cg := f.compGroups[:0]
 	if ngroups == len(f.groups) {
-		cg = append(cg, f.groups...)
-	} else if ngroups > 0 {
+		f.compGroups = f.groups
+		return
+	}
+	cg := f.someGroups[:0]
+	if ngroups > 0 {
 		for _, g := range f.groups {
 			if g.mark == ep {
 				cg = append(cg, g)
 			}
 		}
 	}
-	f.compGroups = cg
+	f.compGroups, f.someGroups = cg, cg
 }
 
 // purge clears changed resource r's mark and drops its emptied groups.
 func (f *Fabric) purge(r int32) {
 	res := &f.res[r]
 	res.changedMark = false
+	if len(f.emptied) == 0 {
+		// No group emptied since the last recompute, which dropped
+		// those emptied before it.
+		return
+	}
 	kept := res.members[:0]
 	for _, g := range res.members {
 		if g.n > 0 {
@@ -287,45 +308,62 @@ func (f *Fabric) withinAll() bool {
 	return true
 }
 
-// fill sets newRate of every flow of the component by weighted
+// fill sets the rate of every group of the component by weighted
 // progressive filling: all unfrozen flows rise together with one level
 // (a flow's rate is the level times its share); a resource saturates when
 // the level reaches (capacity left by frozen flows) / (weighted shares of
 // its unfrozen flows), and its unfrozen flows freeze there; a capped flow
 // freezes alone when the level reaches its cap over its share.
 func (f *Fabric) fill() {
-	for _, r := range f.comp {
-		res := &f.res[r]
-		res.rem, res.w, res.n, res.order = res.cap, 0, 0, -1
-	}
-	capped, order := f.capped[:0], int32(0)
-	for _, g := range f.compGroups {
-		g.frozen, g.newRate = false, 0
-		if g.cap > 0 {
-			capped = append(capped, g)
-		}
-		k := float64(g.n)
-		for _, ld := range g.loads {
-			r := &f.res[ld.r]
-			if r.order < 0 {
-				r.order, order = order, order+1
-			}
-			// × k: exact for a group of one, which so sums as a flow.
-			r.w += ld.w * g.share * k
-			r.n++
-		}
-	}
-	// Stable: equal caps keep creation order, for determinism.
-	slices.SortStableFunc(capped, func(a, b *group) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
 	// A small component is filled by scanning its resources at each step,
 	// which costs less than keeping a heap when the steps touch most of
-	// them; a large one by the heap.
-	f.scan = len(f.comp) <= scanMax
-	f.heap, f.live = f.heap[:0], f.live[:0]
+	// them; a large one by the heap, whose ties go by first-load order.
+	scan := len(f.comp) <= scanMax
+	capped, order := f.capped[:0], int32(0)
+	if scan && f.unsummed == 0 {
+		// Every flow is in the kept sums, which are those the loop
+		// below would reach, bit for bit; no group has a cap.
+		for _, r := range f.comp {
+			res := &f.res[r]
+			res.rem, res.w, res.n, res.order = res.cap, res.wAll, res.nAll, -1
+		}
+	} else {
+		for _, r := range f.comp {
+			res := &f.res[r]
+			res.rem, res.w, res.n, res.order = res.cap, 0, 0, -1
+		}
+		for _, g := range f.compGroups {
+			if g.cap > 0 {
+				capped = append(capped, g)
+			}
+			k := float64(g.n)
+			for _, ld := range g.loads {
+				r := &f.res[ld.r]
+				// × k: exact for a group of one, which so sums as a
+				// flow.
+				r.w += ld.w * g.share * k
+				r.n++
+			}
+			if !scan {
+				for _, ld := range g.loads {
+					if r := &f.res[ld.r]; r.order < 0 {
+						r.order, order = order, order+1
+					}
+				}
+			}
+		}
+	}
+	ep := f.epoch // a group is frozen once its frozenAt is ep
+	// Stable: equal caps keep creation order, for determinism.
+	slices.SortStableFunc(capped, func(a, b *group) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
+	f.scan = scan
+	f.heap, f.levels, f.live, f.dead = f.heap[:0], f.levels[:0], f.live[:0], f.dead[:0]
 	for _, r := range f.comp {
 		if res := &f.res[r]; res.n > 0 {
 			if f.scan {
+				res.livePos = int32(len(f.live))
 				f.live = append(f.live, r)
+				f.levels = append(f.levels, res.rem/res.w)
 				continue
 			}
 			res.ver++
@@ -336,12 +374,19 @@ func (f *Fabric) fill() {
 	unfrozen, level, ci := len(f.compGroups), 0.0, 0
 	for unfrozen > 0 {
 		best, bestLevel := f.lowest()
-		for ci < len(capped) && capped[ci].frozen {
+		for ci < len(capped) && capped[ci].frozenAt == ep {
 			ci++
 		}
 		if ci < len(capped) && capped[ci].cap/capped[ci].share <= bestLevel {
-			f.freeze(capped[ci], capped[ci].cap)
-			f.settle()
+			if g := capped[ci]; g.cap != g.rate {
+				f.setRate(g, g.cap)
+			}
+			if scan {
+				f.freezeScanned(capped[ci], capped[ci].cap)
+			} else {
+				f.freeze(capped[ci], capped[ci].cap)
+				f.settle()
+			}
 			unfrozen--
 			ci++
 			continue
@@ -352,34 +397,73 @@ func (f *Fabric) fill() {
 		// hair below the one already reached; the level never goes down.
 		level = max(level, bestLevel)
 		for _, g := range f.res[best].members {
-			if !g.frozen && g.n > 0 {
-				f.freeze(g, level*g.share)
+			if g.frozenAt != ep && g.n > 0 {
+				x := level * g.share
+				if x != g.rate {
+					f.setRate(g, x)
+				}
+				if scan {
+					f.freezeScanned(g, x)
+				} else {
+					f.freeze(g, x)
+				}
 				unfrozen--
 			}
 		}
-		f.settle()
+		if !scan {
+			f.settle()
+		}
 	}
 	f.heap = f.heap[:0]
 	f.capped = capped
 	clear(capped) // drop pointers to groups that may empty
 }
 
-// freeze fixes g's rate at x and takes its loads off the unfrozen sums.
-// Its resources' heap entries are restored by settle, once per step
-// however many of a resource's groups froze in it.
+// freeze takes g's loads at its new rate x off the unfrozen sums.
+// Its resources' levels are restored by settle, once per step however
+// many of a resource's groups froze in it.
 func (f *Fabric) freeze(g *group, x float64) {
-	g.frozen, g.newRate = true, x
+	g.frozenAt = f.epoch
 	k := float64(g.n)
 	for _, ld := range g.loads {
 		r := &f.res[ld.r]
 		r.rem -= ld.w * x * k
 		r.w -= ld.w * g.share * k
 		r.n--
-		if !r.moved && !f.scan {
+		if !r.moved {
 			r.moved = true
 			f.moved = append(f.moved, ld.r)
 		}
 	}
+}
+
+// freezeScanned is freeze in a scanned filling: it sets the new level of
+// each resource it leaves with unfrozen loads in f.levels (the last such
+// write of a step has the level that the step leaves), and lists those it
+// leaves with none in f.dead, for lowest to drop.
+func (f *Fabric) freezeScanned(g *group, x float64) {
+	g.frozenAt = f.epoch
+	k, share := float64(g.n), g.share
+	res, levels := f.res, f.levels
+	for _, ld := range g.loads {
+		r := &res[ld.r]
+		rem, w, n := r.rem-ld.w*x*k, r.w-ld.w*share*k, r.n-1
+		r.rem, r.w, r.n = rem, w, n
+		if n > 0 {
+			levels[r.livePos] = rem / w
+		} else {
+			f.dead = append(f.dead, ld.r)
+		}
+	}
+}
+
+// setRate gives g its new rate x. A group whose rate is unchanged does
+// not come here and keeps its members' ends, which so stay exact, free of
+// the rounding that advancing its progress adds. (fab.last is now:
+// recompute set it.)
+func (f *Fabric) setRate(g *group, x float64) {
+	g.rate, g.setAt, g.leftAt, g.changed = x, f.last, g.left, true
+	f.rateChanged = true
 }
 
 // scanMax is the most resources a component may have for fill to find
@@ -397,30 +481,55 @@ func (f *Fabric) lowest() (int32, float64) {
 	if !f.scan {
 		return f.top()
 	}
-	best, bestLevel := int32(-1), math.Inf(1)
-	live := f.live
-	for i := 0; i < len(live); {
-		r := &f.res[live[i]]
-		if r.n == 0 {
-			live[i] = live[len(live)-1]
-			live = live[:len(live)-1]
-			continue
-		}
-		if l := r.rem / r.w; l < bestLevel {
-			best, bestLevel = live[i], l
-		}
-		i++
+	if len(f.dead) > 0 {
+		f.dropDead()
 	}
-	f.live = live
-	return best, bestLevel
+	best, bestLevel := -1, math.Inf(1)
+	for i, l := range f.levels {
+		if l < bestLevel {
+			best, bestLevel = i, l
+		}
+	}
+	if best < 0 {
+		return -1, bestLevel
+	}
+	return f.live[best], bestLevel
 }
 
-// settle gives each resource whose level changed in the last step a new
-// heap entry at its new level; its old entries are stale from now on.
-func (f *Fabric) settle() {
-	if f.scan {
-		return
+// dropDead takes the resources left with no unfrozen loads out of the
+// scanned ones: in order of position, each replaced by the last (and
+// that one dropped at once if it is dead too). The order of the scan so
+// stays that of a scan which drops dead resources as it meets them, and
+// so does the choice among equal levels: the first in that order.
+func (f *Fabric) dropDead() {
+	dead := f.dead
+	// Few: those of one step.
+	for i := 1; i < len(dead); i++ {
+		for j := i; j > 0 && f.res[dead[j]].livePos < f.res[dead[j-1]].livePos; j-- {
+			dead[j], dead[j-1] = dead[j-1], dead[j]
+		}
 	}
+	live, levels := f.live, f.levels
+	for _, d := range dead {
+		p := f.res[d].livePos
+		if p < 0 {
+			continue // dropped already, met at the end
+		}
+		for int(p) < len(live) && f.res[live[p]].n == 0 {
+			gone, last := live[p], len(live)-1
+			live[p], levels[p] = live[last], levels[last]
+			f.res[live[p]].livePos = p
+			f.res[gone].livePos = -1
+			live, levels = live[:last], levels[:last]
+		}
+	}
+	f.live, f.levels, f.dead = live, levels, dead[:0]
+}
+
+// settle gives each resource whose level changed in the last step of a
+// heap filling a new heap entry at its new level; its old entries are
+// stale from now on.
+func (f *Fabric) settle() {
 	for _, r := range f.moved {
 		res := &f.res[r]
 		res.moved = false

@@ -56,33 +56,47 @@ func (f *Fabric) advanceStats(dt sim.Time) {
 	f.used = kept
 }
 
-// restartStats sets the per-direction rates of the component's link
-// directions from its flows' new rates, summed in group creation order as a
-// recompute of every group would; the other directions carry flows of
-// other components only, whose rates did not change.
-func (f *Fabric) restartStats() {
+// clearStats zeroes the per-direction rates and flow counts of the
+// component's link directions, for countStats to sum anew from the new
+// rates; the other directions carry flows of other components only,
+// whose rates did not change. It puts the directions in f.used, which
+// holds every direction that countStats adds to: one that ends up with
+// no flows carries nothing (its rate is 0) and leaves f.used at the next
+// advanceStats.
+func (f *Fabric) clearStats() {
 	for _, r := range f.comp {
 		res := &f.res[r]
 		l := res.link
 		if res.dirs == 2 {
-			l.dir[0].rate, l.dir[0].n = 0, 0
-			l.dir[1].rate, l.dir[1].n = 0, 0
+			f.clearDir(l, 0)
+			f.clearDir(l, 1)
 		} else {
-			l.dir[res.dirs].rate, l.dir[res.dirs].n = 0, 0
+			f.clearDir(l, int(res.dirs))
 		}
 		res.peak = max(res.peak, (res.cap-res.rem)/res.cap)
 	}
-	for _, g := range f.compGroups {
-		k := float64(g.n)
-		for _, h := range g.hops {
-			st := &h.Link.dir[h.Dir]
-			if !st.inUsed {
-				st.inUsed = true
-				f.used = append(f.used, int32(h.Link.index*2+int(h.Dir)))
-			}
-			st.n += int32(g.n)
-			// × k: exact for a group of one, which so sums as a flow.
-			st.rate += h.weight() * g.rate * k
-		}
+}
+
+func (f *Fabric) clearDir(l *Link, d int) {
+	st := &l.dir[d]
+	st.rate, st.n = 0, 0
+	if !st.inUsed {
+		st.inUsed = true
+		f.used = append(f.used, int32(l.index*2+d))
+	}
+}
+
+// countStats adds g's flows and new rate to the counters of the link
+// directions it crosses. The recompute counts the component's groups in
+// creation order, so that the sums are those of a recompute of every
+// group, bit for bit.
+func (f *Fabric) countStats(g *group) {
+	n, rate := g.n, g.rate
+	k := float64(n)
+	for _, d := range g.dirs {
+		st := d.st
+		st.n += int32(n)
+		// × k: exact for a group of one, which so sums as a flow.
+		st.rate += d.w * rate * k
 	}
 }
