@@ -38,8 +38,13 @@ type group struct {
 	setAt  sim.Time
 	leftAt float64
 	next   sim.Time // the first member's end; sim.Forever while unrated
-	// newTop: the first member changed since next was computed.
+	// newTop: the first member changed since next and topOffset were
+	// computed.
 	newTop bool
+	// topOffset is the first member's offset as of next: the recompute
+	// computes the ends of groups whose rate changed from it, without
+	// reading the member (a cache miss per group, as flows lie scattered).
+	topOffset float64
 
 	// Recompute scratch.
 	mark     uint64 // the recompute epoch whose component holds it
@@ -72,11 +77,15 @@ type dirLoad struct {
 var groupMin = 256
 
 // endOf is fl's end at the group's current rate.
-func (g *group) endOf(fl *Flow) sim.Time {
+func (g *group) endOf(fl *Flow) sim.Time { return g.endAt(fl.offset) }
+
+// endAt is the end at the group's current rate of a member with offset
+// off.
+func (g *group) endAt(off float64) sim.Time {
 	if g.rate == 0 {
 		return sim.Forever
 	}
-	return endTime(g.setAt, g.leftAt+fl.offset, g.rate)
+	return endTime(g.setAt, g.leftAt+off, g.rate)
 }
 
 // join puts the newly active fl into the group of its kind, creating one

@@ -82,8 +82,11 @@ func (f *Fabric) recompute() {
 		}
 		// From setAt and leftAt, so an unchanged rate and first member
 		// give an unchanged end, which need not be computed again.
-		if g.changed || g.newTop {
-			g.next, g.newTop = g.endOf(g.members[0]), false
+		if g.newTop {
+			g.topOffset, g.newTop = g.members[0].offset, false
+			g.next = g.endAt(g.topOffset)
+		} else if g.changed {
+			g.next = g.endAt(g.topOffset)
 		}
 		next = min(next, g.next)
 		if !hooks {
