@@ -91,14 +91,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	if bytes < 0 {
 		panic(fmt.Sprintf("fabric: flow %q: negative size %d", name, bytes))
 	}
-	var fl *Flow
-	if n := len(f.freeFlows); n > 0 {
-		fl = f.freeFlows[n-1]
-		f.freeFlows[n-1] = nil
-		f.freeFlows = f.freeFlows[:n-1]
-	} else {
-		fl = new(Flow)
-	}
+	fl := reuse(&f.freeFlows)
 	*fl = Flow{
 		fab:   f,
 		name:  name,
@@ -268,14 +261,7 @@ func (f *Fabric) onTimer() {
 		}
 	}
 	if emptied {
-		kept := f.groups[:0]
-		for _, g := range f.groups {
-			if g.n > 0 {
-				kept = append(kept, g)
-			}
-		}
-		clear(f.groups[len(kept):])
-		f.groups = kept
+		f.groups = live(f.groups)
 	}
 	// Activation order, as the flows of one group end in the order of
 	// their remaining bytes.

@@ -108,14 +108,7 @@ func (f *Fabric) join(fl *Flow) *group {
 		}
 	}
 	f.groupSeq++
-	var g *group
-	if n := len(f.freeGroups); n > 0 {
-		g = f.freeGroups[n-1]
-		f.freeGroups[n-1] = nil
-		f.freeGroups = f.freeGroups[:n-1]
-	} else {
-		g = new(group)
-	}
+	g := reuse(&f.freeGroups)
 	*g = group{
 		hops: fl.route.Hops, cap: fl.cap, share: fl.share,
 		hash: h, seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
@@ -282,3 +275,29 @@ func (f *Fabric) countLoads(fl *Flow, sign int32) {
 // summedTermMax bounds the terms of the kept sums: 2^20 per flow keeps
 // every partial sum below 2^53, and so exact, up to 2^33 flows.
 const summedTermMax = 1 << 20
+
+// reuse takes the last of free, or a new T when free is empty: the
+// caller sets every field.
+func reuse[T any](free *[]*T) *T {
+	n := len(*free)
+	if n == 0 {
+		return new(T)
+	}
+	x := (*free)[n-1]
+	(*free)[n-1] = nil
+	*free = (*free)[:n-1]
+	return x
+}
+
+// live keeps the groups of gs that still have flows, in order, in gs's
+// storage, and clears the rest of it so that emptied groups are not held.
+func live(gs []*group) []*group {
+	kept := gs[:0]
+	for _, g := range gs {
+		if g.n > 0 {
+			kept = append(kept, g)
+		}
+	}
+	clear(gs[len(kept):])
+	return kept
+}

@@ -277,14 +277,7 @@ func (f *Fabric) purge(r int32) {
 		// those emptied before it.
 		return
 	}
-	kept := res.members[:0]
-	for _, g := range res.members {
-		if g.n > 0 {
-			kept = append(kept, g)
-		}
-	}
-	clear(res.members[len(kept):])
-	res.members = kept
+	res.members = live(res.members)
 }
 
 // withinAll reports whether the last discovery found every group in one
