@@ -12,7 +12,7 @@ import (
 // a condition others signal, and schedule bare events; it logs every
 // step with the time, the process's CPU time and the engine's count of
 // fired events.
-func inlineWorld(e *Engine, seed uint64, log *[]string) {
+func inlineWorld(e *Engine, seed uint64, log *[]string, alone *int) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	nproc := 1 + r.IntN(5)
 	comps := make([]*Completion, 8)
@@ -29,7 +29,7 @@ func inlineWorld(e *Engine, seed uint64, log *[]string) {
 	for pi := range nproc {
 		var ops []op
 		for range 5 + r.IntN(40) {
-			ops = append(ops, op{kind: r.IntN(6), d: Time(r.IntN(4) * r.IntN(50)), i: r.IntN(len(comps))})
+			ops = append(ops, op{kind: r.IntN(7), d: Time(r.IntN(4) * r.IntN(50)), i: r.IntN(len(comps))})
 		}
 		name := fmt.Sprint("p", pi)
 		e.Spawn(name, func(p *Proc) {
@@ -47,6 +47,21 @@ func inlineWorld(e *Engine, seed uint64, log *[]string) {
 					c := e.NewNamedCompletion("t")
 					e.After(o.d, c.Complete)
 					p.Wait(c)
+				case 6:
+					// Sleeps of d, d+1, ... made at once when they
+					// can be, else one by one.
+					n := 1 + o.i%4
+					var sum Time
+					for j := range n {
+						sum += o.d + Time(j)
+					}
+					if !p.SleepAlone(uint64(n), sum) {
+						for j := range n {
+							p.Sleep(o.d + Time(j))
+						}
+					} else {
+						*alone++
+					}
 				case 5:
 					flag++
 					cond.Broadcast()
@@ -60,27 +75,31 @@ func inlineWorld(e *Engine, seed uint64, log *[]string) {
 		p.WaitUntil(cond, func() bool { return flag > 0 })
 		*log = append(*log, fmt.Sprintf("%v waiter woke fired %d", e.Now(), e.Fired()))
 	})
-	e.CPU.Hook(func(w *CPUWork) { *log = append(*log, fmt.Sprintf("cpu %s %v-%v", w.Proc, w.Time, w.End)) })
+	if seed%2 == 0 {
+		e.CPU.Hook(func(w *CPUWork) { *log = append(*log, fmt.Sprintf("cpu %s %v-%v", w.Proc, w.Time, w.End)) })
+	}
 }
 
 // TestSleepInlineSameRun: a run under Run, RunUntil or Guard, where
 // sleeps with nothing else due before their end continue without
-// leaving the coroutine (sleepInline), logs exactly what the same model
-// logs stepped one event at a time (Step, which never inlines): every
-// time, CPU time, CPU hook and count of fired events.
+// leaving the coroutine (sleepInline) and groups of sleeps go at once
+// (SleepAlone), logs exactly what the same model logs stepped one event
+// at a time (Step, which never inlines): every time, CPU time, CPU hook
+// and count of fired events.
 func TestSleepInlineSameRun(t *testing.T) {
-	inlined := 0
+	inlined, alone := 0, 0
 	for seed := range uint64(300) {
 		var ref, got []string
 		e := New(seed)
-		inlineWorld(e, seed, &ref)
+		stepAlone := 0
+		inlineWorld(e, seed, &ref, &stepAlone)
 		for e.Step() {
 		}
 		refFired := e.Fired()
 		e.Close()
 
 		e = New(seed)
-		inlineWorld(e, seed, &got)
+		inlineWorld(e, seed, &got, &alone)
 		var err error
 		switch seed % 3 {
 		case 0:
@@ -107,20 +126,33 @@ func TestSleepInlineSameRun(t *testing.T) {
 		inlined += int(e.inlined)
 		e.Close()
 	}
-	if inlined == 0 {
-		t.Fatal("no sleep ran inline: the test tests nothing")
+	if inlined == 0 || alone == 0 {
+		t.Fatalf("%d sleeps ran inline, %d groups at once: the test tests too little", inlined, alone)
 	}
 }
 
 // TestSleepInlineLimits: a guarded run stops at the same event budget
 // and horizon with and without the shortcut.
 func TestSleepInlineLimits(t *testing.T) {
-	body := func(p *Proc) {
+	sleeps := func(p *Proc) {
 		for range 100 {
 			p.Sleep(10)
 		}
 	}
-	for _, l := range []Limits{{Events: 7}, {Horizon: 355}, {Horizon: 350}} {
+	groups := func(p *Proc) {
+		for range 34 {
+			if !p.SleepAlone(3, 30) {
+				p.Sleep(10)
+				p.Sleep(10)
+				p.Sleep(10)
+			}
+		}
+	}
+	for i, l := range []Limits{{Events: 7}, {Horizon: 355}, {Horizon: 350}, {Events: 7}, {Events: 9}, {Horizon: 355}, {Horizon: 360}} {
+		body := sleeps
+		if i >= 3 {
+			body = groups
+		}
 		e := New(1)
 		e.Spawn("a", body)
 		err := e.Guard(l)

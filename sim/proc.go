@@ -203,12 +203,10 @@ func (p *Proc) Sleep(d Time) {
 // coroutine switches, the cost of a model that charges its work in many
 // short sleeps.
 func (p *Proc) sleepInline(d Time) bool {
-	e := p.e
-	b := &e.inline
-	if !b.on || d < 0 || e.running != &p.process || p.state != procRunning ||
-		e.fired >= b.fired || d > b.until-e.now || len(e.queue) > 0 && e.queue[0].at <= e.now+d {
+	if !p.inlineFor(1, d) {
 		return false
 	}
+	e := p.e
 	p.cpu += d
 	if d > 0 && e.CPU.Active() {
 		e.emitCPU(&p.process, e.now, e.now+d, false)
@@ -216,6 +214,36 @@ func (p *Proc) sleepInline(d Time) bool {
 	e.now += d
 	e.fired++
 	e.inlined++
+	return true
+}
+
+// inlineFor reports whether n sleeps of p one after the other, d in
+// all, would each run inline (sleepInline).
+func (p *Proc) inlineFor(n uint64, d Time) bool {
+	e := p.e
+	b := &e.inline
+	return b.on && n > 0 && d >= 0 && e.running == &p.process && p.state == procRunning &&
+		e.fired+n <= b.fired && d <= b.until-e.now && (len(e.queue) == 0 || e.queue[0].at > e.now+d)
+}
+
+// SleepAlone is n calls of Sleep, d in all, made at once when each would
+// run inline (nothing else due before their end, within the run's
+// limits) and no CPU hook wants their spans one by one: the clock, p's
+// CPU time and the count of fired events advance as those calls would
+// advance them, and it reports true. Otherwise it does nothing and
+// reports false, and the caller sleeps step by step. A model that
+// knows the outcome of many short steps that only sleep in between
+// (the same work, no other process can see it meanwhile) applies them
+// in one go after SleepAlone returned true, without running each.
+func (p *Proc) SleepAlone(n uint64, d Time) bool {
+	e := p.e
+	if e.CPU.Active() || !p.inlineFor(n, d) {
+		return false
+	}
+	p.cpu += d
+	e.now += d
+	e.fired += n
+	e.inlined += n
 	return true
 }
 
