@@ -110,6 +110,15 @@ type Driver struct {
 	stats Stats
 	// spare are procPages no service uses (takeProcPages).
 	spare []procPages
+	// chunkWaiters counts the processes waiting on unlocked for a
+	// chunk to evict; firstTouches are the CPU first touches worked out
+	// (firstTouch).
+	chunkWaiters int
+	firstTouches map[firstTouchKey]firstTouchPlan
+	// stepwise turns firstTouch off; firstTouched counts the blocks it
+	// serviced (tests).
+	stepwise     bool
+	firstTouched int
 }
 
 // gpuState is one GPU: its managed memory (uvm_pmm_gpu_t), its

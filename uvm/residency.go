@@ -278,8 +278,8 @@ func (d *Driver) serviceFaults(p *sim.Proc, b *vaBlock, requester Processor, pag
 // are mapped to the new location. b is locked by p.
 func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []causeMask, dup PageMask) {
 	var all PageMask
-	for _, g := range groups {
-		all.Or(&g.mask)
+	for i := range groups {
+		all.Or(&groups[i].mask)
 	}
 	if all.Empty() {
 		return
@@ -315,7 +315,8 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 		d.migrated(p, b, groups, populate, NoProcessor, dest, false)
 	}
 	var copied PageMask
-	for _, s := range src {
+	for i := range src {
+		s := &src[i]
 		d.move(p, b, s.proc, dest, s.mask)
 		d.migrated(p, b, groups, s.mask, s.proc, dest, !and(s.mask, dup).Empty())
 		copied.Or(&s.mask)
@@ -366,10 +367,14 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 	// Thrashing detection sees the copies made for faults and the
 	// prefetcher; user migrations and duplication reset it.
 	var detect, reset PageMask
-	for _, g := range groups {
-		m := and(g.mask, copied)
+	for i := range groups {
+		g := &groups[i]
 		switch g.cause {
 		case CauseFault, CausePrefetcher, CauseAdvice:
+			if copied.Empty() {
+				continue
+			}
+			m := and(g.mask, copied)
 			em := andNot(m, dup)
 			detect.Or(&em)
 			dm := and(m, dup)
@@ -389,7 +394,12 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 // migrated accounts pages of b that moved from src to dest (src
 // NoProcessor: populated), one event per cause.
 func (d *Driver) migrated(p *sim.Proc, b *vaBlock, groups []causeMask, pages PageMask, src, dest Processor, dup bool) {
-	for _, g := range groups {
+	if src == NoProcessor && !d.observed() {
+		// Populated pages count in no migration statistic.
+		return
+	}
+	for i := range groups {
+		g := &groups[i]
 		m := and(g.mask, pages)
 		if m.Empty() {
 			continue
@@ -476,7 +486,9 @@ func (d *Driver) ensureChunk(p *sim.Proc, g *gpuState, b *vaBlock) {
 	for g.free == 0 {
 		victim := d.victim(g, b)
 		if victim == nil {
+			d.chunkWaiters++
 			p.WaitUntil(d.unlocked, func() bool { return g.free > 0 || d.victim(g, b) != nil })
+			d.chunkWaiters--
 			continue
 		}
 		d.evict(p, victim, g)
