@@ -119,6 +119,12 @@ type vaBlock struct {
 	remote []*PageMask
 	// chunk[i] is GPU i's root chunk backing the block, nil if none.
 	chunk []*chunk
+	// small backs resident, remote and chunk on a machine of one or two
+	// GPUs, sparing three allocations per block.
+	small struct {
+		resident, remote [3]*PageMask
+		chunk            [2]*chunk
+	}
 
 	// cpuDirty and gpuDirty: pages the CPU or a GPU wrote since the last
 	// kernel launch or completion (pre-Pascal and Tegra only).
@@ -244,7 +250,10 @@ func (b *vaBlock) dropRemote(m *PageMask) {
 // footprint is the bytes of per-page state the block holds.
 func (b *vaBlock) footprint() int64 {
 	const mask = int64(len(PageMask{}) * 8)
-	n := int64(160) + int64(len(b.resident)+len(b.remote)+len(b.chunk))*8
+	n := int64(216) // the struct, small included
+	if &b.resident[0] != &b.small.resident[0] {
+		n += int64(len(b.resident)+len(b.remote)+len(b.chunk)) * 8
+	}
 	for _, r := range b.resident {
 		if r != nil {
 			n += mask

@@ -394,10 +394,13 @@ func (d *Driver) block(a *Allocation, num uint64) *vaBlock {
 	n := len(d.gpus) + 1
 	b := &vaBlock{
 		num: num, start: start, alloc: a,
-		pages:    int(min(pageEnd, start+BlockSize)-start) / PageSize,
-		resident: make([]*PageMask, n),
-		remote:   make([]*PageMask, n),
-		chunk:    make([]*chunk, len(d.gpus)),
+		pages: int(min(pageEnd, start+BlockSize)-start) / PageSize,
+	}
+	if n <= len(b.small.resident) {
+		// One or two GPUs: the lists live in the block.
+		b.resident, b.remote, b.chunk = b.small.resident[:n], b.small.remote[:n], b.small.chunk[:n-1]
+	} else {
+		b.resident, b.remote, b.chunk = make([]*PageMask, n), make([]*PageMask, n), make([]*chunk, n-1)
 	}
 	d.blocks[num] = b
 	return b
