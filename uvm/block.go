@@ -119,11 +119,11 @@ type vaBlock struct {
 	remote []*PageMask
 	// chunk[i] is GPU i's root chunk backing the block, nil if none.
 	chunk []*chunk
-	// small backs resident, remote and chunk on a machine of one or two
-	// GPUs, sparing three allocations per block.
+	// small backs resident, remote and chunk on a machine of one GPU,
+	// sparing three allocations per block.
 	small struct {
-		resident, remote [3]*PageMask
-		chunk            [2]*chunk
+		resident, remote [2]*PageMask
+		chunk            [1]*chunk
 	}
 
 	// cpuDirty and gpuDirty: pages the CPU or a GPU wrote since the last
@@ -250,7 +250,7 @@ func (b *vaBlock) dropRemote(m *PageMask) {
 // footprint is the bytes of per-page state the block holds.
 func (b *vaBlock) footprint() int64 {
 	const mask = int64(len(PageMask{}) * 8)
-	n := int64(216) // the struct, small included
+	n := int64(192) // the struct, small included
 	if &b.resident[0] != &b.small.resident[0] {
 		n += int64(len(b.resident)+len(b.remote)+len(b.chunk)) * 8
 	}

@@ -47,7 +47,7 @@ func (d *Driver) CPUAccess(p *sim.Proc, addr Addr, size int64, write bool) (Acce
 		}
 		for {
 			missing := want
-			if b := d.blocks[num]; b != nil {
+			if b := d.blockAt(num); b != nil {
 				ok := b.accessible(CPU, write)
 				missing.AndNot(&ok)
 			}
@@ -129,7 +129,7 @@ func sleepUntil(p *sim.Proc, t sim.Time) {
 // faults, and false when it did nothing (the caller then faults page by
 // page).
 func (d *Driver) firstTouch(p *sim.Proc, a *Allocation, num uint64, lo, hi int) (int, bool) {
-	if d.stepwise || d.blocks[num] != nil || d.chunkWaiters > 0 || d.observed() || a.freed {
+	if d.stepwise || d.blockAt(num) != nil || d.chunkWaiters > 0 || d.observed() || a.freed {
 		return 0, false
 	}
 	start := Addr(num * BlockSize)

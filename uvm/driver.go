@@ -94,8 +94,11 @@ type Driver struct {
 	// allocs are the live allocations, by Base.
 	allocs   []*Allocation
 	nextBase Addr
-	// blocks are the touched VA blocks, by block number.
+	// blocks are the touched VA blocks, by block number; recent holds
+	// some of them, each in slot number % recentBlocks, and no other
+	// (blockAt).
 	blocks map[uint64]*vaBlock
+	recent *[recentBlocks]*vaBlock
 	// unlocked is broadcast whenever a block lock is released: an
 	// evictor that found every chunk locked waits on it.
 	unlocked *sim.Cond
@@ -198,6 +201,7 @@ func New(env Env, cfg Config) (*Driver, error) {
 		env: env, eng: env.Engine(), cfg: cfg, p: cfg.Params, gen: gen,
 		nextBase: ManagedBase,
 		blocks:   map[uint64]*vaBlock{},
+		recent:   new([recentBlocks]*vaBlock),
 		unlocked: sim.NewCond("uvm block unlock"),
 		dirty:    map[uint64]*vaBlock{}, cpuHeld: map[uint64]*vaBlock{},
 	}
@@ -265,7 +269,7 @@ func (d *Driver) MapsRemotely(p Processor, addr Addr) bool {
 }
 
 func (d *Driver) lookupBlock(addr Addr) (*vaBlock, int) {
-	b := d.blocks[uint64(addr)/BlockSize]
+	b := d.blockAt(uint64(addr) / BlockSize)
 	if b == nil {
 		return nil, 0
 	}
@@ -349,6 +353,9 @@ func (d *Driver) Free(p *sim.Proc, a *Allocation) error {
 		}
 		b.dead = true
 		delete(d.blocks, b.num)
+		if slot := &d.recent[b.num%recentBlocks]; *slot == b {
+			*slot = nil
+		}
 		delete(d.dirty, b.num)
 		delete(d.cpuHeld, b.num)
 		d.unlock(b)
@@ -386,7 +393,7 @@ func (d *Driver) find(addr Addr, size int64) (*Allocation, error) {
 
 // block is the VA block number num of a, made on first touch.
 func (d *Driver) block(a *Allocation, num uint64) *vaBlock {
-	if b := d.blocks[num]; b != nil {
+	if b := d.blockAt(num); b != nil {
 		return b
 	}
 	start := Addr(num * BlockSize)
@@ -397,12 +404,33 @@ func (d *Driver) block(a *Allocation, num uint64) *vaBlock {
 		pages: int(min(pageEnd, start+BlockSize)-start) / PageSize,
 	}
 	if n <= len(b.small.resident) {
-		// One or two GPUs: the lists live in the block.
+		// One GPU: the lists live in the block.
 		b.resident, b.remote, b.chunk = b.small.resident[:n], b.small.remote[:n], b.small.chunk[:n-1]
 	} else {
 		b.resident, b.remote, b.chunk = make([]*PageMask, n), make([]*PageMask, n), make([]*chunk, n-1)
 	}
 	d.blocks[num] = b
+	d.recent[num%recentBlocks] = b
+	return b
+}
+
+// recentBlocks is the size of Driver.recent.
+const recentBlocks = 1024
+
+// blockAt is the touched block number num, nil if none. The blocks
+// looked up recently are kept in a direct-mapped table in front of the
+// map (recent): an access, its batches and its description look up the
+// same few blocks again and again, and a map of a few hundred thousand
+// blocks costs a cache miss or two per lookup.
+func (d *Driver) blockAt(num uint64) *vaBlock {
+	slot := &d.recent[num%recentBlocks]
+	if b := *slot; b != nil && b.num == num {
+		return b
+	}
+	b := d.blocks[num]
+	if b != nil {
+		*slot = b
+	}
 	return b
 }
 
@@ -417,7 +445,7 @@ func (d *Driver) touched(start, end Addr) []*vaBlock {
 	var out []*vaBlock
 	if last-first < uint64(len(d.blocks)) {
 		for n := first; n <= last; n++ {
-			if b := d.blocks[n]; b != nil {
+			if b := d.blockAt(n); b != nil {
 				out = append(out, b)
 			}
 		}
