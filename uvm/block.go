@@ -25,6 +25,39 @@ type Allocation struct {
 	d        *Driver
 	policies []policySpan
 	freed    bool
+	// blocks are the touched blocks by number from Base's, in leaves of
+	// leafBlocks made at the first touch of one of theirs:
+	// Driver.blocks's entries for a, kept in step with it (setBlock).
+	blocks []*blockLeaf
+}
+
+// leafBlocks is the blocks of a leaf of Allocation.blocks (1 GiB): an
+// allocation of 1 TiB touched in a few places costs a few leaves of
+// 4 KiB and an 8 KiB list.
+const leafBlocks = 512
+
+type blockLeaf [leafBlocks]*vaBlock
+
+// blockCount is the number of VA blocks a spans.
+func (a *Allocation) blockCount() int { return int((uint64(a.Size) + BlockSize - 1) / BlockSize) }
+
+// setBlock replaces old, block number num's entry in a.blocks, by b.
+func (a *Allocation) setBlock(num uint64, old, b *vaBlock) {
+	k := num - uint64(a.Base)/BlockSize
+	if k >= uint64(a.blockCount()) {
+		return
+	}
+	if a.blocks == nil {
+		a.blocks = make([]*blockLeaf, (a.blockCount()+leafBlocks-1)/leafBlocks)
+	}
+	leaf := a.blocks[k/leafBlocks]
+	if leaf == nil {
+		leaf = new(blockLeaf)
+		a.blocks[k/leafBlocks] = leaf
+	}
+	if leaf[k%leafBlocks] == old {
+		leaf[k%leafBlocks] = b
+	}
 }
 
 // End is the first address after the allocation.

@@ -94,11 +94,9 @@ type Driver struct {
 	// allocs are the live allocations, by Base.
 	allocs   []*Allocation
 	nextBase Addr
-	// blocks are the touched VA blocks, by block number; recent holds
-	// some of them, each in slot number % recentBlocks, and no other
-	// (blockAt).
+	// blocks are the touched VA blocks, by block number (blockAt looks
+	// them up).
 	blocks map[uint64]*vaBlock
-	recent *[recentBlocks]*vaBlock
 	// unlocked is broadcast whenever a block lock is released: an
 	// evictor that found every chunk locked waits on it.
 	unlocked *sim.Cond
@@ -201,7 +199,6 @@ func New(env Env, cfg Config) (*Driver, error) {
 		env: env, eng: env.Engine(), cfg: cfg, p: cfg.Params, gen: gen,
 		nextBase: ManagedBase,
 		blocks:   map[uint64]*vaBlock{},
-		recent:   new([recentBlocks]*vaBlock),
 		unlocked: sim.NewCond("uvm block unlock"),
 		dirty:    map[uint64]*vaBlock{}, cpuHeld: map[uint64]*vaBlock{},
 	}
@@ -353,9 +350,7 @@ func (d *Driver) Free(p *sim.Proc, a *Allocation) error {
 		}
 		b.dead = true
 		delete(d.blocks, b.num)
-		if slot := &d.recent[b.num%recentBlocks]; *slot == b {
-			*slot = nil
-		}
+		a.setBlock(b.num, b, nil)
 		delete(d.dirty, b.num)
 		delete(d.cpuHeld, b.num)
 		d.unlock(b)
@@ -410,28 +405,36 @@ func (d *Driver) block(a *Allocation, num uint64) *vaBlock {
 		b.resident, b.remote, b.chunk = make([]*PageMask, n), make([]*PageMask, n), make([]*chunk, n-1)
 	}
 	d.blocks[num] = b
-	d.recent[num%recentBlocks] = b
+	a.setBlock(num, nil, b)
 	return b
 }
 
-// recentBlocks is the size of Driver.recent.
-const recentBlocks = 1024
-
-// blockAt is the touched block number num, nil if none. The blocks
-// looked up recently are kept in a direct-mapped table in front of the
-// map (recent): an access, its batches and its description look up the
-// same few blocks again and again, and a map of a few hundred thousand
-// blocks costs a cache miss or two per lookup.
+// blockAt is the touched block number num, nil if none: from the index
+// of the live allocation holding it (Allocation.blocks, which mirrors
+// the map for its blocks), else from the map. A map of a few hundred
+// thousand blocks costs a cache miss or two per lookup, and an access,
+// its batches and its description look up each of its blocks several
+// times; the index of a sweep's allocation is read in address order.
 func (d *Driver) blockAt(num uint64) *vaBlock {
-	slot := &d.recent[num%recentBlocks]
-	if b := *slot; b != nil && b.num == num {
-		return b
+	addr := Addr(num * BlockSize)
+	i, found := slices.BinarySearchFunc(d.allocs, addr, func(a *Allocation, x Addr) int {
+		switch {
+		case a.Base+Addr(a.blockCount())*BlockSize <= x:
+			return -1
+		case a.Base > x:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		return d.blocks[num]
 	}
-	b := d.blocks[num]
-	if b != nil {
-		*slot = b
+	a := d.allocs[i]
+	k := num - uint64(a.Base)/BlockSize
+	if a.blocks == nil || a.blocks[k/leafBlocks] == nil {
+		return nil
 	}
-	return b
+	return a.blocks[k/leafBlocks][k%leafBlocks]
 }
 
 // touched are the touched blocks overlapping [start, end), in address

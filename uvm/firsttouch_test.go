@@ -37,6 +37,10 @@ func firstTouchRun(t testing.TB, seed uint64, stepwise bool) (string, int) {
 	pages := int((size + PageSize - 1) / PageSize)
 	log := sha256.New()
 	access := func(p *sim.Proc, who string, acc Access, err error) {
+		if a.freed {
+			// Accesses still running at the Free below fail.
+			return
+		}
 		must(t, err)
 		fmt.Fprintf(log, "%v %s %+v\n", p.Now(), who, acc)
 	}
@@ -84,16 +88,22 @@ func firstTouchRun(t testing.TB, seed uint64, stepwise bool) (string, int) {
 		env.e.Spawn("prefetch", func(p *sim.Proc) {
 			p.Sleep(sim.Time(pr.IntN(400)) * sim.Microsecond)
 			addr, n := span(pr, PagesPerBlock)
-			must(t, d.Prefetch(p, addr, n, Processor(pr.IntN(2))))
+			if err := d.Prefetch(p, addr, n, Processor(pr.IntN(2))); !a.freed {
+				must(t, err)
+			}
 		})
 	}
 	env.e.RunUntil(randomHorizon)
-	env.e.Close()
 	fmt.Fprintf(log, "%v %+v %d\n", env.e.Now(), d.Stats(), env.e.Fired())
 	for pg := range pages {
 		x := a.Base + Addr(pg)*PageSize
 		fmt.Fprintf(log, "%v %v %v\n", d.Residency(x), d.MapsRemotely(CPU, x), d.MapsRemotely(GPU(0), x))
 	}
+	checkBlockIndex(t, d, a)
+	env.e.Spawn("free", func(p *sim.Proc) { must(t, d.Free(p, a)) })
+	env.e.RunUntil(2 * randomHorizon)
+	checkBlockIndex(t, d, a)
+	env.e.Close()
 	return fmt.Sprintf("%x", log.Sum(nil)), d.firstTouched
 }
 
@@ -122,5 +132,17 @@ func TestFirstTouchSameRun(t *testing.T) {
 	t.Logf("%d blocks first touched at once, in %d of 400 runs", touched, runs)
 	if runs < 100 {
 		t.Fatalf("only %d runs took the shortcut", runs)
+	}
+}
+
+// checkBlockIndex: blockAt gives the block map's entry for every block
+// of a and the blocks around it.
+func checkBlockIndex(t testing.TB, d *Driver, a *Allocation) {
+	t.Helper()
+	first := uint64(a.Base) / BlockSize
+	for num := first - 2; num < first+uint64(a.blockCount())+2; num++ {
+		if got, want := d.blockAt(num), d.blocks[num]; got != want {
+			t.Fatalf("block %d: blockAt %p, map %p", num, got, want)
+		}
 	}
 }
