@@ -109,8 +109,11 @@ type Driver struct {
 	Hooks sim.Hooks[Event]
 	ev    Event
 	stats Stats
-	// spare are procPages no service uses (takeProcPages).
-	spare []procPages
+	// spare are procPages no service uses (takeProcPages); spareChunks
+	// chunks freed, for ensureChunk to reuse (a sweep over more than
+	// the GPU holds frees and takes one per block it faults).
+	spare       []procPages
+	spareChunks []*chunk
 	// chunkWaiters counts the processes waiting on unlocked for a
 	// chunk to evict; firstTouches are the CPU first touches worked out
 	// (firstTouch).

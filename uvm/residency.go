@@ -55,7 +55,10 @@ func (d *Driver) selectSpan(b *vaBlock, requester Processor, pages, writes PageM
 		return
 	}
 	pl := pol.preferred
-	if requester == pl {
+	if requester == pl || pl == NoProcessor && pol.accessedBy == 0 && len(pins) == 0 {
+		// The requester's own preferred location; or no advice and no
+		// pin, where every rule below sends the pages to the requester,
+		// wherever they are.
 		d.choose(sel, requester, requester, pages, PageMask{})
 		return
 	}
@@ -494,7 +497,13 @@ func (d *Driver) ensureChunk(p *sim.Proc, g *gpuState, b *vaBlock) {
 		d.evict(p, victim, g)
 	}
 	g.free--
-	c := &chunk{block: b, gpu: g}
+	var c *chunk
+	if n := len(d.spareChunks); n > 0 {
+		c, d.spareChunks = d.spareChunks[n-1], d.spareChunks[:n-1]
+		*c = chunk{block: b, gpu: g}
+	} else {
+		c = &chunk{block: b, gpu: g}
+	}
 	g.lru.pushBack(c)
 	b.chunk[gi] = c
 }
@@ -552,4 +561,7 @@ func (d *Driver) freeChunk(c *chunk) {
 	g.lru.remove(c)
 	g.free++
 	c.block.chunk[g.id.GPUIndex()] = nil
+	// Nothing else points to c now: the next ensureChunk reuses it.
+	*c = chunk{}
+	d.spareChunks = append(d.spareChunks, c)
 }
