@@ -86,6 +86,21 @@ func (a *Allocation) policyAt(addr Addr) *policy {
 	return &a.policies[i].policy
 }
 
+// readMostly are the pages of b whose policy is ReadMostly.
+func (b *vaBlock) readMostly() PageMask {
+	var m PageMask
+	a := b.alloc
+	lo, hi := b.start, b.addr(b.pages)
+	i := sort.Search(len(a.policies), func(i int) bool { return a.policies[i].end > lo })
+	for ; i < len(a.policies) && a.policies[i].start < hi; i++ {
+		if s := &a.policies[i]; s.readMostly {
+			first, end := b.pageSpan(s.start, s.end)
+			m.SetRange(first, end)
+		}
+	}
+	return m
+}
+
 // anyReadMostly reports whether some page of a is ReadMostly.
 func (a *Allocation) anyReadMostly() bool {
 	for i := range a.policies {

@@ -229,11 +229,11 @@ func (d *Driver) serviceFaults(p *sim.Proc, b *vaBlock, requester Processor, pag
 			FirstTouchPreferred: all.Empty() && b.alloc.policyAt(b.addr(firstFault)).preferred == to,
 		})
 		if b.alloc.anyReadMostly() {
-			for pg := prefetched.First(); pg >= 0; pg = prefetched.Next(pg + 1) {
-				if b.alloc.policyAt(b.addr(pg)).readMostly && b.holders(pg) != 0 {
-					dup.Set(pg)
-				}
-			}
+			// Prefetched read-mostly pages someone holds are
+			// duplicated.
+			rm := b.readMostly()
+			rd := and(prefetched, and(rm, all))
+			dup.Or(&rd)
 		}
 	}
 	for _, dm := range dests {
