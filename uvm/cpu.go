@@ -15,7 +15,9 @@ import (
 // vm_operations have no map_pages), unless the CPU can map where the
 // page is (AccessedBy, a preferred location, a pin on an NVLink-C2C
 // system). On pre-Pascal and Tegra, touching managed memory while a
-// kernel runs is ErrConcurrentAccess.
+// kernel runs is ErrConcurrentAccess. The faults of a block nobody has
+// touched are serviced at once when nothing else can run meanwhile and
+// nobody watches (firstTouch): same times, state and counters.
 func (d *Driver) CPUAccess(p *sim.Proc, addr Addr, size int64, write bool) (Access, error) {
 	a, err := d.find(addr, size)
 	if err != nil {
