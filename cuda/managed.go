@@ -248,8 +248,17 @@ func (e umEnv) move(p *sim.Proc, from, to uvm.Processor, bytes int64, sys []dma.
 	} else {
 		t.Write = sys
 	}
-	if _, err := g.DMA().Transfer(p, t); err != nil {
+	info, err := g.DMA().Transfer(p, t)
+	if err != nil {
 		panic(fmt.Sprintf("cuda: uvm migration %v → %v: %v", from, to, err))
+	}
+	if info.Flow != nil && !e.d.sys.DMA().Hooks.Active() {
+		// Nobody saw the transfer's info (no DMA hook) and the driver
+		// keeps nothing of it: its flow goes back to the fabric for a
+		// later Start to reuse (Fabric.Release, which keeps it while a
+		// fabric hook listens), instead of one flow allocated per
+		// migration.
+		e.d.m.Fabric.Release(info.Flow)
 	}
 }
 

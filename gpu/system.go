@@ -229,6 +229,9 @@ func New(x *dma.DMA) (*System, error) {
 // Machine is the machine the GPUs are part of.
 func (s *System) Machine() *machine.Machine { return s.m }
 
+// DMA is the DMA layer the GPUs' transfers go through.
+func (s *System) DMA() *dma.DMA { return s.dma }
+
 // Device returns GPU i, or an error naming how many there are.
 func (s *System) Device(i int) (*Device, error) {
 	if i < 0 || i >= len(s.Devices) {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 )
 
@@ -21,6 +22,12 @@ type Engine struct {
 	rng   *rand.Rand
 
 	running *process // the process executing now, nil in event context
+	// inline bounds the run of events in progress for Proc.Sleep's
+	// shortcut (sleepInline): off for Step, else the latest time and
+	// the count of fired events the caller lets events run to.
+	inline inlineBound
+	// inlined counts the sleeps run inline, for tests.
+	inlined uint64
 	live    []*process
 	spawned uint64
 	fired   uint64
@@ -111,8 +118,21 @@ func (e *Engine) release(ev *event) {
 	e.free = append(e.free, ev)
 }
 
+// inlineBound is how far the run in progress lets a process sleep
+// without yielding (sleepInline).
+type inlineBound struct {
+	on    bool
+	until Time
+	fired uint64 // inline only while fired < this
+}
+
 // Step runs the next event, if any, and reports whether it ran one.
-func (e *Engine) Step() bool { return e.step(Forever) }
+// A process it resumes runs until it blocks, as under Run, but never
+// past a Sleep: one Step is one event.
+func (e *Engine) Step() bool {
+	e.inline = inlineBound{}
+	return e.step(Forever)
+}
 
 func (e *Engine) step(limit Time) bool {
 	if len(e.queue) == 0 || e.queue[0].at > limit {
@@ -135,6 +155,7 @@ func (e *Engine) step(limit Time) bool {
 
 // Run runs events until none is left.
 func (e *Engine) Run() {
+	e.inline = inlineBound{on: true, until: Forever, fired: math.MaxUint64}
 	for e.step(Forever) {
 	}
 }
@@ -142,6 +163,7 @@ func (e *Engine) Run() {
 // RunUntil runs every event at or before t, then sets the clock to t (if
 // t is not in the past).
 func (e *Engine) RunUntil(t Time) {
+	e.inline = inlineBound{on: true, until: t, fired: math.MaxUint64}
 	for e.step(t) {
 	}
 	if t > e.now {

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -85,6 +86,10 @@ func (e *Engine) Guard(l Limits) error {
 		horizon = DefaultHorizon
 	}
 	start := e.fired
+	e.inline = inlineBound{on: true, until: horizon, fired: math.MaxUint64}
+	if l.Events > 0 {
+		e.inline.fired = start + l.Events
+	}
 	for {
 		if l.Events > 0 && e.fired-start >= l.Events && len(e.queue) > 0 {
 			return &LimitError{At: e.now, Next: e.queue[0].at, Horizon: horizon, Events: l.Events, Blocked: e.Blocked()}

@@ -36,12 +36,11 @@ func (d *Driver) Prefetch(p *sim.Proc, addr Addr, size int64, dst Processor) err
 		d.lock(p, b)
 		p.Sleep(d.p.PrefetchBlockCost)
 		m := rangeMask(lo, hi)
-		held := b.anyResident()
+		// Read-mostly pages someone holds are duplicated.
 		var dup PageMask
-		for pg := m.First(); pg >= 0; pg = m.Next(pg + 1) {
-			if held.Test(pg) && b.alloc.policyAt(b.addr(pg)).readMostly {
-				dup.Set(pg)
-			}
+		if a.anyReadMostly() {
+			held, rm := b.anyResident(), b.readMostly()
+			dup = and(m, and(held, rm))
 		}
 		d.makeResident(p, b, dst, []causeMask{{m, CausePrefetch}}, dup)
 		d.unlock(b)

@@ -25,6 +25,39 @@ type Allocation struct {
 	d        *Driver
 	policies []policySpan
 	freed    bool
+	// blocks are the touched blocks by number from Base's, in leaves of
+	// leafBlocks made at the first touch of one of theirs:
+	// Driver.blocks's entries for a, kept in step with it (setBlock).
+	blocks []*blockLeaf
+}
+
+// leafBlocks is the blocks of a leaf of Allocation.blocks (1 GiB): an
+// allocation of 1 TiB touched in a few places costs a few leaves of
+// 4 KiB and an 8 KiB list.
+const leafBlocks = 512
+
+type blockLeaf [leafBlocks]*vaBlock
+
+// blockCount is the number of VA blocks a spans.
+func (a *Allocation) blockCount() int { return int((uint64(a.Size) + BlockSize - 1) / BlockSize) }
+
+// setBlock replaces old, block number num's entry in a.blocks, by b.
+func (a *Allocation) setBlock(num uint64, old, b *vaBlock) {
+	k := num - uint64(a.Base)/BlockSize
+	if k >= uint64(a.blockCount()) {
+		return
+	}
+	if a.blocks == nil {
+		a.blocks = make([]*blockLeaf, (a.blockCount()+leafBlocks-1)/leafBlocks)
+	}
+	leaf := a.blocks[k/leafBlocks]
+	if leaf == nil {
+		leaf = new(blockLeaf)
+		a.blocks[k/leafBlocks] = leaf
+	}
+	if leaf[k%leafBlocks] == old {
+		leaf[k%leafBlocks] = b
+	}
 }
 
 // End is the first address after the allocation.
@@ -51,6 +84,21 @@ var defaultPolicy = policy{preferred: NoProcessor}
 func (a *Allocation) policyAt(addr Addr) *policy {
 	i := sort.Search(len(a.policies), func(i int) bool { return a.policies[i].end > addr })
 	return &a.policies[i].policy
+}
+
+// readMostly are the pages of b whose policy is ReadMostly.
+func (b *vaBlock) readMostly() PageMask {
+	var m PageMask
+	a := b.alloc
+	lo, hi := b.start, b.addr(b.pages)
+	i := sort.Search(len(a.policies), func(i int) bool { return a.policies[i].end > lo })
+	for ; i < len(a.policies) && a.policies[i].start < hi; i++ {
+		if s := &a.policies[i]; s.readMostly {
+			first, end := b.pageSpan(s.start, s.end)
+			m.SetRange(first, end)
+		}
+	}
+	return m
 }
 
 // anyReadMostly reports whether some page of a is ReadMostly.
@@ -119,6 +167,12 @@ type vaBlock struct {
 	remote []*PageMask
 	// chunk[i] is GPU i's root chunk backing the block, nil if none.
 	chunk []*chunk
+	// small backs resident, remote and chunk on a machine of one GPU,
+	// sparing three allocations per block.
+	small struct {
+		resident, remote [2]*PageMask
+		chunk            [1]*chunk
+	}
 
 	// cpuDirty and gpuDirty: pages the CPU or a GPU wrote since the last
 	// kernel launch or completion (pre-Pascal and Tegra only).
@@ -244,7 +298,10 @@ func (b *vaBlock) dropRemote(m *PageMask) {
 // footprint is the bytes of per-page state the block holds.
 func (b *vaBlock) footprint() int64 {
 	const mask = int64(len(PageMask{}) * 8)
-	n := int64(160) + int64(len(b.resident)+len(b.remote)+len(b.chunk))*8
+	n := int64(192) // the struct, small included
+	if &b.resident[0] != &b.small.resident[0] {
+		n += int64(len(b.resident)+len(b.remote)+len(b.chunk)) * 8
+	}
 	for _, r := range b.resident {
 		if r != nil {
 			n += mask

@@ -15,7 +15,9 @@ import (
 // vm_operations have no map_pages), unless the CPU can map where the
 // page is (AccessedBy, a preferred location, a pin on an NVLink-C2C
 // system). On pre-Pascal and Tegra, touching managed memory while a
-// kernel runs is ErrConcurrentAccess.
+// kernel runs is ErrConcurrentAccess. The faults of a block nobody has
+// touched are serviced at once when nothing else can run meanwhile and
+// nobody watches (firstTouch): same times, state and counters.
 func (d *Driver) CPUAccess(p *sim.Proc, addr Addr, size int64, write bool) (Access, error) {
 	a, err := d.find(addr, size)
 	if err != nil {
@@ -41,9 +43,13 @@ func (d *Driver) CPUAccess(p *sim.Proc, addr Addr, size int64, write bool) (Acce
 	for num := uint64(addr) / BlockSize; num <= (uint64(end)-1)/BlockSize; num++ {
 		lo, hi := spanPages(Addr(num*BlockSize), addr, end)
 		want := rangeMask(lo, hi)
+		if n, ok := d.firstTouch(p, a, num, lo, hi); ok {
+			acc.Faults += n
+			continue
+		}
 		for {
 			missing := want
-			if b := d.blocks[num]; b != nil {
+			if b := d.blockAt(num); b != nil {
 				ok := b.accessible(CPU, write)
 				missing.AndNot(&ok)
 			}
@@ -110,4 +116,87 @@ func sleepUntil(p *sim.Proc, t sim.Time) {
 	c := p.Engine().NewNamedCompletion("uvm throttle")
 	p.Engine().At(t, c.Complete)
 	p.Wait(c)
+}
+
+// firstTouch services at once the CPU faults of a loop touching pages
+// [lo, hi) of block num of a, which nobody has touched yet, when that is
+// what servicing them one by one would do with nothing else running
+// meanwhile: the block has only the default policy, no process waits
+// for a block lock (each fault's unlock would wake it), nobody watches
+// the driver's events, and the faults' sleeps would all run inline
+// (sim.Proc.SleepAlone). Each of those faults populates the faulted
+// page and what the prefetcher adds on the CPU, with the same sleeps;
+// their sequence depends only on the span and the block's size, so it
+// is worked out once per (lo, hi, pages) and kept. It reports the
+// faults, and false when it did nothing (the caller then faults page by
+// page).
+func (d *Driver) firstTouch(p *sim.Proc, a *Allocation, num uint64, lo, hi int) (int, bool) {
+	if d.stepwise || d.blockAt(num) != nil || d.chunkWaiters > 0 || d.observed() || a.freed {
+		return 0, false
+	}
+	start := Addr(num * BlockSize)
+	pages := int(min(a.policies[len(a.policies)-1].end, start+BlockSize)-start) / PageSize
+	end := start + Addr(pages)*PageSize
+	for i := range a.policies {
+		if s := &a.policies[i]; s.start < end && s.end > start && s.policy != defaultPolicy {
+			return 0, false
+		}
+	}
+	key := firstTouchKey{lo, hi, pages}
+	ft, ok := d.firstTouches[key]
+	if !ok {
+		ft = d.planFirstTouch(lo, hi, pages)
+		if d.firstTouches == nil {
+			d.firstTouches = map[firstTouchKey]firstTouchPlan{}
+		}
+		d.firstTouches[key] = ft
+	}
+	if !p.SleepAlone(uint64(3*ft.faults), ft.sleep) {
+		return 0, false
+	}
+	b := d.block(a, num)
+	*b.residentMask(CPU) = ft.resident
+	d.stats.CPUFaults += int64(ft.faults)
+	d.stats.PopulatedBytes += int64(ft.resident.Count()) * PageSize
+	d.firstTouched++
+	return ft.faults, true
+}
+
+type firstTouchKey struct{ lo, hi, pages int }
+
+// firstTouchPlan is what CPU faults on pages [lo, hi) of an untouched
+// block do, one after the other: their count, the pages they populate
+// on the CPU and the time their three sleeps take (cpuFault's fault
+// cost, makeResident's zeroing and mapping).
+type firstTouchPlan struct {
+	faults   int
+	resident PageMask
+	sleep    sim.Time
+}
+
+// planFirstTouch follows cpuFault and serviceFaults for a CPU fault on
+// a block that only the CPU holds, with the default policy and no
+// thrashing history: the page goes to the CPU (selectResidency's first
+// touch), with the prefetcher's region; all of them are populated.
+func (d *Driver) planFirstTouch(lo, hi, pages int) firstTouchPlan {
+	var ft firstTouchPlan
+	want := rangeMask(lo, hi)
+	for {
+		missing := andNot(want, ft.resident)
+		pg := missing.First()
+		if pg < 0 {
+			return ft
+		}
+		var faulted PageMask
+		faulted.Set(pg)
+		var prefetched PageMask
+		if !d.p.DisablePrefetch {
+			prefetched = PrefetchPages(PrefetchInput{Pages: pages, Resident: ft.resident, Faulted: faulted, Threshold: d.p.PrefetchThreshold})
+		}
+		all := or(faulted, prefetched)
+		n := sim.Time(all.Count())
+		ft.faults++
+		ft.sleep += d.p.CPUFaultCost + n*d.p.CPUZeroPageCost + n*d.p.CPUMapPageCost
+		ft.resident.Or(&all)
+	}
 }

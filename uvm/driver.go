@@ -94,7 +94,8 @@ type Driver struct {
 	// allocs are the live allocations, by Base.
 	allocs   []*Allocation
 	nextBase Addr
-	// blocks are the touched VA blocks, by block number.
+	// blocks are the touched VA blocks, by block number (blockAt looks
+	// them up).
 	blocks map[uint64]*vaBlock
 	// unlocked is broadcast whenever a block lock is released: an
 	// evictor that found every chunk locked waits on it.
@@ -108,8 +109,20 @@ type Driver struct {
 	Hooks sim.Hooks[Event]
 	ev    Event
 	stats Stats
-	// spare are procPages no service uses (takeProcPages).
-	spare []procPages
+	// spare are procPages no service uses (takeProcPages); spareChunks
+	// chunks freed, for ensureChunk to reuse (a sweep over more than
+	// the GPU holds frees and takes one per block it faults).
+	spare       []procPages
+	spareChunks []*chunk
+	// chunkWaiters counts the processes waiting on unlocked for a
+	// chunk to evict; firstTouches are the CPU first touches worked out
+	// (firstTouch).
+	chunkWaiters int
+	firstTouches map[firstTouchKey]firstTouchPlan
+	// stepwise turns firstTouch off; firstTouched counts the blocks it
+	// serviced (tests).
+	stepwise     bool
+	firstTouched int
 }
 
 // gpuState is one GPU: its managed memory (uvm_pmm_gpu_t), its
@@ -256,7 +269,7 @@ func (d *Driver) MapsRemotely(p Processor, addr Addr) bool {
 }
 
 func (d *Driver) lookupBlock(addr Addr) (*vaBlock, int) {
-	b := d.blocks[uint64(addr)/BlockSize]
+	b := d.blockAt(uint64(addr) / BlockSize)
 	if b == nil {
 		return nil, 0
 	}
@@ -340,6 +353,7 @@ func (d *Driver) Free(p *sim.Proc, a *Allocation) error {
 		}
 		b.dead = true
 		delete(d.blocks, b.num)
+		a.setBlock(b.num, b, nil)
 		delete(d.dirty, b.num)
 		delete(d.cpuHeld, b.num)
 		d.unlock(b)
@@ -377,7 +391,7 @@ func (d *Driver) find(addr Addr, size int64) (*Allocation, error) {
 
 // block is the VA block number num of a, made on first touch.
 func (d *Driver) block(a *Allocation, num uint64) *vaBlock {
-	if b := d.blocks[num]; b != nil {
+	if b := d.blockAt(num); b != nil {
 		return b
 	}
 	start := Addr(num * BlockSize)
@@ -385,13 +399,45 @@ func (d *Driver) block(a *Allocation, num uint64) *vaBlock {
 	n := len(d.gpus) + 1
 	b := &vaBlock{
 		num: num, start: start, alloc: a,
-		pages:    int(min(pageEnd, start+BlockSize)-start) / PageSize,
-		resident: make([]*PageMask, n),
-		remote:   make([]*PageMask, n),
-		chunk:    make([]*chunk, len(d.gpus)),
+		pages: int(min(pageEnd, start+BlockSize)-start) / PageSize,
+	}
+	if n <= len(b.small.resident) {
+		// One GPU: the lists live in the block.
+		b.resident, b.remote, b.chunk = b.small.resident[:n], b.small.remote[:n], b.small.chunk[:n-1]
+	} else {
+		b.resident, b.remote, b.chunk = make([]*PageMask, n), make([]*PageMask, n), make([]*chunk, n-1)
 	}
 	d.blocks[num] = b
+	a.setBlock(num, nil, b)
 	return b
+}
+
+// blockAt is the touched block number num, nil if none: from the index
+// of the live allocation holding it (Allocation.blocks, which mirrors
+// the map for its blocks), else from the map. A map of a few hundred
+// thousand blocks costs a cache miss or two per lookup, and an access,
+// its batches and its description look up each of its blocks several
+// times; the index of a sweep's allocation is read in address order.
+func (d *Driver) blockAt(num uint64) *vaBlock {
+	addr := Addr(num * BlockSize)
+	i, found := slices.BinarySearchFunc(d.allocs, addr, func(a *Allocation, x Addr) int {
+		switch {
+		case a.Base+Addr(a.blockCount())*BlockSize <= x:
+			return -1
+		case a.Base > x:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		return d.blocks[num]
+	}
+	a := d.allocs[i]
+	k := num - uint64(a.Base)/BlockSize
+	if a.blocks == nil || a.blocks[k/leafBlocks] == nil {
+		return nil
+	}
+	return a.blocks[k/leafBlocks][k%leafBlocks]
 }
 
 // touched are the touched blocks overlapping [start, end), in address
@@ -405,7 +451,7 @@ func (d *Driver) touched(start, end Addr) []*vaBlock {
 	var out []*vaBlock
 	if last-first < uint64(len(d.blocks)) {
 		for n := first; n <= last; n++ {
-			if b := d.blocks[n]; b != nil {
+			if b := d.blockAt(n); b != nil {
 				out = append(out, b)
 			}
 		}

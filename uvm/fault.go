@@ -109,7 +109,7 @@ func (d *Driver) CopyEngineAccess(p *sim.Proc, gpu int, addr Addr, size int64, w
 	for a := addr &^ (PageSize - 1); a < end; a += PageSize {
 		num := uint64(a) / BlockSize
 		pg := int(uint64(a)%BlockSize) / PageSize
-		if b := d.blocks[num]; b != nil {
+		if b := d.blockAt(num); b != nil {
 			ok := b.accessible(g.id, write)
 			if ok.Test(pg) {
 				continue
@@ -174,7 +174,7 @@ func (d *Driver) gpuAccess(p *sim.Proc, gpu int, addr Addr, size, stride, elem i
 			if stride > 0 {
 				missing = touchedPages(Addr(num*BlockSize), addr, end, stride, elem)
 			}
-			if b := d.blocks[num]; b != nil {
+			if b := d.blockAt(num); b != nil {
 				ok := b.accessible(g.id, write)
 				missing.AndNot(&ok)
 			}
@@ -217,7 +217,7 @@ func spanPages(bstart, start, end Addr) (int, int) {
 func (d *Driver) describe(acc *Access, x Processor, start, end Addr) {
 	acc.Where = NoProcessor
 	for num := uint64(start) / BlockSize; num <= (uint64(end)-1)/BlockSize; num++ {
-		b := d.blocks[num]
+		b := d.blockAt(num)
 		if b == nil {
 			continue
 		}

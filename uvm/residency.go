@@ -55,7 +55,10 @@ func (d *Driver) selectSpan(b *vaBlock, requester Processor, pages, writes PageM
 		return
 	}
 	pl := pol.preferred
-	if requester == pl {
+	if requester == pl || pl == NoProcessor && pol.accessedBy == 0 && len(pins) == 0 {
+		// The requester's own preferred location; or no advice and no
+		// pin, where every rule below sends the pages to the requester,
+		// wherever they are.
 		d.choose(sel, requester, requester, pages, PageMask{})
 		return
 	}
@@ -226,11 +229,11 @@ func (d *Driver) serviceFaults(p *sim.Proc, b *vaBlock, requester Processor, pag
 			FirstTouchPreferred: all.Empty() && b.alloc.policyAt(b.addr(firstFault)).preferred == to,
 		})
 		if b.alloc.anyReadMostly() {
-			for pg := prefetched.First(); pg >= 0; pg = prefetched.Next(pg + 1) {
-				if b.alloc.policyAt(b.addr(pg)).readMostly && b.holders(pg) != 0 {
-					dup.Set(pg)
-				}
-			}
+			// Prefetched read-mostly pages someone holds are
+			// duplicated.
+			rm := b.readMostly()
+			rd := and(prefetched, and(rm, all))
+			dup.Or(&rd)
 		}
 	}
 	for _, dm := range dests {
@@ -278,8 +281,8 @@ func (d *Driver) serviceFaults(p *sim.Proc, b *vaBlock, requester Processor, pag
 // are mapped to the new location. b is locked by p.
 func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []causeMask, dup PageMask) {
 	var all PageMask
-	for _, g := range groups {
-		all.Or(&g.mask)
+	for i := range groups {
+		all.Or(&groups[i].mask)
 	}
 	if all.Empty() {
 		return
@@ -315,7 +318,8 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 		d.migrated(p, b, groups, populate, NoProcessor, dest, false)
 	}
 	var copied PageMask
-	for _, s := range src {
+	for i := range src {
+		s := &src[i]
 		d.move(p, b, s.proc, dest, s.mask)
 		d.migrated(p, b, groups, s.mask, s.proc, dest, !and(s.mask, dup).Empty())
 		copied.Or(&s.mask)
@@ -366,10 +370,14 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 	// Thrashing detection sees the copies made for faults and the
 	// prefetcher; user migrations and duplication reset it.
 	var detect, reset PageMask
-	for _, g := range groups {
-		m := and(g.mask, copied)
+	for i := range groups {
+		g := &groups[i]
 		switch g.cause {
 		case CauseFault, CausePrefetcher, CauseAdvice:
+			if copied.Empty() {
+				continue
+			}
+			m := and(g.mask, copied)
 			em := andNot(m, dup)
 			detect.Or(&em)
 			dm := and(m, dup)
@@ -389,7 +397,12 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 // migrated accounts pages of b that moved from src to dest (src
 // NoProcessor: populated), one event per cause.
 func (d *Driver) migrated(p *sim.Proc, b *vaBlock, groups []causeMask, pages PageMask, src, dest Processor, dup bool) {
-	for _, g := range groups {
+	if src == NoProcessor && !d.observed() {
+		// Populated pages count in no migration statistic.
+		return
+	}
+	for i := range groups {
+		g := &groups[i]
 		m := and(g.mask, pages)
 		if m.Empty() {
 			continue
@@ -476,13 +489,21 @@ func (d *Driver) ensureChunk(p *sim.Proc, g *gpuState, b *vaBlock) {
 	for g.free == 0 {
 		victim := d.victim(g, b)
 		if victim == nil {
+			d.chunkWaiters++
 			p.WaitUntil(d.unlocked, func() bool { return g.free > 0 || d.victim(g, b) != nil })
+			d.chunkWaiters--
 			continue
 		}
 		d.evict(p, victim, g)
 	}
 	g.free--
-	c := &chunk{block: b, gpu: g}
+	var c *chunk
+	if n := len(d.spareChunks); n > 0 {
+		c, d.spareChunks = d.spareChunks[n-1], d.spareChunks[:n-1]
+		*c = chunk{block: b, gpu: g}
+	} else {
+		c = &chunk{block: b, gpu: g}
+	}
 	g.lru.pushBack(c)
 	b.chunk[gi] = c
 }
@@ -540,4 +561,7 @@ func (d *Driver) freeChunk(c *chunk) {
 	g.lru.remove(c)
 	g.free++
 	c.block.chunk[g.id.GPUIndex()] = nil
+	// Nothing else points to c now: the next ensureChunk reuses it.
+	*c = chunk{}
+	d.spareChunks = append(d.spareChunks, c)
 }

@@ -149,7 +149,7 @@ func (d *Driver) selectResidencyPerPage(b *vaBlock, requester Processor, pages, 
 // TestSelectResidencyMasks: selectResidency over masks chooses for each
 // page what the per-page rules choose, on random blocks: one to three
 // GPUs (some without memory) linked by PCIe or NVLink, random policy
-// spans, holders, writes and pins.
+// spans, holders, writes and pins, and the same without pins.
 func TestSelectResidencyMasks(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 4))
 	links := []Link{LinkNone, LinkPCIe, LinkNVLink}
@@ -206,6 +206,13 @@ func TestSelectResidencyMasks(t *testing.T) {
 		want := d.selectResidencyPerPage(b, requester, pages, writes, pins)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("case %d: got %+v\nwant %+v", i, got, want)
+		}
+		// The same without pins, the usual case (no thrashing).
+		got = residencySelection{}
+		d.selectResidency(b, requester, pages, writes, nil, &got)
+		want = d.selectResidencyPerPage(b, requester, pages, writes, nil)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("case %d without pins: got %+v\nwant %+v", i, got, want)
 		}
 	}
 }
