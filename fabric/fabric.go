@@ -115,7 +115,10 @@ type Fabric struct {
 	groups      []*group
 	nActive     int
 	groupByHash map[uint64]*group // chained by group.sameHash; lookup only, never iterated
-	groupSeq    uint64
+	// hashed: groupByHash holds every group with flows (hashAll), as it
+	// must once a flow may join an existing group (above groupMin).
+	hashed   bool
+	groupSeq uint64
 	// emptied are groups emptied since the last recompute, freeGroups
 	// those free to reuse.
 	emptied, freeGroups []*group

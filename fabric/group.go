@@ -22,6 +22,8 @@ type group struct {
 	hash       uint64
 	seq        uint64 // creation order: the filling visits groups in it
 	sameHash   *group // the next registered group with the same hash
+	// hashed: registered in Fabric.groupByHash (see Fabric.hashed).
+	hashed bool
 
 	members []*Flow // a min-heap by (offset, seq)
 	n       int     // len(members)
@@ -90,9 +92,18 @@ func (g *group) endAt(off float64) sim.Time {
 
 // join puts the newly active fl into the group of its kind, creating one
 // if needed (or, below groupMin active flows, always).
+//
+// Only a flow that joins above groupMin looks groups up by hash, so the
+// groups are registered in Fabric.groupByHash only from the first such
+// join on (hashAll), not while the fabric carries a few flows: a stream
+// of packets, each flow alone, would otherwise add and delete a map
+// entry per flow for nothing.
 func (f *Fabric) join(fl *Flow) *group {
 	h := groupHash(fl)
 	if f.nActive > groupMin {
+		if !f.hashed {
+			f.hashAll()
+		}
 		for g := f.groupByHash[h]; g != nil; g = g.sameHash {
 			if g.cap == fl.cap && g.share == fl.share && sameHops(g.hops, fl.route.Hops) {
 				// left is as of fab.last: the offset makes fl's
@@ -125,24 +136,54 @@ func (f *Fabric) join(fl *Flow) *group {
 	for _, hp := range g.hops {
 		g.dirs = append(g.dirs, dirLoad{st: &hp.Link.dir[hp.Dir], w: hp.weight()})
 	}
-	g.sameHash = f.groupByHash[h]
-	f.groupByHash[h] = g
+	if f.hashed {
+		f.register(g)
+	}
 	f.groups = append(f.groups, g)
 	fl.g, fl.offset = g, 0
 	g.push(fl)
 	return g
 }
 
+// register makes g the first of the registered groups with its hash.
+func (f *Fabric) register(g *group) {
+	g.sameHash = f.groupByHash[g.hash]
+	f.groupByHash[g.hash] = g
+	g.hashed = true
+}
+
+// hashAll registers every group with flows, in creation order, and every
+// group created from now on. Each hash's chain so lists its groups
+// newest first, as registering each group at its creation and
+// unregistering it at its end would have left it: a lookup finds the
+// same group either way.
+func (f *Fabric) hashAll() {
+	f.hashed = true
+	for _, g := range f.groups {
+		if g.n > 0 && !g.hashed {
+			f.register(g)
+		}
+	}
+}
+
 // unregister forgets the emptied g as a group flows may join. The
 // resources it loaded may still list it until the next recompute purges
 // them (its end marked them changed), so it is reused only after that
-// recompute (reuseGroups).
+// recompute (reuseGroups). When the last registered group goes, groups
+// are registered again only from the next join above groupMin.
 func (f *Fabric) unregister(g *group) {
 	f.emptied = append(f.emptied, g)
+	if !g.hashed {
+		return
+	}
+	g.hashed = false
 	p := f.groupByHash[g.hash]
 	if p == g {
 		if g.sameHash == nil {
 			delete(f.groupByHash, g.hash)
+			if len(f.groupByHash) == 0 {
+				f.hashed = false
+			}
 		} else {
 			f.groupByHash[g.hash] = g.sameHash
 		}
