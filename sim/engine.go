@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 )
 
@@ -21,6 +22,12 @@ type Engine struct {
 	rng   *rand.Rand
 
 	running *process // the process executing now, nil in event context
+	// loop is the run loop that is calling step, if any: what Proc.Sleep
+	// needs to know that the event it schedules is the loop's next.
+	loop runLoop
+	// shortcuts counts the resumes takeNext ran without the event loop.
+	shortcuts uint64
+
 	live    []*process
 	spawned uint64
 	fired   uint64
@@ -36,6 +43,15 @@ type event struct {
 	seq uint64
 	fn  func()
 	idx int // position in the heap, -1 once out of it
+}
+
+// runLoop describes the loop (Run, RunUntil, Guard) that is running
+// events: after the event under way it runs the first event of the queue
+// if that is at or before limit and fewer than stop events have fired.
+// The zero runLoop, stop 0, is no loop (Step, or no run at all).
+type runLoop struct {
+	limit Time
+	stop  uint64
 }
 
 // Handle names a scheduled event so that it can be cancelled.
@@ -111,14 +127,30 @@ func (e *Engine) release(ev *event) {
 	e.free = append(e.free, ev)
 }
 
-// Step runs the next event, if any, and reports whether it ran one.
-func (e *Engine) Step() bool { return e.step(Forever) }
+// Step runs the next event, if any, and reports whether it ran one. It
+// is no run loop, even when an event of one calls it.
+func (e *Engine) Step() bool {
+	outer := e.loop
+	e.loop = runLoop{}
+	defer func() { e.loop = outer }()
+	return e.step(Forever)
+}
 
 func (e *Engine) step(limit Time) bool {
 	if len(e.queue) == 0 || e.queue[0].at > limit {
 		return false
 	}
 	ev := e.queue[0]
+	e.pop(ev)
+	fn := ev.fn
+	e.release(ev)
+	fn()
+	return true
+}
+
+// pop takes ev, the first event of the queue, off it and advances the
+// clock to it.
+func (e *Engine) pop(ev *event) {
 	last := len(e.queue) - 1
 	e.swap(0, last)
 	e.queue = e.queue[:last]
@@ -126,15 +158,39 @@ func (e *Engine) step(limit Time) bool {
 		e.down(0)
 	}
 	e.now = ev.at
-	fn := ev.fn
-	e.release(ev)
 	e.fired++
-	fn()
+}
+
+// takeNext reports whether ev is the event the run loop under way runs
+// next, once the event running now returns; if so it takes ev off the
+// queue, as that step would, and its caller does at once what ev would
+// have done. ev must be queued.
+func (e *Engine) takeNext(ev *event) bool {
+	if !sleepShortcut || e.fired >= e.loop.stop || e.queue[0] != ev || ev.at > e.loop.limit {
+		return false
+	}
+	e.pop(ev)
+	e.release(ev)
+	e.shortcuts++
 	return true
+}
+
+// sleepShortcut turns takeNext on. (A variable so that tests can run the
+// same model with every resume through the event loop.)
+var sleepShortcut = true
+
+// enter marks a run loop as calling step until limit or stop fired
+// events, and returns the loop it replaces, which the caller restores.
+func (e *Engine) enter(limit Time, stop uint64) runLoop {
+	outer := e.loop
+	e.loop = runLoop{limit: limit, stop: stop}
+	return outer
 }
 
 // Run runs events until none is left.
 func (e *Engine) Run() {
+	outer := e.enter(Forever, math.MaxUint64)
+	defer func() { e.loop = outer }()
 	for e.step(Forever) {
 	}
 }
@@ -142,6 +198,8 @@ func (e *Engine) Run() {
 // RunUntil runs every event at or before t, then sets the clock to t (if
 // t is not in the past).
 func (e *Engine) RunUntil(t Time) {
+	outer := e.enter(t, math.MaxUint64)
+	defer func() { e.loop = outer }()
 	for e.step(t) {
 	}
 	if t > e.now {

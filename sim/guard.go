@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -85,6 +86,12 @@ func (e *Engine) Guard(l Limits) error {
 		horizon = DefaultHorizon
 	}
 	start := e.fired
+	stop := uint64(math.MaxUint64)
+	if l.Events > 0 {
+		stop = start + l.Events
+	}
+	outer := e.enter(horizon, stop)
+	defer func() { e.loop = outer }()
 	for {
 		if l.Events > 0 && e.fired-start >= l.Events && len(e.queue) > 0 {
 			return &LimitError{At: e.now, Next: e.queue[0].at, Horizon: horizon, Events: l.Events, Blocked: e.Blocked()}
