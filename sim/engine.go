@@ -130,6 +130,9 @@ func (e *Engine) release(ev *event) {
 // Step runs the next event, if any, and reports whether it ran one. It
 // is no run loop, even when an event of one calls it.
 func (e *Engine) Step() bool {
+	if e.loop.stop == 0 {
+		return e.step(Forever)
+	}
 	outer := e.loop
 	e.loop = runLoop{}
 	defer func() { e.loop = outer }()
