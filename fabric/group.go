@@ -15,6 +15,19 @@ import (
 // group's next end is its first member's. A recompute so costs
 // O(groups·hops), not O(flows·hops), and an end O(log members).
 type group struct {
+	groupFields
+	// Storage for the loads and dirs of a short route, so that the
+	// filling and the counters, which visit every group of a component
+	// at each recompute, read them from the group itself rather than
+	// from its first member. Outside groupFields, so that join resetting
+	// a free group does not clear them first: it overwrites the part the
+	// new group uses.
+	loadBuf [8]load
+	dirBuf  [8]dirLoad
+}
+
+// groupFields are a group's fields that join sets anew, all of them.
+type groupFields struct {
 	hops       []Hop // the first member's copy
 	loads      []load
 	dirs       []dirLoad // the link directions its hops carry, for the counters
@@ -54,13 +67,6 @@ type group struct {
 	// changed: this recompute set a new rate (kept to its end only
 	// while Hooks are active, for the FlowRate events).
 	changed bool
-
-	// Storage for the loads and dirs of a short route, so that the
-	// filling and the counters, which visit every group of a component
-	// at each recompute, read them from the group itself rather than
-	// from its first member.
-	loadBuf [8]load
-	dirBuf  [8]dirLoad
 }
 
 // dirLoad is a hop's link direction and weight, what the link counters
@@ -120,7 +126,7 @@ func (f *Fabric) join(fl *Flow) *group {
 	}
 	f.groupSeq++
 	g := reuse(&f.freeGroups)
-	*g = group{
+	g.groupFields = groupFields{
 		hops: fl.route.Hops, cap: fl.cap, share: fl.share,
 		hash: h, seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
 		next: sim.Forever, members: g.members[:0],
