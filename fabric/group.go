@@ -32,7 +32,7 @@ type groupFields struct {
 	loads      []load
 	dirs       []dirLoad // the link directions its hops carry, for the counters
 	cap, share float64
-	hash       uint64
+	hash       uint64 // groupHash, set while hashed
 	seq        uint64 // creation order: the filling visits groups in it
 	sameHash   *group // the next registered group with the same hash
 	// hashed: registered in Fabric.groupByHash (see Fabric.hashed).
@@ -105,11 +105,12 @@ func (g *group) endAt(off float64) sim.Time {
 // of packets, each flow alone, would otherwise add and delete a map
 // entry per flow for nothing.
 func (f *Fabric) join(fl *Flow) *group {
-	h := groupHash(fl)
+	var h uint64
 	if f.nActive > groupMin {
 		if !f.hashed {
 			f.hashAll()
 		}
+		h = groupHash(fl.route.Hops, fl.cap, fl.share)
 		for g := f.groupByHash[h]; g != nil; g = g.sameHash {
 			if g.cap == fl.cap && g.share == fl.share && sameHops(g.hops, fl.route.Hops) {
 				// left is as of fab.last: the offset makes fl's
@@ -128,7 +129,7 @@ func (f *Fabric) join(fl *Flow) *group {
 	g := reuse(&f.freeGroups)
 	g.groupFields = groupFields{
 		hops: fl.route.Hops, cap: fl.cap, share: fl.share,
-		hash: h, seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
+		seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
 		next: sim.Forever, members: g.members[:0],
 	}
 	g.loads = fl.loads
@@ -143,6 +144,11 @@ func (f *Fabric) join(fl *Flow) *group {
 		g.dirs = append(g.dirs, dirLoad{st: &hp.Link.dir[hp.Dir], w: hp.weight()})
 	}
 	if f.hashed {
+		if f.nActive <= groupMin {
+			// Not computed for a lookup.
+			h = groupHash(g.hops, g.cap, g.share)
+		}
+		g.hash = h
 		f.register(g)
 	}
 	f.groups = append(f.groups, g)
@@ -151,7 +157,8 @@ func (f *Fabric) join(fl *Flow) *group {
 	return g
 }
 
-// register makes g the first of the registered groups with its hash.
+// register makes g, whose hash is set, the first of the registered
+// groups with its hash.
 func (f *Fabric) register(g *group) {
 	g.sameHash = f.groupByHash[g.hash]
 	f.groupByHash[g.hash] = g
@@ -167,6 +174,7 @@ func (f *Fabric) hashAll() {
 	f.hashed = true
 	for _, g := range f.groups {
 		if g.n > 0 && !g.hashed {
+			g.hash = groupHash(g.hops, g.cap, g.share)
 			f.register(g)
 		}
 	}
@@ -201,15 +209,17 @@ func (f *Fabric) unregister(g *group) {
 	p.sameHash = g.sameHash
 }
 
-func groupHash(fl *Flow) uint64 {
+// groupHash is the hash of the groups of flows with these hops, cap and
+// share.
+func groupHash(hops []Hop, cap, share float64) uint64 {
 	h := uint64(14695981039346656037)
 	mix := func(v uint64) { h = (h ^ v) * 1099511628211 }
-	for _, hp := range fl.route.Hops {
+	for _, hp := range hops {
 		mix(uint64(hp.Link.index)<<2 | uint64(hp.Dir)<<1 | b2u(hp.Load))
 		mix(math.Float64bits(hp.Weight))
 	}
-	mix(math.Float64bits(fl.cap))
-	mix(math.Float64bits(fl.share))
+	mix(math.Float64bits(cap))
+	mix(math.Float64bits(share))
 	return h
 }
 
