@@ -151,6 +151,14 @@ type Stats struct {
 //
 // Driver operations take the calling process and charge its CPU:
 // Submit writes an entry (a CPU write to the coherent ring),
+// ring is the oldest doorbell write on its way arriving at the device.
+func (ch *Chan) ring() {
+	if tail := ch.rung.pop(); tail > ch.doorbell {
+		ch.doorbell = tail
+	}
+	ch.kick()
+}
+
 // IssuePending rings the doorbell (an MMIO write), Reap reads status
 // words. The hardware side runs in events: it is never a process.
 //
@@ -197,7 +205,13 @@ type Chan struct {
 	fifoUsed                            uint64
 	// rx is the device's data waiting for a descriptor (DevToMem),
 	// oldest first.
-	rx chunkQueue
+	rx queue[chunk]
+	// rung are the tails of the doorbell writes on their way to the
+	// device, oldest first: each arrives one way after it was rung, so
+	// they arrive in this order, and ringFn (bound once) takes the
+	// first.
+	rung   queue[uint64]
+	ringFn func()
 
 	// Interrupts: the engine masks its vector when it sends an MSI
 	// (auto-mask, as Intel NICs' EIAM does for NAPI); the handler
@@ -226,9 +240,26 @@ type slot struct {
 
 	submitted, fetched, started, landed, reaped sim.Time
 
-	// rx is the entry's DevToMem data phase, kept with the slot so
-	// that a packet allocates no transfer of its own.
+	// rx is the entry's DevToMem data phase and tx its MemToDev one,
+	// kept with the slot so that a packet allocates no transfer of its
+	// own.
 	rx rxPhase
+	tx txPhase
+}
+
+// txPhase is a MemToDev data phase: the read request on its way to
+// memory, then the read's transfer. As an rxPhase, it is over before
+// the entry retires.
+type txPhase struct {
+	t     dma.Transfer
+	route fabric.Route
+	read  [1]dma.Span
+	// n is the bytes read, the descriptor's length.
+	n uint64
+	// read starts the read, one way after the engine started the entry,
+	// and done is its completion; both made once per slot.
+	start func()
+	done  func(*dma.TransferInfo)
 }
 
 // rxPhase is a DevToMem data phase's transfer and what its completion
@@ -254,39 +285,39 @@ type chunk struct {
 	payload []byte
 }
 
-// chunkQueue is a FIFO of chunks in a circular buffer: its storage is
-// the most chunks ever waiting at once (the device's buffer bounds
-// them), never the number delivered. A slice appended at the tail and
+// queue is a FIFO in a circular buffer: its storage is the most items
+// ever waiting at once (for chunks the device's buffer bounds them),
+// never the number that went through. A slice appended at the tail and
 // consumed from the head, emptied only when drained, grew with every
 // packet under steady traffic, where it is never empty.
-type chunkQueue struct {
-	buf     []chunk
+type queue[T any] struct {
+	buf     []T
 	head, n int
 }
 
-func (q *chunkQueue) len() int { return q.n }
+func (q *queue[T]) len() int { return q.n }
 
-// push appends c, doubling the buffer when full.
-func (q *chunkQueue) push(c chunk) {
+// push appends x, doubling the buffer when full.
+func (q *queue[T]) push(x T) {
 	if q.n == len(q.buf) {
-		buf := make([]chunk, max(2*len(q.buf), 8))
+		buf := make([]T, max(2*len(q.buf), 8))
 		for i := range q.n {
 			buf[i] = q.buf[(q.head+i)%len(q.buf)]
 		}
 		q.buf, q.head = buf, 0
 	}
-	q.buf[(q.head+q.n)%len(q.buf)] = c
+	q.buf[(q.head+q.n)%len(q.buf)] = x
 	q.n++
 }
 
-// pop removes and returns the oldest chunk; the queue must not be empty.
-// The slot is cleared so that its payload can be collected.
-func (q *chunkQueue) pop() chunk {
-	c := q.buf[q.head]
-	q.buf[q.head] = chunk{}
+// pop removes and returns the oldest item; the queue must not be empty.
+func (q *queue[T]) pop() T {
+	x := q.buf[q.head]
+	var zero T
+	q.buf[q.head] = zero
 	q.head = (q.head + 1) % len(q.buf)
 	q.n--
-	return c
+	return x
 }
 
 // NewChan creates a channel: it allocates the descriptor ring with
@@ -388,9 +419,10 @@ func (ch *Chan) Submit(p *sim.Proc, d Descriptor) (Cookie, error) {
 	}
 	i := ch.tail
 	s := ch.slot(i)
-	done := s.rx.done // made once per slot: keep it
+	// Made once per slot: keep them.
+	rxDone, txStart, txDone := s.rx.done, s.tx.start, s.tx.done
 	*s = slot{cookie: Cookie(i + 1), desc: d, hw: d, submitted: p.Now()}
-	s.rx.done = done
+	s.rx.done, s.tx.start, s.tx.done = rxDone, txStart, txDone
 	m, node, va := ch.c.mem, ch.c.node, ch.entryVA(i)
 	if ch.payload {
 		var b [DescSize]byte
@@ -410,13 +442,11 @@ func (ch *Chan) Submit(p *sim.Proc, d Descriptor) (Cookie, error) {
 // Timing.MMIOWrite.
 func (ch *Chan) IssuePending(p *sim.Proc) {
 	ch.stats.Doorbells++
-	tail := ch.tail
-	ch.eng().After(ch.c.oneWay, func() {
-		if tail > ch.doorbell {
-			ch.doorbell = tail
-		}
-		ch.kick()
-	})
+	ch.rung.push(ch.tail)
+	if ch.ringFn == nil {
+		ch.ringFn = ch.ring
+	}
+	ch.eng().After(ch.c.oneWay, ch.ringFn)
 	p.Sleep(ch.t.MMIOWrite)
 }
 

@@ -22,7 +22,7 @@ func TestChunkQueueBounded(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(7, uint64(tc.maxLive)))
-			var q chunkQueue
+			var q queue[chunk]
 			var ref []uint64
 			next := uint64(0)
 			push := func() {
