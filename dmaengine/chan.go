@@ -226,6 +226,17 @@ type Chan struct {
 
 // slot is the model's record of one ring entry.
 type slot struct {
+	slotFields
+	// rx is the entry's DevToMem data phase and tx its MemToDev one,
+	// kept with the slot so that a packet allocates no transfer of its
+	// own. Submit leaves them as they are: the engine sets what a phase
+	// uses when it starts the entry.
+	rx rxPhase
+	tx txPhase
+}
+
+// slotFields are what Submit sets anew for each entry.
+type slotFields struct {
 	cookie Cookie
 	// desc is what the driver wrote; hw what the engine fetched (the
 	// decoded bytes in payload mode, desc otherwise).
@@ -239,12 +250,6 @@ type slot struct {
 	failed         bool   // the fetch of the entry failed
 
 	submitted, fetched, started, landed, reaped sim.Time
-
-	// rx is the entry's DevToMem data phase and tx its MemToDev one,
-	// kept with the slot so that a packet allocates no transfer of its
-	// own.
-	rx rxPhase
-	tx txPhase
 }
 
 // txPhase is a MemToDev data phase: the read request on its way to
@@ -419,10 +424,7 @@ func (ch *Chan) Submit(p *sim.Proc, d Descriptor) (Cookie, error) {
 	}
 	i := ch.tail
 	s := ch.slot(i)
-	// Made once per slot: keep them.
-	rxDone, txStart, txDone := s.rx.done, s.tx.start, s.tx.done
-	*s = slot{cookie: Cookie(i + 1), desc: d, hw: d, submitted: p.Now()}
-	s.rx.done, s.tx.start, s.tx.done = rxDone, txStart, txDone
+	s.slotFields = slotFields{cookie: Cookie(i + 1), desc: d, hw: d, submitted: p.Now()}
 	m, node, va := ch.c.mem, ch.c.node, ch.entryVA(i)
 	if ch.payload {
 		var b [DescSize]byte
