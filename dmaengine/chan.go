@@ -302,16 +302,17 @@ type queue[T any] struct {
 
 func (q *queue[T]) len() int { return q.n }
 
-// push appends x, doubling the buffer when full.
+// push appends x, doubling the buffer when full: its length is a
+// power of two, so that positions wrap by a mask rather than a division.
 func (q *queue[T]) push(x T) {
 	if q.n == len(q.buf) {
 		buf := make([]T, max(2*len(q.buf), 8))
 		for i := range q.n {
-			buf[i] = q.buf[(q.head+i)%len(q.buf)]
+			buf[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
 		}
 		q.buf, q.head = buf, 0
 	}
-	q.buf[(q.head+q.n)%len(q.buf)] = x
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = x
 	q.n++
 }
 
@@ -320,7 +321,7 @@ func (q *queue[T]) pop() T {
 	x := q.buf[q.head]
 	var zero T
 	q.buf[q.head] = zero
-	q.head = (q.head + 1) % len(q.buf)
+	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.n--
 	return x
 }
@@ -403,10 +404,20 @@ func (ch *Chan) Space() int { return int(ch.n - (ch.tail - ch.reaped)) }
 // state: no memory access).
 func (ch *Chan) IsReaped(c Cookie) bool { return uint64(c) <= ch.reaped }
 
-func (ch *Chan) entryVA(i uint64) mem.VirtAddr { return ch.ringVA + mem.VirtAddr(i%ch.n*DescSize) }
-func (ch *Chan) entryDMA(i uint64) mem.DMAAddr { return ch.ringDMA + mem.DMAAddr(i%ch.n*DescSize) }
-func (ch *Chan) slot(i uint64) *slot           { return &ch.slots[i%ch.n] }
-func (ch *Chan) eng() *sim.Engine              { return ch.c.m.Engine }
+func (ch *Chan) entryVA(i uint64) mem.VirtAddr { return ch.ringVA + mem.VirtAddr(ch.wrap(i)*DescSize) }
+func (ch *Chan) entryDMA(i uint64) mem.DMAAddr { return ch.ringDMA + mem.DMAAddr(ch.wrap(i)*DescSize) }
+func (ch *Chan) slot(i uint64) *slot           { return &ch.slots[ch.wrap(i)] }
+
+// wrap is index i's position in the ring, i mod Entries: by a mask when
+// Entries is a power of two, as rings almost always are, sparing the
+// division that every slot lookup would otherwise cost.
+func (ch *Chan) wrap(i uint64) uint64 {
+	if ch.n&(ch.n-1) == 0 {
+		return i & (ch.n - 1)
+	}
+	return i % ch.n
+}
+func (ch *Chan) eng() *sim.Engine { return ch.c.m.Engine }
 
 // ---- driver side ----
 

@@ -51,3 +51,16 @@ func TestChunkQueueBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestWrap: a channel's ring position is the index mod Entries, power of
+// two or not.
+func TestWrap(t *testing.T) {
+	for n := uint64(1); n <= 300; n++ {
+		ch := &Chan{n: n}
+		for _, i := range []uint64{0, 1, n - 1, n, 12345, 1<<63 + 7, ^uint64(0)} {
+			if got, want := ch.wrap(i), i%n; got != want {
+				t.Fatalf("wrap(%d) with %d entries = %d, want %d", i, n, got, want)
+			}
+		}
+	}
+}

@@ -152,7 +152,7 @@ func (n *NIC) xmit(p *sim.Proc, seq uint64) (dmaengine.Cookie, bool) {
 		n.fail(err)
 		return 0, false
 	}
-	tx.bufs[uint64(c-1)%uint64(len(tx.bufs))] = txBuf{va: va, addr: addr, t0: t0}
+	tx.bufs[wrap(uint64(c-1), len(tx.bufs))] = txBuf{va: va, addr: addr, t0: t0}
 	tx.ch.IssuePending(p)
 	return c, true
 }
@@ -170,7 +170,7 @@ func (n *NIC) txDone(p *sim.Proc) func(dmaengine.Completed) {
 		if c.Status.Error {
 			tx.s.Errors++
 		}
-		b := tx.bufs[uint64(c.Cookie-1)%uint64(len(tx.bufs))]
+		b := tx.bufs[wrap(uint64(c.Cookie-1), len(tx.bufs))]
 		n.dev.UnmapSingle(p, b.addr, n.opt.PacketSize, dma.ToDevice)
 		if err := n.mem.Kfree(b.va); err != nil {
 			n.fail(err)
@@ -186,7 +186,7 @@ func (n *NIC) txWire(c dmaengine.Completed, payload []byte) {
 	tx := &n.tx
 	// The driver's record of the packet is still there: the entry is
 	// reaped only after this instant.
-	t0 := tx.bufs[uint64(c.Cookie-1)%uint64(len(tx.bufs))].t0
+	t0 := tx.bufs[wrap(uint64(c.Cookie-1), len(tx.bufs))].t0
 	tx.queue.push(txPacket{t0: t0, payload: payload, failed: c.Status.Error})
 	n.txNext()
 }
