@@ -25,7 +25,7 @@ type Engine struct {
 	// loop is the run loop that is calling step, if any: what Proc.Sleep
 	// needs to know that the event it schedules is the loop's next.
 	loop runLoop
-	// shortcuts counts the resumes takeNext ran without the event loop.
+	// shortcuts counts the resumes skipAhead ran without the event loop.
 	shortcuts uint64
 
 	live    []*process
@@ -144,16 +144,6 @@ func (e *Engine) step(limit Time) bool {
 		return false
 	}
 	ev := e.queue[0]
-	e.pop(ev)
-	fn := ev.fn
-	e.release(ev)
-	fn()
-	return true
-}
-
-// pop takes ev, the first event of the queue, off it and advances the
-// clock to it.
-func (e *Engine) pop(ev *event) {
 	last := len(e.queue) - 1
 	e.swap(0, last)
 	e.queue = e.queue[:last]
@@ -161,24 +151,35 @@ func (e *Engine) pop(ev *event) {
 		e.down(0)
 	}
 	e.now = ev.at
+	fn := ev.fn
+	e.release(ev)
 	e.fired++
+	fn()
+	return true
 }
 
-// takeNext reports whether ev is the event the run loop under way runs
-// next, once the event running now returns; if so it takes ev off the
-// queue, as that step would, and its caller does at once what ev would
-// have done. ev must be queued.
-func (e *Engine) takeNext(ev *event) bool {
-	if !sleepShortcut || e.fired >= e.loop.stop || e.queue[0] != ev || ev.at > e.loop.limit {
+// skipAhead reports whether an event scheduled d from now would be the
+// one the run loop under way runs next, once the event running now
+// returns: the loop goes on (its limit, its event budget) and no queued
+// event is due by then (one due at the same instant was scheduled
+// earlier, and so runs first). If so it does what scheduling and running
+// that event would: the sequence number it would take, the clock, the
+// count of fired events; its caller then does at once what the event
+// would have done.
+func (e *Engine) skipAhead(d Time) bool {
+	t := e.now + d
+	if !sleepShortcut || e.fired >= e.loop.stop || t > e.loop.limit || t < e.now ||
+		len(e.queue) > 0 && e.queue[0].at <= t {
 		return false
 	}
-	e.pop(ev)
-	e.release(ev)
+	e.seq++
+	e.now = t
+	e.fired++
 	e.shortcuts++
 	return true
 }
 
-// sleepShortcut turns takeNext on. (A variable so that tests can run the
+// sleepShortcut turns skipAhead on. (A variable so that tests can run the
 // same model with every resume through the event loop.)
 var sleepShortcut = true
 

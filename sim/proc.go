@@ -169,7 +169,13 @@ func (p *process) Engine() *Engine { return p.e }
 func (p *process) Now() Time { return p.e.now }
 
 // sleep charges d of CPU work to p and schedules its resume d from now.
-func (p *process) sleep(d Time) Handle {
+func (p *process) sleep(d Time) {
+	p.charge(d)
+	p.e.After(d, p.resumeFn)
+}
+
+// charge counts d, a sleep's duration, as CPU work of p.
+func (p *process) charge(d Time) {
 	if d < 0 {
 		panic(fmt.Sprintf("sim: %q sleeps a negative duration %v", p.name, d))
 	}
@@ -177,7 +183,6 @@ func (p *process) sleep(d Time) Handle {
 	if d > 0 && p.e.CPU.Active() {
 		p.e.emitCPU(p, p.e.now, p.e.now+d, false)
 	}
-	return p.e.After(d, p.resumeFn)
 }
 
 // Sleep blocks p for d of virtual time during which it computes: models
@@ -185,16 +190,18 @@ func (p *process) sleep(d Time) Handle {
 // and it counts in CPUTime. A process blocked on something (Wait,
 // WaitUntil, Join) is idle.
 //
-// When its resume is the event the engine runs next (nothing else is due
-// before it), p goes on at once, with the clock advanced and the event
-// taken off the queue as the engine would have, instead of switching out
+// When its resume would be the event the engine runs next (nothing else
+// is due by then), p goes on at once with the clock advanced, as if the
+// event had been scheduled and run (skipAhead), instead of switching out
 // of its coroutine and back: no one can tell, as nothing runs between
-// the switch out and the resume, and it spares the two switches.
+// the switch out and the resume, and it spares the event and the two
+// switches.
 func (p *Proc) Sleep(d Time) {
-	h := p.sleep(d)
-	if p.state == procRunning && p.e.running == &p.process && p.e.takeNext(h.ev) {
+	p.charge(d)
+	if p.state == procRunning && p.e.running == &p.process && p.e.skipAhead(d) {
 		return
 	}
+	p.e.After(d, p.resumeFn)
 	p.block(asleep{})
 }
 

@@ -397,7 +397,7 @@ func ExampleEngine_SpawnStep() {
 }
 
 // TestSleepShortcut: a Proc whose resume is the next event goes on
-// without leaving its coroutine (takeNext), and no one can tell: the
+// without leaving its coroutine (skipAhead), and no one can tell: the
 // differential programs, run by Guard with and without event budgets and
 // horizons, by RunUntil and by Run, give the same runs as with every
 // resume through the event loop, and the shortcut is taken.
