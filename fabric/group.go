@@ -35,8 +35,6 @@ type groupFields struct {
 	hash       uint64 // groupHash, set while hashed
 	seq        uint64 // creation order: the filling visits groups in it
 	sameHash   *group // the next registered group with the same hash
-	// hashed: registered in Fabric.groupByHash (see Fabric.hashed).
-	hashed bool
 
 	members []*Flow // a min-heap by (offset, seq)
 	n       int     // len(members)
@@ -56,6 +54,8 @@ type groupFields struct {
 	// newTop: the first member changed since next and topOffset were
 	// computed.
 	newTop bool
+	// hashed: registered in Fabric.groupByHash (see Fabric.hashed).
+	hashed bool
 	// topOffset is the first member's offset as of next: the recompute
 	// computes the ends of groups whose rate changed from it, without
 	// reading the member (a cache miss per group, as flows lie scattered).

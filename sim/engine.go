@@ -22,12 +22,6 @@ type Engine struct {
 	rng   *rand.Rand
 
 	running *process // the process executing now, nil in event context
-	// loop is the run loop that is calling step, if any: what Proc.Sleep
-	// needs to know that the event it schedules is the loop's next.
-	loop runLoop
-	// shortcuts counts the resumes skipAhead ran without the event loop.
-	shortcuts uint64
-
 	live    []*process
 	spawned uint64
 	fired   uint64
@@ -36,6 +30,12 @@ type Engine struct {
 	// spends (Sleep) or is charged (Charge): the tracer's CPU tracks.
 	CPU   Hooks[CPUWork]
 	cpuEv CPUWork
+
+	// loop is the run loop that is calling step, if any: what Proc.Sleep
+	// needs to know that the event it schedules is the loop's next.
+	loop runLoop
+	// shortcuts counts the resumes skipAhead ran without the event loop.
+	shortcuts uint64
 }
 
 type event struct {
