@@ -31,8 +31,9 @@ type Engine struct {
 	CPU   Hooks[CPUWork]
 	cpuEv CPUWork
 
-	// loop is the run loop that is calling step, if any: what Proc.Sleep
-	// needs to know that the event it schedules is the loop's next.
+	// loop is the run loop that runs the event under way, if any: what
+	// Proc.Sleep needs to know that the event it schedules is the loop's
+	// next.
 	loop runLoop
 	// shortcuts counts the resumes skipAhead ran without the event loop.
 	shortcuts uint64
@@ -45,10 +46,12 @@ type event struct {
 	idx int // position in the heap, -1 once out of it
 }
 
-// runLoop describes the loop (Run, RunUntil, Guard) that is running
-// events: after the event under way it runs the first event of the queue
-// if that is at or before limit and fewer than stop events have fired.
-// The zero runLoop, stop 0, is no loop (Step, or no run at all).
+// runLoop describes the loop (Run, RunUntil, Guard) that runs the event
+// under way: after it, the loop runs the first event of the queue if
+// that is at or before limit and fewer than stop events have fired. The
+// zero runLoop, stop 0, is no loop (Step, or no run at all). A loop
+// restores the runLoop it found when it returns, so that an event that
+// runs a loop of its own goes on under its own loop's.
 type runLoop struct {
 	limit Time
 	stop  uint64
@@ -129,17 +132,13 @@ func (e *Engine) release(ev *event) {
 
 // Step runs the next event, if any, and reports whether it ran one. It
 // is no run loop, even when an event of one calls it.
-func (e *Engine) Step() bool {
-	if e.loop.stop == 0 {
-		return e.step(Forever)
-	}
-	outer := e.loop
-	e.loop = runLoop{}
-	defer func() { e.loop = outer }()
-	return e.step(Forever)
-}
+func (e *Engine) Step() bool { return e.step(Forever, 0) }
 
-func (e *Engine) step(limit Time) bool {
+// step runs the next event if it is at or before limit. A run loop
+// calls it with the most events that may have fired when the loop would
+// run another (stop), which the event finds in e.loop; Step, which is no
+// loop, with 0.
+func (e *Engine) step(limit Time, stop uint64) bool {
 	if len(e.queue) == 0 || e.queue[0].at > limit {
 		return false
 	}
@@ -154,6 +153,7 @@ func (e *Engine) step(limit Time) bool {
 	fn := ev.fn
 	e.release(ev)
 	e.fired++
+	e.loop = runLoop{limit: limit, stop: stop}
 	fn()
 	return true
 }
@@ -168,7 +168,7 @@ func (e *Engine) step(limit Time) bool {
 // would have done.
 func (e *Engine) skipAhead(d Time) bool {
 	t := e.now + d
-	if !sleepShortcut || e.fired >= e.loop.stop || t > e.loop.limit || t < e.now ||
+	if e.fired >= e.loop.stop || !sleepShortcut || t > e.loop.limit || t < e.now ||
 		len(e.queue) > 0 && e.queue[0].at <= t {
 		return false
 	}
@@ -183,28 +183,20 @@ func (e *Engine) skipAhead(d Time) bool {
 // same model with every resume through the event loop.)
 var sleepShortcut = true
 
-// enter marks a run loop as calling step until limit or stop fired
-// events, and returns the loop it replaces, which the caller restores.
-func (e *Engine) enter(limit Time, stop uint64) runLoop {
-	outer := e.loop
-	e.loop = runLoop{limit: limit, stop: stop}
-	return outer
-}
-
 // Run runs events until none is left.
 func (e *Engine) Run() {
-	outer := e.enter(Forever, math.MaxUint64)
+	outer := e.loop
 	defer func() { e.loop = outer }()
-	for e.step(Forever) {
+	for e.step(Forever, math.MaxUint64) {
 	}
 }
 
 // RunUntil runs every event at or before t, then sets the clock to t (if
 // t is not in the past).
 func (e *Engine) RunUntil(t Time) {
-	outer := e.enter(t, math.MaxUint64)
+	outer := e.loop
 	defer func() { e.loop = outer }()
-	for e.step(t) {
+	for e.step(t, math.MaxUint64) {
 	}
 	if t > e.now {
 		e.now = t

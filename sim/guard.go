@@ -90,13 +90,13 @@ func (e *Engine) Guard(l Limits) error {
 	if l.Events > 0 {
 		stop = start + l.Events
 	}
-	outer := e.enter(horizon, stop)
+	outer := e.loop
 	defer func() { e.loop = outer }()
 	for {
 		if l.Events > 0 && e.fired-start >= l.Events && len(e.queue) > 0 {
 			return &LimitError{At: e.now, Next: e.queue[0].at, Horizon: horizon, Events: l.Events, Blocked: e.Blocked()}
 		}
-		if !e.step(horizon) {
+		if !e.step(horizon, stop) {
 			break
 		}
 	}

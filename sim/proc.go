@@ -168,21 +168,19 @@ func (p *process) Engine() *Engine { return p.e }
 // Now is the current virtual time.
 func (p *process) Now() Time { return p.e.now }
 
-// sleep charges d of CPU work to p and schedules its resume d from now.
-func (p *process) sleep(d Time) {
-	p.charge(d)
-	p.e.After(d, p.resumeFn)
-}
-
 // charge counts d, a sleep's duration, as CPU work of p.
 func (p *process) charge(d Time) {
 	if d < 0 {
-		panic(fmt.Sprintf("sim: %q sleeps a negative duration %v", p.name, d))
+		p.negativeSleep(d)
 	}
 	p.cpu += d
 	if d > 0 && p.e.CPU.Active() {
 		p.e.emitCPU(p, p.e.now, p.e.now+d, false)
 	}
+}
+
+func (p *process) negativeSleep(d Time) {
+	panic(fmt.Sprintf("sim: %q sleeps a negative duration %v", p.name, d))
 }
 
 // Sleep blocks p for d of virtual time during which it computes: models
