@@ -25,6 +25,13 @@
 // StepProc is resumed at the same (time, sequence) positions as the Proc
 // that does the same things, so converting one changes no output.
 //
+// A Proc's Sleep that ends before anything else is due, under Run,
+// RunUntil or Guard, goes on at once with the clock advanced, as the
+// event of its resume would have made it, without scheduling that event
+// or leaving the coroutine: nothing could run between the two switches,
+// so nothing can tell, and a driver's per-packet work (map, submit,
+// doorbell, each a Sleep for its CPU time) costs no switch.
+//
 // Run cannot tell a clean end from a stall; Guard runs the engine within
 // a horizon and an event budget and says how it ended: every process
 // done, processes blocked with nothing left to wake them (*StallError,
