@@ -261,7 +261,7 @@ type txPhase struct {
 	read  [1]dma.Span
 	// n is the bytes read, the descriptor's length.
 	n uint64
-	// read starts the read, one way after the engine started the entry,
+	// start starts the read, one way after the engine started the entry,
 	// and done is its completion; both made once per slot.
 	start func()
 	done  func(*dma.TransferInfo)

@@ -199,10 +199,6 @@ func (ch *Chan) rxLanded(s *slot) {
 	}
 }
 
-// transfer is one data movement of the engine through the DMA layer's
-// primitive (dma.Device.StartTransfer): the reads when it starts, the
-// bytes over route, the writes (of data, or of what was read) when they
-// land, then done.
 // txRead starts the read of a MemToDev entry's bytes, as transfer does
 // with the slot's own transfer, span and route.
 func (ch *Chan) txRead(s *slot) {
@@ -214,6 +210,10 @@ func (ch *Chan) txRead(s *slot) {
 	}
 }
 
+// transfer is one data movement of the engine through the DMA layer's
+// primitive (dma.Device.StartTransfer): the reads when it starts, the
+// bytes over route, the writes (of data, or of what was read) when they
+// land, then done.
 func (ch *Chan) transfer(name string, route fabric.Route, n uint64, read, write []dma.Span, data []byte, done func(*dma.TransferInfo)) {
 	// Every done of the engine's reads what it needs of the result
 	// (the bytes read, the read's error) and keeps no TransferInfo.
