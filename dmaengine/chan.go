@@ -151,6 +151,14 @@ type Stats struct {
 //
 // Driver operations take the calling process and charge its CPU:
 // Submit writes an entry (a CPU write to the coherent ring),
+// ring is the oldest doorbell write on its way arriving at the device.
+func (ch *Chan) ring() {
+	if tail := ch.rung.pop(); tail > ch.doorbell {
+		ch.doorbell = tail
+	}
+	ch.kick()
+}
+
 // IssuePending rings the doorbell (an MMIO write), Reap reads status
 // words. The hardware side runs in events: it is never a process.
 //
@@ -197,7 +205,13 @@ type Chan struct {
 	fifoUsed                            uint64
 	// rx is the device's data waiting for a descriptor (DevToMem),
 	// oldest first.
-	rx chunkQueue
+	rx queue[chunk]
+	// rung are the tails of the doorbell writes on their way to the
+	// device, oldest first: each arrives one way after it was rung, so
+	// they arrive in this order, and ringFn (bound once) takes the
+	// first.
+	rung   queue[uint64]
+	ringFn func()
 
 	// Interrupts: the engine masks its vector when it sends an MSI
 	// (auto-mask, as Intel NICs' EIAM does for NAPI); the handler
@@ -212,6 +226,17 @@ type Chan struct {
 
 // slot is the model's record of one ring entry.
 type slot struct {
+	slotFields
+	// rx is the entry's DevToMem data phase and tx its MemToDev one,
+	// kept with the slot so that a packet allocates no transfer of its
+	// own. Submit leaves them as they are: the engine sets what a phase
+	// uses when it starts the entry.
+	rx rxPhase
+	tx txPhase
+}
+
+// slotFields are what Submit sets anew for each entry.
+type slotFields struct {
 	cookie Cookie
 	// desc is what the driver wrote; hw what the engine fetched (the
 	// decoded bytes in payload mode, desc otherwise).
@@ -225,10 +250,21 @@ type slot struct {
 	failed         bool   // the fetch of the entry failed
 
 	submitted, fetched, started, landed, reaped sim.Time
+}
 
-	// rx is the entry's DevToMem data phase, kept with the slot so
-	// that a packet allocates no transfer of its own.
-	rx rxPhase
+// txPhase is a MemToDev data phase: the read request on its way to
+// memory, then the read's transfer. As an rxPhase, it is over before
+// the entry retires.
+type txPhase struct {
+	t     dma.Transfer
+	route fabric.Route
+	read  [1]dma.Span
+	// n is the bytes read, the descriptor's length.
+	n uint64
+	// start starts the read, one way after the engine started the entry,
+	// and done is its completion; both made once per slot.
+	start func()
+	done  func(*dma.TransferInfo)
 }
 
 // rxPhase is a DevToMem data phase's transfer and what its completion
@@ -254,39 +290,40 @@ type chunk struct {
 	payload []byte
 }
 
-// chunkQueue is a FIFO of chunks in a circular buffer: its storage is
-// the most chunks ever waiting at once (the device's buffer bounds
-// them), never the number delivered. A slice appended at the tail and
+// queue is a FIFO in a circular buffer: its storage is the most items
+// ever waiting at once (for chunks the device's buffer bounds them),
+// never the number that went through. A slice appended at the tail and
 // consumed from the head, emptied only when drained, grew with every
 // packet under steady traffic, where it is never empty.
-type chunkQueue struct {
-	buf     []chunk
+type queue[T any] struct {
+	buf     []T
 	head, n int
 }
 
-func (q *chunkQueue) len() int { return q.n }
+func (q *queue[T]) len() int { return q.n }
 
-// push appends c, doubling the buffer when full.
-func (q *chunkQueue) push(c chunk) {
+// push appends x, doubling the buffer when full: its length is a
+// power of two, so that positions wrap by a mask rather than a division.
+func (q *queue[T]) push(x T) {
 	if q.n == len(q.buf) {
-		buf := make([]chunk, max(2*len(q.buf), 8))
+		buf := make([]T, max(2*len(q.buf), 8))
 		for i := range q.n {
-			buf[i] = q.buf[(q.head+i)%len(q.buf)]
+			buf[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
 		}
 		q.buf, q.head = buf, 0
 	}
-	q.buf[(q.head+q.n)%len(q.buf)] = c
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = x
 	q.n++
 }
 
-// pop removes and returns the oldest chunk; the queue must not be empty.
-// The slot is cleared so that its payload can be collected.
-func (q *chunkQueue) pop() chunk {
-	c := q.buf[q.head]
-	q.buf[q.head] = chunk{}
-	q.head = (q.head + 1) % len(q.buf)
+// pop removes and returns the oldest item; the queue must not be empty.
+func (q *queue[T]) pop() T {
+	x := q.buf[q.head]
+	var zero T
+	q.buf[q.head] = zero
+	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.n--
-	return c
+	return x
 }
 
 // NewChan creates a channel: it allocates the descriptor ring with
@@ -367,10 +404,20 @@ func (ch *Chan) Space() int { return int(ch.n - (ch.tail - ch.reaped)) }
 // state: no memory access).
 func (ch *Chan) IsReaped(c Cookie) bool { return uint64(c) <= ch.reaped }
 
-func (ch *Chan) entryVA(i uint64) mem.VirtAddr { return ch.ringVA + mem.VirtAddr(i%ch.n*DescSize) }
-func (ch *Chan) entryDMA(i uint64) mem.DMAAddr { return ch.ringDMA + mem.DMAAddr(i%ch.n*DescSize) }
-func (ch *Chan) slot(i uint64) *slot           { return &ch.slots[i%ch.n] }
-func (ch *Chan) eng() *sim.Engine              { return ch.c.m.Engine }
+func (ch *Chan) entryVA(i uint64) mem.VirtAddr { return ch.ringVA + mem.VirtAddr(ch.wrap(i)*DescSize) }
+func (ch *Chan) entryDMA(i uint64) mem.DMAAddr { return ch.ringDMA + mem.DMAAddr(ch.wrap(i)*DescSize) }
+func (ch *Chan) slot(i uint64) *slot           { return &ch.slots[ch.wrap(i)] }
+
+// wrap is index i's position in the ring, i mod Entries: by a mask when
+// Entries is a power of two, as rings almost always are, sparing the
+// division that every slot lookup would otherwise cost.
+func (ch *Chan) wrap(i uint64) uint64 {
+	if ch.n&(ch.n-1) == 0 {
+		return i & (ch.n - 1)
+	}
+	return i % ch.n
+}
+func (ch *Chan) eng() *sim.Engine { return ch.c.m.Engine }
 
 // ---- driver side ----
 
@@ -388,9 +435,7 @@ func (ch *Chan) Submit(p *sim.Proc, d Descriptor) (Cookie, error) {
 	}
 	i := ch.tail
 	s := ch.slot(i)
-	done := s.rx.done // made once per slot: keep it
-	*s = slot{cookie: Cookie(i + 1), desc: d, hw: d, submitted: p.Now()}
-	s.rx.done = done
+	s.slotFields = slotFields{cookie: Cookie(i + 1), desc: d, hw: d, submitted: p.Now()}
 	m, node, va := ch.c.mem, ch.c.node, ch.entryVA(i)
 	if ch.payload {
 		var b [DescSize]byte
@@ -410,13 +455,11 @@ func (ch *Chan) Submit(p *sim.Proc, d Descriptor) (Cookie, error) {
 // Timing.MMIOWrite.
 func (ch *Chan) IssuePending(p *sim.Proc) {
 	ch.stats.Doorbells++
-	tail := ch.tail
-	ch.eng().After(ch.c.oneWay, func() {
-		if tail > ch.doorbell {
-			ch.doorbell = tail
-		}
-		ch.kick()
-	})
+	ch.rung.push(ch.tail)
+	if ch.ringFn == nil {
+		ch.ringFn = ch.ring
+	}
+	ch.eng().After(ch.c.oneWay, ch.ringFn)
 	p.Sleep(ch.t.MMIOWrite)
 }
 

@@ -148,12 +148,16 @@ func (ch *Chan) start() {
 		})
 	case MemToDev:
 		ch.fifoUsed += d.Len
-		ch.eng().After(ch.c.oneWay, func() {
-			ch.transfer(ch.flowNames[2], ch.c.toDev, d.Len, []dma.Span{dma.BusSpan(d.Src, d.Len)}, nil, nil, func(i *dma.TransferInfo) {
+		x := &s.tx
+		x.n, x.read[0] = d.Len, dma.BusSpan(d.Src, d.Len)
+		if x.start == nil {
+			x.start = func() { ch.txRead(s) }
+			x.done = func(i *dma.TransferInfo) {
 				s.data = i.Data
-				ch.land(s, uint32(d.Len), i.ReadErr != nil)
-			})
-		})
+				ch.land(s, uint32(s.tx.n), i.ReadErr != nil)
+			}
+		}
+		ch.eng().After(ch.c.oneWay, x.start)
 	case DevToMem:
 		// Posted writes: no request; the data flows device → memory.
 		c := ch.rx.pop()
@@ -192,6 +196,17 @@ func (ch *Chan) rxLanded(s *slot) {
 	ch.land(s, uint32(r.n), r.trunc)
 	if ch.onSpace != nil {
 		ch.onSpace()
+	}
+}
+
+// txRead starts the read of a MemToDev entry's bytes, as transfer does
+// with the slot's own transfer, span and route.
+func (ch *Chan) txRead(s *slot) {
+	x := &s.tx
+	x.route = ch.c.toDev
+	x.t = dma.Transfer{Name: ch.flowNames[2], Route: &x.route, Bytes: int64(x.n), Read: x.read[:], Opts: ch.opts, Transient: true}
+	if _, err := ch.c.dev.StartTransfer(&x.t, x.done); err != nil {
+		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
 }
 

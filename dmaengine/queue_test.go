@@ -22,7 +22,7 @@ func TestChunkQueueBounded(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(7, uint64(tc.maxLive)))
-			var q chunkQueue
+			var q queue[chunk]
 			var ref []uint64
 			next := uint64(0)
 			push := func() {
@@ -49,5 +49,18 @@ func TestChunkQueueBounded(t *testing.T) {
 				t.Errorf("buffer of %d chunks after 200,000 operations with at most %d waiting, want ≤ %d", len(q.buf), tc.maxLive, tc.want)
 			}
 		})
+	}
+}
+
+// TestWrap: a channel's ring position is the index mod Entries, power of
+// two or not.
+func TestWrap(t *testing.T) {
+	for n := uint64(1); n <= 300; n++ {
+		ch := &Chan{n: n}
+		for _, i := range []uint64{0, 1, n - 1, n, 12345, 1<<63 + 7, ^uint64(0)} {
+			if got, want := ch.wrap(i), i%n; got != want {
+				t.Fatalf("wrap(%d) with %d entries = %d, want %d", i, n, got, want)
+			}
+		}
 	}
 }

@@ -126,6 +126,9 @@ type Fabric struct {
 	pending bool
 	// rateChanged: the filling under way set some group a new rate.
 	rateChanged bool
+	// hashed: groupByHash holds every group with flows (hashAll), as it
+	// must once a flow may join an existing group (above groupMin).
+	hashed bool
 	// unsummed counts the active flows outside the kept sums of the
 	// resources (countLoads); while there are any, the filling sums the
 	// loads of every group of the component itself.

@@ -12,6 +12,17 @@ import (
 // Flow is one bulk transfer: it waits its route's latency, then moves its
 // bytes at the rate max-min sharing gives it.
 type Flow struct {
+	flowFields
+	// Storage for the hops and loads of a short route, so that Start
+	// allocates them with the flow. Outside flowFields, so that Start
+	// resetting a released flow for reuse does not clear them first: it
+	// overwrites the part the new route uses.
+	hopBuf  [8]Hop
+	loadBuf [8]load
+}
+
+// flowFields are a Flow's fields that Start sets anew, all of them.
+type flowFields struct {
 	fab   *Fabric
 	name  string
 	route Route
@@ -36,11 +47,6 @@ type Flow struct {
 	// share is the flow's rate per unit of filling level: 1 under plain
 	// max-min, 1/penalty under LV08's weighted sharing (Factors.WeightS).
 	share float64
-
-	// Storage for the hops and loads of a short route, so that Start
-	// allocates them with the flow.
-	hopBuf  [8]Hop
-	loadBuf [8]load
 }
 
 // load is one resource a flow loads, with its weight (bytes of load per
@@ -92,7 +98,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 		panic(fmt.Sprintf("fabric: flow %q: negative size %d", name, bytes))
 	}
 	fl := reuse(&f.freeFlows)
-	*fl = Flow{
+	fl.flowFields = flowFields{
 		fab:   f,
 		name:  name,
 		bytes: bytes,

@@ -15,11 +15,24 @@ import (
 // group's next end is its first member's. A recompute so costs
 // O(groups·hops), not O(flows·hops), and an end O(log members).
 type group struct {
+	groupFields
+	// Storage for the loads and dirs of a short route, so that the
+	// filling and the counters, which visit every group of a component
+	// at each recompute, read them from the group itself rather than
+	// from its first member. Outside groupFields, so that join resetting
+	// a free group does not clear them first: it overwrites the part the
+	// new group uses.
+	loadBuf [8]load
+	dirBuf  [8]dirLoad
+}
+
+// groupFields are a group's fields that join sets anew, all of them.
+type groupFields struct {
 	hops       []Hop // the first member's copy
 	loads      []load
 	dirs       []dirLoad // the link directions its hops carry, for the counters
 	cap, share float64
-	hash       uint64
+	hash       uint64 // groupHash, set while hashed
 	seq        uint64 // creation order: the filling visits groups in it
 	sameHash   *group // the next registered group with the same hash
 
@@ -41,6 +54,8 @@ type group struct {
 	// newTop: the first member changed since next and topOffset were
 	// computed.
 	newTop bool
+	// hashed: registered in Fabric.groupByHash (see Fabric.hashed).
+	hashed bool
 	// topOffset is the first member's offset as of next: the recompute
 	// computes the ends of groups whose rate changed from it, without
 	// reading the member (a cache miss per group, as flows lie scattered).
@@ -52,13 +67,6 @@ type group struct {
 	// changed: this recompute set a new rate (kept to its end only
 	// while Hooks are active, for the FlowRate events).
 	changed bool
-
-	// Storage for the loads and dirs of a short route, so that the
-	// filling and the counters, which visit every group of a component
-	// at each recompute, read them from the group itself rather than
-	// from its first member.
-	loadBuf [8]load
-	dirBuf  [8]dirLoad
 }
 
 // dirLoad is a hop's link direction and weight, what the link counters
@@ -90,9 +98,19 @@ func (g *group) endAt(off float64) sim.Time {
 
 // join puts the newly active fl into the group of its kind, creating one
 // if needed (or, below groupMin active flows, always).
+//
+// Only a flow that joins above groupMin looks groups up by hash, so the
+// groups are registered in Fabric.groupByHash only from the first such
+// join on (hashAll), not while the fabric carries a few flows: a stream
+// of packets, each flow alone, would otherwise add and delete a map
+// entry per flow for nothing.
 func (f *Fabric) join(fl *Flow) *group {
-	h := groupHash(fl)
+	var h uint64
 	if f.nActive > groupMin {
+		if !f.hashed {
+			f.hashAll()
+		}
+		h = groupHash(fl.route.Hops, fl.cap, fl.share)
 		for g := f.groupByHash[h]; g != nil; g = g.sameHash {
 			if g.cap == fl.cap && g.share == fl.share && sameHops(g.hops, fl.route.Hops) {
 				// left is as of fab.last: the offset makes fl's
@@ -109,9 +127,9 @@ func (f *Fabric) join(fl *Flow) *group {
 	}
 	f.groupSeq++
 	g := reuse(&f.freeGroups)
-	*g = group{
+	g.groupFields = groupFields{
 		hops: fl.route.Hops, cap: fl.cap, share: fl.share,
-		hash: h, seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
+		seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
 		next: sim.Forever, members: g.members[:0],
 	}
 	g.loads = fl.loads
@@ -125,24 +143,61 @@ func (f *Fabric) join(fl *Flow) *group {
 	for _, hp := range g.hops {
 		g.dirs = append(g.dirs, dirLoad{st: &hp.Link.dir[hp.Dir], w: hp.weight()})
 	}
-	g.sameHash = f.groupByHash[h]
-	f.groupByHash[h] = g
+	if f.hashed {
+		if f.nActive <= groupMin {
+			// Not computed for a lookup.
+			h = groupHash(g.hops, g.cap, g.share)
+		}
+		g.hash = h
+		f.register(g)
+	}
 	f.groups = append(f.groups, g)
 	fl.g, fl.offset = g, 0
 	g.push(fl)
 	return g
 }
 
+// register makes g, whose hash is set, the first of the registered
+// groups with its hash.
+func (f *Fabric) register(g *group) {
+	g.sameHash = f.groupByHash[g.hash]
+	f.groupByHash[g.hash] = g
+	g.hashed = true
+}
+
+// hashAll registers every group with flows, in creation order, and every
+// group created from now on. Each hash's chain so lists its groups
+// newest first, as registering each group at its creation and
+// unregistering it at its end would have left it: a lookup finds the
+// same group either way.
+func (f *Fabric) hashAll() {
+	f.hashed = true
+	for _, g := range f.groups {
+		if g.n > 0 && !g.hashed {
+			g.hash = groupHash(g.hops, g.cap, g.share)
+			f.register(g)
+		}
+	}
+}
+
 // unregister forgets the emptied g as a group flows may join. The
 // resources it loaded may still list it until the next recompute purges
 // them (its end marked them changed), so it is reused only after that
-// recompute (reuseGroups).
+// recompute (reuseGroups). When the last registered group goes, groups
+// are registered again only from the next join above groupMin.
 func (f *Fabric) unregister(g *group) {
 	f.emptied = append(f.emptied, g)
+	if !g.hashed {
+		return
+	}
+	g.hashed = false
 	p := f.groupByHash[g.hash]
 	if p == g {
 		if g.sameHash == nil {
 			delete(f.groupByHash, g.hash)
+			if len(f.groupByHash) == 0 {
+				f.hashed = false
+			}
 		} else {
 			f.groupByHash[g.hash] = g.sameHash
 		}
@@ -154,15 +209,17 @@ func (f *Fabric) unregister(g *group) {
 	p.sameHash = g.sameHash
 }
 
-func groupHash(fl *Flow) uint64 {
+// groupHash is the hash of the groups of flows with these hops, cap and
+// share.
+func groupHash(hops []Hop, cap, share float64) uint64 {
 	h := uint64(14695981039346656037)
 	mix := func(v uint64) { h = (h ^ v) * 1099511628211 }
-	for _, hp := range fl.route.Hops {
+	for _, hp := range hops {
 		mix(uint64(hp.Link.index)<<2 | uint64(hp.Dir)<<1 | b2u(hp.Load))
 		mix(math.Float64bits(hp.Weight))
 	}
-	mix(math.Float64bits(fl.cap))
-	mix(math.Float64bits(fl.share))
+	mix(math.Float64bits(cap))
+	mix(math.Float64bits(share))
 	return h
 }
 

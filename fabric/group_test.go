@@ -1,6 +1,8 @@
 package fabric
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/dmalab/dmalab/sim"
@@ -109,4 +111,93 @@ func TestLatencyEndsInEngineOrder(t *testing.T) {
 			t.Fatalf("activations %v, want %v", got, want)
 		}
 	}
+}
+
+// checkHashed verifies what join's lookups rely on: while f.hashed, the
+// chain of each hash lists exactly the groups with flows that have it,
+// newest first (as registering every group at its creation would), and
+// otherwise no group is registered.
+func (f *Fabric) checkHashed() error {
+	if !f.hashed {
+		if len(f.groupByHash) != 0 {
+			return fmt.Errorf("%d hashes registered while not hashed", len(f.groupByHash))
+		}
+		for _, g := range f.groups {
+			if g.hashed {
+				return fmt.Errorf("group %d registered while not hashed", g.seq)
+			}
+		}
+		return nil
+	}
+	want := make(map[uint64][]*group)
+	for _, g := range slices.Backward(f.groups) {
+		if g.n > 0 {
+			if h := groupHash(g.hops, g.cap, g.share); g.hash != h {
+				return fmt.Errorf("group %d: hash %#x, want %#x", g.seq, g.hash, h)
+			}
+			want[g.hash] = append(want[g.hash], g)
+		}
+	}
+	if len(want) != len(f.groupByHash) {
+		return fmt.Errorf("%d hashes registered, want %d", len(f.groupByHash), len(want))
+	}
+	for h, gs := range want {
+		i := 0
+		for g := f.groupByHash[h]; g != nil; g = g.sameHash {
+			if i >= len(gs) || g != gs[i] || !g.hashed {
+				return fmt.Errorf("hash %#x: chain differs at %d", h, i)
+			}
+			i++
+		}
+		if i != len(gs) {
+			return fmt.Errorf("hash %#x: chain of %d groups, want %d", h, i, len(gs))
+		}
+	}
+	return nil
+}
+
+// TestLazyHashing: groups are registered for lookup only while some flow
+// may join one (above groupMin), and then every chain is the one that
+// registering each group at its creation gives, so the grouping is the
+// same. Closed loops of 40 flows over 4 routes cross a groupMin of 30 on
+// the way up and down, twice.
+func TestLazyHashing(t *testing.T) {
+	def := groupMin
+	defer func() { groupMin = def }()
+	groupMin = 30
+	eng := sim.New(1)
+	fab, eps := starTopo(eng, 1, 2)
+	c := newClosedLoop(fab, eps)
+	var on, off, checks, joined int
+	was := false
+	fab.Hooks.Hook(func(ev *Event) {
+		if ev.Kind != FlowEnd && ev.Kind != FlowRate {
+			return
+		}
+		if err := fab.checkHashed(); err != nil {
+			t.Fatalf("at %v after %s: %v", ev.Time, ev.Kind, err)
+		}
+		checks++
+		if ev.Kind == FlowRate && ev.Flow.g.n > 1 {
+			joined++
+		}
+		if fab.hashed != was {
+			if was = fab.hashed; was {
+				on++
+			} else {
+				off++
+			}
+		}
+	})
+	for range 2 {
+		c.ended = 0
+		c.run(40, 2000)
+		if c.ended != 2000 {
+			t.Fatalf("%d flows ended, want 2000", c.ended)
+		}
+	}
+	if on != 2 || off != 2 || joined == 0 {
+		t.Fatalf("hashing turned on %d and off %d times (want 2 each), %d flows joined a group", on, off, joined)
+	}
+	t.Logf("%d checks", checks)
 }

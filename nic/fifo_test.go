@@ -44,3 +44,14 @@ func TestFIFOBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestWrap: wrap is i mod n, power of two or not.
+func TestWrap(t *testing.T) {
+	for n := 1; n <= 300; n++ {
+		for _, i := range []uint64{0, 1, uint64(n) - 1, uint64(n), 12345, 1<<63 + 7, ^uint64(0)} {
+			if got, want := wrap(i, n), i%uint64(n); got != want {
+				t.Fatalf("wrap(%d, %d) = %d, want %d", i, n, got, want)
+			}
+		}
+	}
+}

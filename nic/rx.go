@@ -130,7 +130,7 @@ func (n *NIC) postAt(p *sim.Proc, b rxBuf, fresh bool) bool {
 		n.done.Broadcast()
 		return false
 	}
-	rx.bufs[uint64(c-1)%uint64(len(rx.bufs))] = b
+	rx.bufs[wrap(uint64(c-1), len(rx.bufs))] = b
 	return true
 }
 
@@ -159,7 +159,7 @@ func (n *NIC) napiPoll(p *sim.Proc) int {
 // buffer back from the device, read the packet, give the buffer back.
 func (n *NIC) rxPacket(p *sim.Proc, c dmaengine.Completed) {
 	o, rx := n.opt, &n.rx
-	b := rx.bufs[uint64(c.Cookie-1)%uint64(len(rx.bufs))]
+	b := rx.bufs[wrap(uint64(c.Cookie-1), len(rx.bufs))]
 	if o.Sync {
 		n.dev.SyncSingleForCPU(p, b.addr, o.PacketSize, dma.FromDevice)
 	} else {
@@ -211,7 +211,7 @@ func (n *NIC) rxClose(p *sim.Proc) {
 	out := rx.ch.Outstanding()
 	first := rx.ch.Stats().Submitted - uint64(out)
 	for k := range uint64(out) {
-		b := rx.bufs[(first+k)%uint64(len(rx.bufs))]
+		b := rx.bufs[wrap(first+k, len(rx.bufs))]
 		n.dev.UnmapSingle(p, b.addr, o.PacketSize, dma.FromDevice)
 		if err := n.mem.Kfree(b.va); err != nil {
 			n.fail(err)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dmalab/dmalab/dma"
 	"github.com/dmalab/dmalab/dmaengine"
+	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -22,6 +23,11 @@ type txState struct {
 	queue fifo[txPacket]
 	busy  bool
 	sent  int
+	// The packet on the wire, its flow and its end (txSent, bound once),
+	// so that sending a packet makes no closure.
+	wire     txPacket
+	wireFlow *fabric.Flow
+	sentFn   func()
 
 	s       Stream
 	lat     hist
@@ -146,7 +152,7 @@ func (n *NIC) xmit(p *sim.Proc, seq uint64) (dmaengine.Cookie, bool) {
 		n.fail(err)
 		return 0, false
 	}
-	tx.bufs[uint64(c-1)%uint64(len(tx.bufs))] = txBuf{va: va, addr: addr, t0: t0}
+	tx.bufs[wrap(uint64(c-1), len(tx.bufs))] = txBuf{va: va, addr: addr, t0: t0}
 	tx.ch.IssuePending(p)
 	return c, true
 }
@@ -164,7 +170,7 @@ func (n *NIC) txDone(p *sim.Proc) func(dmaengine.Completed) {
 		if c.Status.Error {
 			tx.s.Errors++
 		}
-		b := tx.bufs[uint64(c.Cookie-1)%uint64(len(tx.bufs))]
+		b := tx.bufs[wrap(uint64(c.Cookie-1), len(tx.bufs))]
 		n.dev.UnmapSingle(p, b.addr, n.opt.PacketSize, dma.ToDevice)
 		if err := n.mem.Kfree(b.va); err != nil {
 			n.fail(err)
@@ -180,7 +186,7 @@ func (n *NIC) txWire(c dmaengine.Completed, payload []byte) {
 	tx := &n.tx
 	// The driver's record of the packet is still there: the entry is
 	// reaped only after this instant.
-	t0 := tx.bufs[uint64(c.Cookie-1)%uint64(len(tx.bufs))].t0
+	t0 := tx.bufs[wrap(uint64(c.Cookie-1), len(tx.bufs))].t0
 	tx.queue.push(txPacket{t0: t0, payload: payload, failed: c.Status.Error})
 	n.txNext()
 }
@@ -205,27 +211,40 @@ func (n *NIC) txNext() {
 		n.txNext()
 		return
 	}
-	tx.busy = true
-	n.m.Fabric.Start(n.wire.outName, n.wire.out, int64(size)).Done().OnComplete(func() {
-		now := n.m.Engine.Now()
-		tx.busy = false
-		tx.sent++
-		tx.s.Packets++
-		tx.s.Bytes += size
-		tx.s.End = now
-		tx.lat.add(now - pkt.t0)
-		if pkt.payload != nil {
-			tx.s.Verified++
-			if seq, ok := verify(pkt.payload); !ok || seq != uint64(tx.sent-1) {
-				tx.s.Corrupt++
-			}
+	tx.busy, tx.wire = true, pkt
+	if tx.sentFn == nil {
+		tx.sentFn = n.txSent
+	}
+	tx.wireFlow = n.m.Fabric.Start(n.wire.outName, n.wire.out, int64(size))
+	tx.wireFlow.Done().OnComplete(tx.sentFn)
+}
+
+// txSent is the end of the packet on the wire: its NIC buffer is free,
+// and the next queued packet goes.
+func (n *NIC) txSent() {
+	tx := &n.tx
+	// The wire's flow is the NIC's alone: given back, it is the next
+	// packet's.
+	n.m.Fabric.Release(tx.wireFlow)
+	pkt, size, now := tx.wire, n.opt.PacketSize, n.m.Engine.Now()
+	tx.wireFlow, tx.wire = nil, txPacket{}
+	tx.busy = false
+	tx.sent++
+	tx.s.Packets++
+	tx.s.Bytes += size
+	tx.s.End = now
+	tx.lat.add(now - pkt.t0)
+	if pkt.payload != nil {
+		tx.s.Verified++
+		if seq, ok := verify(pkt.payload); !ok || seq != uint64(tx.sent-1) {
+			tx.s.Corrupt++
 		}
-		tx.ch.Drain(size)
-		if tx.sent == n.opt.Packets {
-			n.done.Broadcast()
-		}
-		n.txNext()
-	})
+	}
+	tx.ch.Drain(size)
+	if tx.sent == n.opt.Packets {
+		n.done.Broadcast()
+	}
+	n.txNext()
 }
 
 // txCPU is the transmit path's CPU time so far.

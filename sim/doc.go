@@ -25,15 +25,14 @@
 // StepProc is resumed at the same (time, sequence) positions as the Proc
 // that does the same things, so converting one changes no output.
 //
-// A Proc's Sleep whose resume would be the very next event (nothing
-// else due at or before its end, within the run's horizon and event
-// budget) continues without leaving the coroutine: the clock, the CPU
-// time and hook and the count of fired events advance as the queued
-// resume would have advanced them, so nothing a model or an observer can
-// see changes, and a model charging its work in many short sleeps does
-// not pay an event and two coroutine switches for each. SleepAlone
-// takes several such sleeps at once. Run, RunUntil and Guard do this;
-// Step, which runs one event at a time, does not.
+// A Proc's Sleep that ends before anything else is due, under Run,
+// RunUntil or Guard, goes on at once with the clock advanced, as the
+// event of its resume would have made it, without scheduling that event
+// or leaving the coroutine: nothing could run between the two switches,
+// so nothing can tell, and a driver's per-packet work (map, submit,
+// doorbell, each a Sleep for its CPU time) costs no switch.
+// SleepAlone takes several such sleeps at once, for a model that knows
+// what its short steps do and that nothing else can run between them.
 //
 // Run cannot tell a clean end from a stall; Guard runs the engine within
 // a horizon and an event budget and says how it ended: every process

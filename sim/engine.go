@@ -22,12 +22,6 @@ type Engine struct {
 	rng   *rand.Rand
 
 	running *process // the process executing now, nil in event context
-	// inline bounds the run of events in progress for Proc.Sleep's
-	// shortcut (sleepInline): off for Step, else the latest time and
-	// the count of fired events the caller lets events run to.
-	inline inlineBound
-	// inlined counts the sleeps run inline, for tests.
-	inlined uint64
 	live    []*process
 	spawned uint64
 	fired   uint64
@@ -36,6 +30,13 @@ type Engine struct {
 	// spends (Sleep) or is charged (Charge): the tracer's CPU tracks.
 	CPU   Hooks[CPUWork]
 	cpuEv CPUWork
+
+	// loop is the run loop that runs the event under way, if any: what
+	// Proc.Sleep needs to know that the event it schedules is the loop's
+	// next.
+	loop runLoop
+	// shortcuts counts the resumes skipAhead ran without the event loop.
+	shortcuts uint64
 }
 
 type event struct {
@@ -43,6 +44,17 @@ type event struct {
 	seq uint64
 	fn  func()
 	idx int // position in the heap, -1 once out of it
+}
+
+// runLoop describes the loop (Run, RunUntil, Guard) that runs the event
+// under way: after it, the loop runs the first event of the queue if
+// that is at or before limit and fewer than stop events have fired. The
+// zero runLoop, stop 0, is no loop (Step, or no run at all). A loop
+// restores the runLoop it found when it returns, so that an event that
+// runs a loop of its own goes on under its own loop's.
+type runLoop struct {
+	limit Time
+	stop  uint64
 }
 
 // Handle names a scheduled event so that it can be cancelled.
@@ -118,23 +130,15 @@ func (e *Engine) release(ev *event) {
 	e.free = append(e.free, ev)
 }
 
-// inlineBound is how far the run in progress lets a process sleep
-// without yielding (sleepInline).
-type inlineBound struct {
-	on    bool
-	until Time
-	fired uint64 // inline only while fired < this
-}
+// Step runs the next event, if any, and reports whether it ran one. It
+// is no run loop, even when an event of one calls it.
+func (e *Engine) Step() bool { return e.step(Forever, 0) }
 
-// Step runs the next event, if any, and reports whether it ran one.
-// A process it resumes runs until it blocks, as under Run, but never
-// past a Sleep: one Step is one event.
-func (e *Engine) Step() bool {
-	e.inline = inlineBound{}
-	return e.step(Forever)
-}
-
-func (e *Engine) step(limit Time) bool {
+// step runs the next event if it is at or before limit. A run loop
+// calls it with the most events that may have fired when the loop would
+// run another (stop), which the event finds in e.loop; Step, which is no
+// loop, with 0.
+func (e *Engine) step(limit Time, stop uint64) bool {
 	if len(e.queue) == 0 || e.queue[0].at > limit {
 		return false
 	}
@@ -149,22 +153,51 @@ func (e *Engine) step(limit Time) bool {
 	fn := ev.fn
 	e.release(ev)
 	e.fired++
+	e.loop = runLoop{limit: limit, stop: stop}
 	fn()
 	return true
 }
 
+// skipAhead reports whether n events scheduled one after the other,
+// the last d from now, each when the one before it runs, would each be
+// the one the run loop under way runs next, once the event running now
+// returns: the loop goes on (its limit, its event budget) and no queued
+// event is due by then (one due at the same instant was scheduled
+// earlier, and so runs first). If so it does what scheduling and running
+// those events would: the sequence numbers they would take, the clock, the
+// count of fired events; its caller then does at once what the event
+// would have done.
+func (e *Engine) skipAhead(n uint64, d Time) bool {
+	t := e.now + d
+	if n == 0 || e.fired >= e.loop.stop || e.loop.stop-e.fired < n || !sleepShortcut || t > e.loop.limit || t < e.now ||
+		len(e.queue) > 0 && e.queue[0].at <= t {
+		return false
+	}
+	e.seq += n
+	e.now = t
+	e.fired += n
+	e.shortcuts += n
+	return true
+}
+
+// sleepShortcut turns skipAhead on. (A variable so that tests can run the
+// same model with every resume through the event loop.)
+var sleepShortcut = true
+
 // Run runs events until none is left.
 func (e *Engine) Run() {
-	e.inline = inlineBound{on: true, until: Forever, fired: math.MaxUint64}
-	for e.step(Forever) {
+	outer := e.loop
+	defer func() { e.loop = outer }()
+	for e.step(Forever, math.MaxUint64) {
 	}
 }
 
 // RunUntil runs every event at or before t, then sets the clock to t (if
 // t is not in the past).
 func (e *Engine) RunUntil(t Time) {
-	e.inline = inlineBound{on: true, until: t, fired: math.MaxUint64}
-	for e.step(t) {
+	outer := e.loop
+	defer func() { e.loop = outer }()
+	for e.step(t, math.MaxUint64) {
 	}
 	if t > e.now {
 		e.now = t

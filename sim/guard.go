@@ -86,15 +86,17 @@ func (e *Engine) Guard(l Limits) error {
 		horizon = DefaultHorizon
 	}
 	start := e.fired
-	e.inline = inlineBound{on: true, until: horizon, fired: math.MaxUint64}
+	stop := uint64(math.MaxUint64)
 	if l.Events > 0 {
-		e.inline.fired = start + l.Events
+		stop = start + l.Events
 	}
+	outer := e.loop
+	defer func() { e.loop = outer }()
 	for {
 		if l.Events > 0 && e.fired-start >= l.Events && len(e.queue) > 0 {
 			return &LimitError{At: e.now, Next: e.queue[0].at, Horizon: horizon, Events: l.Events, Blocked: e.Blocked()}
 		}
-		if !e.step(horizon) {
+		if !e.step(horizon, stop) {
 			break
 		}
 	}

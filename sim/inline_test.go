@@ -123,7 +123,7 @@ func TestSleepInlineSameRun(t *testing.T) {
 		if e.Fired() != refFired {
 			t.Fatalf("seed %d: fired %d, stepped %d", seed, e.Fired(), refFired)
 		}
-		inlined += int(e.inlined)
+		inlined += int(e.shortcuts)
 		e.Close()
 	}
 	if inlined == 0 || alone == 0 {

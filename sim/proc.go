@@ -168,82 +168,57 @@ func (p *process) Engine() *Engine { return p.e }
 // Now is the current virtual time.
 func (p *process) Now() Time { return p.e.now }
 
-// sleep charges d of CPU work to p and schedules its resume d from now.
-func (p *process) sleep(d Time) {
+// charge counts d, a sleep's duration, as CPU work of p.
+func (p *process) charge(d Time) {
 	if d < 0 {
-		panic(fmt.Sprintf("sim: %q sleeps a negative duration %v", p.name, d))
+		p.negativeSleep(d)
 	}
 	p.cpu += d
 	if d > 0 && p.e.CPU.Active() {
 		p.e.emitCPU(p, p.e.now, p.e.now+d, false)
 	}
-	p.e.After(d, p.resumeFn)
+}
+
+func (p *process) negativeSleep(d Time) {
+	panic(fmt.Sprintf("sim: %q sleeps a negative duration %v", p.name, d))
 }
 
 // Sleep blocks p for d of virtual time during which it computes: models
 // charge CPU work (a memcpy, cache maintenance, a busy poll) with Sleep,
 // and it counts in CPUTime. A process blocked on something (Wait,
 // WaitUntil, Join) is idle.
+//
+// When its resume would be the event the engine runs next (nothing else
+// is due by then), p goes on at once with the clock advanced, as if the
+// event had been scheduled and run (skipAhead), instead of switching out
+// of its coroutine and back: no one can tell, as nothing runs between
+// the switch out and the resume, and it spares the event and the two
+// switches.
 func (p *Proc) Sleep(d Time) {
-	if p.sleepInline(d) {
+	p.charge(d)
+	if p.state == procRunning && p.e.running == &p.process && p.e.skipAhead(1, d) {
 		return
 	}
-	p.sleep(d)
+	p.e.After(d, p.resumeFn)
 	p.block(asleep{})
 }
 
-// sleepInline runs p's Sleep(d) without leaving the coroutine when its
-// resume would be the very next event: no event is queued at or before
-// now+d (one at now+d would run first, having been scheduled earlier),
-// and the run in progress (Run, RunUntil, Guard; not Step) would reach
-// it within its time limit and event budget. The clock, p's CPU time,
-// the CPU hook and the count of fired events then advance exactly as if
-// the resume had been queued and run, and nothing else could have run
-// meanwhile, so the run is the same; it only skips the queue and two
-// coroutine switches, the cost of a model that charges its work in many
-// short sleeps.
-func (p *Proc) sleepInline(d Time) bool {
-	if !p.inlineFor(1, d) {
-		return false
-	}
-	e := p.e
-	p.cpu += d
-	if d > 0 && e.CPU.Active() {
-		e.emitCPU(&p.process, e.now, e.now+d, false)
-	}
-	e.now += d
-	e.fired++
-	e.inlined++
-	return true
-}
-
-// inlineFor reports whether n sleeps of p one after the other, d in
-// all, would each run inline (sleepInline).
-func (p *Proc) inlineFor(n uint64, d Time) bool {
-	e := p.e
-	b := &e.inline
-	return b.on && n > 0 && d >= 0 && e.running == &p.process && p.state == procRunning &&
-		e.fired+n <= b.fired && d <= b.until-e.now && (len(e.queue) == 0 || e.queue[0].at > e.now+d)
-}
-
 // SleepAlone is n calls of Sleep, d in all, made at once when each would
-// run inline (nothing else due before their end, within the run's
-// limits) and no CPU hook wants their spans one by one: the clock, p's
-// CPU time and the count of fired events advance as those calls would
-// advance them, and it reports true. Otherwise it does nothing and
+// go on without leaving the coroutine (nothing else due before their
+// end, within the run loop's limit and event budget: skipAhead) and no
+// CPU hook wants their spans one by one: the clock, p's CPU time, the
+// sequence number and the count of fired events advance as those calls
+// would advance them, and it reports true. Otherwise it does nothing and
 // reports false, and the caller sleeps step by step. A model that
 // knows the outcome of many short steps that only sleep in between
 // (the same work, no other process can see it meanwhile) applies them
 // in one go after SleepAlone returned true, without running each.
 func (p *Proc) SleepAlone(n uint64, d Time) bool {
 	e := p.e
-	if e.CPU.Active() || !p.inlineFor(n, d) {
+	if n == 0 || d < 0 || e.CPU.Active() || p.state != procRunning || e.running != &p.process || !e.skipAhead(n, d) {
 		return false
 	}
 	p.cpu += d
-	e.now += d
-	e.fired += n
-	e.inlined += n
 	return true
 }
 

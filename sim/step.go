@@ -86,7 +86,8 @@ func (s *StepProc) resume() {
 		s.finish()
 		return
 	case nextSleep:
-		s.sleep(n.d)
+		s.charge(n.d)
+		s.e.After(n.d, s.resumeFn)
 		s.waiting = asleep{}
 	case nextWait:
 		n.c.waiters = append(n.c.waiters, &s.process)

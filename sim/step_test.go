@@ -223,6 +223,14 @@ func (r *diffRun) stepper(i int) func(*StepProc) Next {
 // runDiff runs the model of seed with each program's form chosen by
 // stepped and returns everything observable of the run.
 func runDiff(seed uint64, stepped func(int) bool) string {
+	return runDiffBy(seed, stepped, func(e *Engine, _ func(string)) string {
+		return fmt.Sprintf("guard: %v", e.Guard(Limits{Events: 100_000}))
+	})
+}
+
+// runDiffBy is runDiff with the events run by drive, which says how the
+// run ended and may add to the run's log with logf.
+func runDiffBy(seed uint64, stepped func(int) bool, drive func(e *Engine, logf func(string)) string) string {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var roots []int
 	var all []diffProg
@@ -256,9 +264,9 @@ func runDiff(seed uint64, stepped func(int) bool) string {
 		at, k := Time(rng.IntN(16)), rng.IntN(diffConds)
 		e.At(at, func() { r.logf("event posts token %d", k); r.tokens[k]++; r.conds[k].Signal() })
 	}
-	err := e.Guard(Limits{Events: 100_000})
+	end := drive(e, func(s string) { r.logf("%s", s) })
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nguard: %v\nnow %v, %d events\nblocked: %q\n", strings.Join(r.log, "\n"), err, e.Now(), e.Fired(), e.Blocked())
+	fmt.Fprintf(&b, "%s\n%s\nnow %v, %d events\nblocked: %q\n", strings.Join(r.log, "\n"), end, e.Now(), e.Fired(), e.Blocked())
 	for i := range all {
 		p, ok := r.procs[i]
 		if !ok {
@@ -386,4 +394,69 @@ func ExampleEngine_SpawnStep() {
 	// 1us: poller sees the completion after 3 polls
 	// 1us: app joined the poller, which computed for 300ns
 	// <nil>
+}
+
+// TestSleepShortcut: a Proc whose resume is the next event goes on
+// without leaving its coroutine (skipAhead), and no one can tell: the
+// differential programs, run by Guard with and without event budgets and
+// horizons, by RunUntil and by Run, give the same runs as with every
+// resume through the event loop, and the shortcut is taken.
+func TestSleepShortcut(t *testing.T) {
+	drives := []struct {
+		name  string
+		drive func(seed uint64) func(*Engine, func(string)) string
+	}{
+		{"guard", func(uint64) func(*Engine, func(string)) string {
+			return func(e *Engine, logf func(string)) string {
+				return fmt.Sprintf("guard: %v", e.Guard(Limits{Events: 100_000}))
+			}
+		}},
+		{"budget", func(seed uint64) func(*Engine, func(string)) string {
+			return func(e *Engine, logf func(string)) string {
+				err := e.Guard(Limits{Events: 3 + seed%40})
+				return fmt.Sprintf("budget: %v; then %v", err, e.Guard(Limits{Events: 1 + seed%7}))
+			}
+		}},
+		{"horizon", func(seed uint64) func(*Engine, func(string)) string {
+			return func(e *Engine, logf func(string)) string {
+				return fmt.Sprintf("horizon: %v", e.Guard(Limits{Horizon: Time(1 + seed%20)}))
+			}
+		}},
+		{"until", func(seed uint64) func(*Engine, func(string)) string {
+			return func(e *Engine, logf func(string)) string {
+				var b strings.Builder
+				// An event that runs one itself: no loop then.
+				e.At(Time(seed%4), func() { e.Step(); logf("stepped") })
+				for _, t := range []Time{Time(seed % 5), 6, 6, Time(7 + seed%9)} {
+					e.RunUntil(t)
+					fmt.Fprintf(&b, "until %v: now %v, %d events; ", t, e.Now(), e.Fired())
+				}
+				e.Step()
+				fmt.Fprintf(&b, "step: now %v, %d events; ", e.Now(), e.Fired())
+				e.Run()
+				return b.String()
+			}
+		}},
+	}
+	var taken uint64
+	for _, d := range drives {
+		for seed := range uint64(300) {
+			mix := func(i int) bool { return (uint64(i)*7+seed)%3 == 0 }
+			for _, stepped := range []func(int) bool{func(int) bool { return false }, mix} {
+				sleepShortcut = false
+				want := runDiffBy(seed, stepped, d.drive(seed))
+				sleepShortcut = true
+				var e *Engine
+				got := runDiffBy(seed, stepped, func(x *Engine, logf func(string)) string { e = x; return d.drive(seed)(x, logf) })
+				if got != want {
+					t.Fatalf("%s, seed %d: the run with the shortcut differs\n%s", d.name, seed, firstDiff(want, got))
+				}
+				taken += e.shortcuts
+			}
+		}
+	}
+	if taken == 0 {
+		t.Fatal("no sleep took the shortcut")
+	}
+	t.Logf("%d shortcuts", taken)
 }
