@@ -82,7 +82,7 @@ func inlineWorld(e *Engine, seed uint64, log *[]string, alone *int) {
 
 // TestSleepInlineSameRun: a run under Run, RunUntil or Guard, where
 // sleeps with nothing else due before their end continue without
-// leaving the coroutine (sleepInline) and groups of sleeps go at once
+// leaving the coroutine (skipAhead) and groups of sleeps go at once
 // (SleepAlone), logs exactly what the same model logs stepped one event
 // at a time (Step, which never inlines): every time, CPU time, CPU hook
 // and count of fired events.
