@@ -153,7 +153,7 @@ func TestSpanMapAgainstBytes(t *testing.T) {
 }
 
 // TestSpanMapMatchesReference runs seeded random operation sequences on
-// pairs of skip-list maps and of the sorted-slice maps they replaced
+// pairs of spanMaps and of the sorted-slice maps they replaced
 // (spans_ref_test.go) and requires the same spans, the same answers to
 // every query and the same calls of update's function, after each step.
 func TestSpanMapMatchesReference(t *testing.T) {
