@@ -269,17 +269,31 @@ func (m *Memory) remoteTime(p *sim.Proc, cpu, home int, bytes uint64, toMemory b
 
 // dramRead sets m.got to DRAM's versions over [s, e).
 func (m *Memory) dramRead(s, e uint64) {
-	m.got.reset()
+	m.got = m.got[:0]
 	m.dram.each(s, e, func(ps, pe uint64, v Version) bool {
-		m.got.set(ps, pe, v)
+		m.gotAdd(ps, pe, v)
 		return true
 	})
+}
+
+// gotAdd appends [s, e) at v to m.got, which ends at or before s: merged
+// with the last span when they touch and agree, left out at version 0,
+// so that m.got holds the spans a map would.
+func (m *Memory) gotAdd(s, e uint64, v Version) {
+	if v == 0 {
+		return
+	}
+	if n := len(m.got); n > 0 && m.got[n-1].end == s && m.got[n-1].v == v {
+		m.got[n-1].end = e
+		return
+	}
+	m.got = append(m.got, span[Version]{s, e, v})
 }
 
 // checkStale compares what the reader obtained (m.got) with the latest
 // writes over [s, e).
 func (m *Memory) checkStale(a *Access, s, e uint64) {
-	if at, got, want, found := firstDiff(&m.got, &m.latest, s, e); found {
+	if at, got, want, found := firstDiff(m.got, &m.latest, s, e); found {
 		a.Stale, a.StaleAt, a.Got, a.Want = true, PhysAddr(at), got, want
 	}
 }
@@ -501,11 +515,28 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 	s := uint64(pa)
 	m.dramRead(s, end)
 	if coherent {
+		// Dirty lines replace DRAM's versions: laid over them in a map,
+		// when there are any.
+		over := false
 		for _, c := range m.caches {
 			c.lines.each(s, end, func(ps, pe uint64, l lineState) bool {
 				if l.dirty {
-					m.got.set(ps, pe, l.ver)
+					if !over {
+						over = true
+						m.over.reset()
+						for _, g := range m.got {
+							m.over.set(g.start, g.end, g.v)
+						}
+					}
+					m.over.set(ps, pe, l.ver)
 				}
+				return true
+			})
+		}
+		if over {
+			m.got = m.got[:0]
+			m.over.each(s, end, func(ps, pe uint64, v Version) bool {
+				m.gotAdd(ps, pe, v)
 				return true
 			})
 		}

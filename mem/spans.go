@@ -44,8 +44,10 @@ type spanMap[V comparable] struct {
 	hint   int            // the leaf of the last lookup (checked, not trusted)
 	free   []*spanLeaf[V]
 
-	// scratch holds the pieces update collects before it writes.
-	scratch []span[V]
+	// scratch holds the pieces update collects before it writes;
+	// merged, what assign puts in place of the spans a write overlaps;
+	// all, a leaf's spans and the pieces of a splice that overflows it.
+	scratch, merged, all []span[V]
 }
 
 // leafCap is the most spans a leaf holds. Small enough that moving a
@@ -153,10 +155,25 @@ func (m *spanMap[V]) get(x uint64) V {
 
 // set stores v over [start, end); the zero value removes.
 func (m *spanMap[V]) set(start, end uint64, v V) {
+	var zero V
+	one := [1]span[V]{{start, end, v}}
+	pieces := one[:]
+	if v == zero {
+		pieces = pieces[:0]
+	}
+	m.assign(start, end, pieces)
+}
+
+// assign makes [start, end) hold pieces, and the zero value where no
+// piece is: pieces must be in address order, disjoint, inside [start,
+// end), and hold no zero value; touching pieces may hold the same value
+// (assign merges them). The addresses outside [start, end) keep their
+// values. It is one search and one splice whatever the pieces, where a
+// set per piece is a search and a splice each.
+func (m *spanMap[V]) assign(start, end uint64, pieces []span[V]) {
 	if start >= end {
 		return
 	}
-	var zero V
 	li, i := m.seek(start)
 	// The run of spans [start, end) overlaps: k spans from (li, i),
 	// first and last the first and last of them, (lj, j) the position
@@ -176,39 +193,40 @@ func (m *spanMap[V]) set(start, end uint64, v V) {
 		k++
 		lj, j = m.next(lj, j)
 	}
-	var buf [3]span[V]
-	pieces := buf[:0]
-	if k > 0 && first.start < start {
-		pieces = append(pieces, span[V]{first.start, start, first.v})
-	}
-	if v != zero {
-		pieces = append(pieces, span[V]{start, end, v})
-	}
-	if k > 0 && last.end > end {
-		pieces = append(pieces, span[V]{end, last.end, last.v})
-	}
-	// Merge the new pieces with each other and with the untouched
-	// neighbours on either side.
-	merged := pieces[:0]
-	for _, p := range pieces {
+	// What replaces the run: the part of first before start, the pieces
+	// merged where equal ones touch, the part of last after end.
+	merged := m.merged[:0]
+	add := func(p span[V]) {
 		if n := len(merged); n > 0 && merged[n-1].end == p.start && merged[n-1].v == p.v {
 			merged[n-1].end = p.end
-			continue
+			return
 		}
 		merged = append(merged, p)
 	}
+	if k > 0 && first.start < start {
+		add(span[V]{first.start, start, first.v})
+	}
+	for _, p := range pieces {
+		add(p)
+	}
+	if k > 0 && last.end > end {
+		add(span[V]{end, last.end, last.v})
+	}
+	// Merge with the untouched neighbours on either side.
 	if len(merged) > 0 {
-		pli, pi, ok := m.prev(li, i)
-		if p := m.at(pli, pi); ok && p.end == merged[0].start && p.v == merged[0].v {
-			merged[0].start = p.start
-			li, i = pli, pi
-			k++
+		if pli, pi, ok := m.prev(li, i); ok {
+			if p := m.at(pli, pi); p.end == merged[0].start && p.v == merged[0].v {
+				merged[0].start = p.start
+				li, i = pli, pi
+				k++
+			}
 		}
 		if a, l := m.at(lj, j), &merged[len(merged)-1]; a != nil && a.start == l.end && a.v == l.v {
 			l.end = a.end
 			k++
 		}
 	}
+	m.merged = merged
 	if k == 0 && len(merged) == 0 {
 		return
 	}
@@ -264,28 +282,33 @@ func (m *spanMap[V]) splice(li, i, k int, pieces []span[V]) {
 		copy(d.s[:], d.s[k:d.n])
 		d.n -= k
 	}
-	// Insert the pieces at i in l, splitting l in two halves when they
-	// do not fit.
+	// Insert the pieces at i in l; when they do not fit, l and as many
+	// new leaves after it as needed share l's spans and the pieces
+	// evenly (each more than half full).
+	c := 1
 	if l.n+p <= leafCap {
 		copy(l.s[i+p:], l.s[i:l.n])
 		copy(l.s[i:], pieces)
 		l.n += p
 	} else {
-		var buf [leafCap + 3]span[V]
-		all := append(append(append(buf[:0], l.s[:i]...), pieces...), l.s[i:l.n]...)
-		h := len(all) / 2
-		n := m.insertLeaf(li + 1)
-		l.n = copy(l.s[:], all[:h])
-		n.n = copy(n.s[:], all[h:])
-		m.ends[li+1] = n.s[n.n-1].end
-		// The leaf whose start was removed now follows the new one.
-		if k > 0 {
-			m.fix(li + 2)
+		all := append(append(append(m.all[:0], l.s[:i]...), pieces...), l.s[i:l.n]...)
+		m.all = all
+		c = (len(all) + leafCap - 1) / leafCap
+		for q := range c {
+			part := all[q*len(all)/c : (q+1)*len(all)/c]
+			d := l
+			if q > 0 {
+				d = m.insertLeaf(li + q)
+			}
+			d.n = copy(d.s[:], part)
+			m.ends[li+q] = d.s[d.n-1].end
 		}
 	}
 	// From the right, so that a leaf fix removes does not move the
-	// ones left to fix.
-	if li+1 < len(m.leaves) {
+	// ones left to fix: the leaf whose start was removed, then l.
+	if k > 0 {
+		m.fix(li + c)
+	} else if li+1 < len(m.leaves) {
 		m.fix(li + 1)
 	}
 	m.fix(li)
@@ -366,17 +389,20 @@ func (m *spanMap[V]) update(start, end uint64, f func(V) V) {
 	if start >= end {
 		return
 	}
+	var zero V
 	m.scratch = m.scratch[:0]
+	changed := false
 	m.each(start, end, func(s, e uint64, v V) bool {
-		if w := f(v); w != v {
+		w := f(v)
+		changed = changed || w != v
+		if w != zero {
 			m.scratch = append(m.scratch, span[V]{s, e, w})
 		}
 		return true
 	})
-	// The map is canonical: writing each changed piece gives the spans
-	// of the function that results.
-	for _, sp := range m.scratch {
-		m.set(sp.start, sp.end, sp.v)
+	// The pieces leave out what holds the zero value, which stays so.
+	if changed {
+		m.assign(start, end, m.scratch)
 	}
 }
 
@@ -480,19 +506,29 @@ func (m *spanMap[V]) check() error {
 }
 
 // firstDiff is the first address in [start, end) where a and b differ,
-// with their values there.
-func firstDiff[V comparable](a, b *spanMap[V], start, end uint64) (at uint64, va, vb V, found bool) {
-	la, ia := a.seek(start)
+// with their values there. a is spans in address order, disjoint, as
+// a map holds them (an address in no span holds the zero value).
+func firstDiff[V comparable](a []span[V], b *spanMap[V], start, end uint64) (at uint64, va, vb V, found bool) {
+	ia, _ := slices.BinarySearchFunc(a, start, func(s span[V], x uint64) int {
+		if s.end <= x {
+			return -1
+		}
+		return 1
+	})
 	lb, ib := b.seek(start)
 	for x := start; x < end; {
-		ya, ea := valueAt(a.at(la, ia), x, end)
+		var sa *span[V]
+		if ia < len(a) {
+			sa = &a[ia]
+		}
+		ya, ea := valueAt(sa, x, end)
 		yb, eb := valueAt(b.at(lb, ib), x, end)
 		if ya != yb {
 			return x, ya, yb, true
 		}
 		x = min(ea, eb)
-		for la < len(a.leaves) && a.leaves[la].s[ia].end <= x {
-			la, ia = a.next(la, ia)
+		for ia < len(a) && a[ia].end <= x {
+			ia++
 		}
 		for lb < len(b.leaves) && b.leaves[lb].s[ib].end <= x {
 			lb, ib = b.next(lb, ib)
