@@ -22,7 +22,7 @@ type span[V comparable] struct {
 // The spans are kept in leaves, small sorted arrays of at most leafCap
 // spans each, in address order, with an index of the leaves' last ends
 // (a B+-tree of two levels). A lookup is a binary search of the index,
-// then of one leaf: a few dozen comparisons over contiguous memory,
+// then a scan of one leaf: a few dozen comparisons over contiguous memory,
 // where the skip list this replaced followed some twenty pointers to
 // scattered nodes. A write that touches k spans moves at most a leaf's
 // spans, plus, when a leaf splits or empties, the index entries after
@@ -90,17 +90,16 @@ func (m *spanMap[V]) seek(x uint64) (int, int) {
 	if li == len(m.leaves) {
 		return li, 0
 	}
+	// l's last span ends after x, so the scan stops inside l. A scan,
+	// not a binary search: over at most leafCap spans in order, its
+	// branch is mispredicted once, where it stops, where a binary
+	// search's is at every other halving.
 	l := m.leaves[li]
-	lo, hi := 0, l.n-1 // l's last span ends after x
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if l.s[mid].end <= x {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+	i := 0
+	for l.s[i].end <= x {
+		i++
 	}
-	return li, lo
+	return li, i
 }
 
 // at is the span at position (li, i), nil at the end.
