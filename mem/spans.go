@@ -154,13 +154,31 @@ func (m *spanMap[V]) get(x uint64) V {
 
 // set stores v over [start, end); the zero value removes.
 func (m *spanMap[V]) set(start, end uint64, v V) {
+	if start >= end {
+		return
+	}
 	var zero V
+	li, i := m.seek(start)
+	if v != zero && li < len(m.leaves) {
+		// A write over exactly one span, whose neighbours do not hold
+		// the new value, changes that span's value alone: a ring's
+		// buffer written again, a descriptor's status.
+		x := &m.leaves[li].s[i]
+		if x.start == start && x.end == end {
+			pli, pi, ok := m.prev(li, i)
+			nli, ni := m.next(li, i)
+			if p, a := m.at(pli, pi), m.at(nli, ni); (!ok || p.end != start || p.v != v) && (a == nil || a.start != end || a.v != v) {
+				x.v = v
+				return
+			}
+		}
+	}
 	one := [1]span[V]{{start, end, v}}
 	pieces := one[:]
 	if v == zero {
 		pieces = pieces[:0]
 	}
-	m.assign(start, end, pieces)
+	m.assignAt(li, i, start, end, pieces)
 }
 
 // assign makes [start, end) hold pieces, and the zero value where no
@@ -174,6 +192,11 @@ func (m *spanMap[V]) assign(start, end uint64, pieces []span[V]) {
 		return
 	}
 	li, i := m.seek(start)
+	m.assignAt(li, i, start, end, pieces)
+}
+
+// assignAt is assign given (li, i) = m.seek(start).
+func (m *spanMap[V]) assignAt(li, i int, start, end uint64, pieces []span[V]) {
 	// The run of spans [start, end) overlaps: k spans from (li, i),
 	// first and last the first and last of them, (lj, j) the position
 	// after them.
