@@ -207,9 +207,9 @@ type Memory struct {
 	// disjoint, merged, none of version 0 (gotAdd). A list, not a map:
 	// it is built in address order and only walked.
 	got []span[Version]
-	// over lays a coherent device read's dirty cache lines over DRAM's
-	// versions (deviceRead).
-	over spanMap[Version]
+	// dirty holds a coherent device read's dirty cache lines, under
+	// m.got's spans before overlay lays them over DRAM's (deviceRead).
+	dirty, under []span[Version]
 	// linePieces are the spans a fill or a cached write assigns.
 	linePieces []span[lineState]
 	segs       []PhysRange

@@ -305,3 +305,41 @@ func TestSpanMapSteadyAllocs(t *testing.T) {
 		t.Errorf("%d spans, want %d", m.len(), bufs)
 	}
 }
+
+// TestOverlay: laying a coherent device read's dirty pieces over DRAM's
+// versions (Memory.overlay, on lists) gives the spans that writing both
+// into a map does, on random lists.
+func TestOverlay(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 17))
+	pieces := func(zero bool) []span[Version] {
+		var out []span[Version]
+		for x := r.Uint64N(8); x < 200; {
+			n := r.Uint64N(12) + 1
+			if r.IntN(3) > 0 {
+				v := Version(r.IntN(4))
+				if v == 0 && !zero {
+					v = 1
+				}
+				out = append(out, span[Version]{x, x + n, v})
+			}
+			x += n
+		}
+		return out
+	}
+	for step := range 3000 {
+		var m Memory
+		var ref spanMap[Version]
+		for _, p := range pieces(false) {
+			m.gotAdd(p.start, p.end, p.v)
+			ref.set(p.start, p.end, p.v)
+		}
+		top := pieces(true)
+		for _, p := range top {
+			ref.set(p.start, p.end, p.v)
+		}
+		m.overlay(top)
+		if got, want := m.got, ref.spans(); !slices.Equal(got, want) {
+			t.Fatalf("step %d: overlay %v, want %v", step, got, want)
+		}
+	}
+}
