@@ -33,15 +33,16 @@ type span[V comparable] struct {
 // so it moves leafCap/4 to leafCap times less, and only on a split or
 // an emptied leaf.
 //
-// Accesses on a stream land near the last one: the map remembers the
-// leaf its last lookup landed in and checks it first. Nothing a caller
+// Accesses on a stream land near the last one, or near the one before
+// (a buffer, then its descriptor): the map remembers the last two
+// leaves its lookups landed in and checks them first. Nothing a caller
 // sees depends on the leaves' shape. Leaves are reused through a free
 // list, so that a map whose span count is steady allocates nothing.
 type spanMap[V comparable] struct {
 	leaves []*spanLeaf[V] // in address order, none empty
 	ends   []uint64       // ends[i] is the end of leaves[i]'s last span
 	n      int            // spans
-	hint   int            // the leaf of the last lookup (checked, not trusted)
+	hint   [2]int         // the leaves of the last lookups (checked, not trusted)
 	free   []*spanLeaf[V]
 
 	// scratch holds the pieces update collects before it writes;
@@ -65,7 +66,11 @@ type spanLeaf[V comparable] struct {
 // len(m.leaves) when none does.
 func (m *spanMap[V]) leafOf(x uint64) int {
 	ends := m.ends
-	if h := m.hint; h < len(ends) && ends[h] > x && (h == 0 || ends[h-1] <= x) {
+	if h := m.hint[0]; h < len(ends) && ends[h] > x && (h == 0 || ends[h-1] <= x) {
+		return h
+	}
+	if h := m.hint[1]; h < len(ends) && ends[h] > x && (h == 0 || ends[h-1] <= x) {
+		m.hint[0], m.hint[1] = h, m.hint[0]
 		return h
 	}
 	lo, hi := 0, len(ends)
@@ -78,7 +83,7 @@ func (m *spanMap[V]) leafOf(x uint64) int {
 		}
 	}
 	if lo < len(ends) {
-		m.hint = lo
+		m.hint[0], m.hint[1] = lo, m.hint[0]
 	}
 	return lo
 }
@@ -140,7 +145,7 @@ func (m *spanMap[V]) reset() {
 	}
 	clear(m.leaves)
 	m.leaves, m.ends = m.leaves[:0], m.ends[:0]
-	m.n, m.hint = 0, 0
+	m.n, m.hint = 0, [2]int{}
 }
 
 // get is the value at x.
