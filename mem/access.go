@@ -1,8 +1,10 @@
 package mem
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/dmalab/dmalab/platform"
 	"github.com/dmalab/dmalab/sim"
@@ -269,17 +271,66 @@ func (m *Memory) remoteTime(p *sim.Proc, cpu, home int, bytes uint64, toMemory b
 
 // dramRead sets m.got to DRAM's versions over [s, e).
 func (m *Memory) dramRead(s, e uint64) {
-	m.got.reset()
+	m.got = m.got[:0]
 	m.dram.each(s, e, func(ps, pe uint64, v Version) bool {
-		m.got.set(ps, pe, v)
+		m.gotAdd(ps, pe, v)
 		return true
 	})
+}
+
+// gotAdd appends [s, e) at v to m.got, which ends at or before s: merged
+// with the last span when they touch and agree, left out at version 0,
+// so that m.got holds the spans a map would.
+func (m *Memory) gotAdd(s, e uint64, v Version) {
+	if v == 0 {
+		return
+	}
+	if n := len(m.got); n > 0 && m.got[n-1].end == s && m.got[n-1].v == v {
+		m.got[n-1].end = e
+		return
+	}
+	m.got = append(m.got, span[Version]{s, e, v})
+}
+
+// overlay lays top (spans in address order, disjoint) over m.got: an
+// address in a piece of top holds that piece's version (0 too), any
+// other m.got's.
+func (m *Memory) overlay(top []span[Version]) {
+	base := append(m.under[:0], m.got...)
+	m.under = base
+	m.got = m.got[:0]
+	var x uint64 // everything before x is in m.got
+	i, j := 0, 0
+	for i < len(base) || j < len(top) {
+		if j < len(top) && (i == len(base) || top[j].start <= max(base[i].start, x)) {
+			t := top[j]
+			m.gotAdd(t.start, t.end, t.v)
+			x = t.end
+			j++
+			continue
+		}
+		b := base[i]
+		s := max(b.start, x)
+		if s >= b.end {
+			i++
+			continue
+		}
+		e := b.end
+		if j < len(top) && top[j].start < e {
+			e = top[j].start
+		}
+		m.gotAdd(s, e, b.v)
+		x = e
+		if e == b.end {
+			i++
+		}
+	}
 }
 
 // checkStale compares what the reader obtained (m.got) with the latest
 // writes over [s, e).
 func (m *Memory) checkStale(a *Access, s, e uint64) {
-	if at, got, want, found := firstDiff(&m.got, &m.latest, s, e); found {
+	if at, got, want, found := firstDiff(m.got, &m.latest, s, e); found {
 		a.Stale, a.StaleAt, a.Got, a.Want = true, PhysAddr(at), got, want
 	}
 }
@@ -501,13 +552,28 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 	s := uint64(pa)
 	m.dramRead(s, end)
 	if coherent {
+		// Dirty lines replace DRAM's versions. A line is dirty in one
+		// cache at most, so the caches' dirty pieces are disjoint; in
+		// address order once sorted, when more than one cache has some.
+		top := m.dirty[:0]
+		from := 0
 		for _, c := range m.caches {
 			c.lines.each(s, end, func(ps, pe uint64, l lineState) bool {
 				if l.dirty {
-					m.got.set(ps, pe, l.ver)
+					top = append(top, span[Version]{ps, pe, l.ver})
 				}
 				return true
 			})
+			if from > 0 && len(top) > from {
+				slices.SortFunc(top, func(a, b span[Version]) int { return cmp.Compare(a.start, b.start) })
+			}
+			if len(top) > 0 {
+				from = len(top)
+			}
+		}
+		m.dirty = top
+		if len(top) > 0 {
+			m.overlay(top)
 		}
 	}
 	m.checkStale(&a, s, end)

@@ -203,8 +203,16 @@ type Memory struct {
 	hints uint64
 
 	// Scratch, reused so that an access allocates nothing.
-	got  spanMap[Version] // what the current reader obtained
-	segs []PhysRange
+	// got is what the current reader obtained: spans in address order,
+	// disjoint, merged, none of version 0 (gotAdd). A list, not a map:
+	// it is built in address order and only walked.
+	got []span[Version]
+	// dirty holds a coherent device read's dirty cache lines, under
+	// m.got's spans before overlay lays them over DRAM's (deviceRead).
+	dirty, under []span[Version]
+	// linePieces are the spans a fill or a cached write assigns.
+	linePieces []span[lineState]
+	segs       []PhysRange
 	// remote counts, per home node, the bytes of the current CPU access
 	// that land on another node than the CPU's (charge).
 	remote []uint64
@@ -219,6 +227,7 @@ type Memory struct {
 	faultEntry sim.Time
 	faultOn    bool
 	cand       []extent
+	candGap    []bool // cand[i] is a run of missed lines, not a prefetch
 	gap        []extent
 }
 

@@ -81,23 +81,33 @@ func (m *Memory) fill(c *cache, s, e uint64) {
 	m.gap = m.gap[:0]
 	c.lines.gaps(s, e, func(gs, ge uint64) { m.gap = append(m.gap, extent{gs, ge}) })
 	for _, g := range m.gap {
-		c.seq++
-		seq := c.seq
-		x := g.start
-		m.dram.each(g.start, g.end, func(ds, de uint64, v Version) bool {
-			if ds > x {
-				c.lines.set(x, ds, lineState{seq: seq})
-			}
-			c.lines.set(ds, de, lineState{ver: v, seq: seq})
-			x = de
-			return true
-		})
-		if x < g.end {
-			c.lines.set(x, g.end, lineState{seq: seq})
-		}
-		c.used += g.end - g.start
-		c.fifo = append(c.fifo, fillRec{g.start, g.end, seq})
+		m.fillGap(c, g.start, g.end)
 	}
+}
+
+// fillGap brings [s, e), line-aligned and with no line present, into c
+// as one fill holding DRAM's versions, clean: one write of the cache's
+// map, however many versions DRAM holds there.
+func (m *Memory) fillGap(c *cache, s, e uint64) {
+	c.seq++
+	seq := c.seq
+	x := s
+	pieces := m.linePieces[:0]
+	m.dram.each(s, e, func(ds, de uint64, v Version) bool {
+		if ds > x {
+			pieces = append(pieces, span[lineState]{x, ds, lineState{seq: seq}})
+		}
+		pieces = append(pieces, span[lineState]{ds, de, lineState{ver: v, seq: seq}})
+		x = de
+		return true
+	})
+	if x < e {
+		pieces = append(pieces, span[lineState]{x, e, lineState{seq: seq}})
+	}
+	m.linePieces = pieces
+	c.lines.assign(s, e, pieces)
+	c.used += e - s
+	c.fifo = append(c.fifo, fillRec{s, e, seq})
 }
 
 // writeBack copies the dirty bytes of c in [s, e) to DRAM and says
@@ -128,10 +138,21 @@ func (m *Memory) discard(c *cache, s, e uint64) {
 	c.lines.remove(s, e)
 }
 
-// flush writes back and drops the lines of [s, e) (line-aligned).
+// flush writes back and drops the lines of [s, e) (line-aligned):
+// writeBack and discard in one pass over the lines.
 func (m *Memory) flush(c *cache, s, e uint64) {
-	m.writeBack(c, s, e)
-	m.discard(c, s, e)
+	var n uint64
+	c.lines.each(s, e, func(ps, pe uint64, l lineState) bool {
+		if l.dirty {
+			m.dram.set(ps, pe, l.ver)
+		}
+		n += pe - ps
+		return true
+	})
+	if n > 0 {
+		c.used -= n
+		c.lines.remove(s, e)
+	}
 }
 
 // evict drops the oldest fills' lines, writing dirty ones back, until c
@@ -210,23 +231,34 @@ func (c *cache) live(r fillRec) bool {
 func (m *Memory) cacheRead(node int, s, e uint64) {
 	c := m.caches[node]
 	ls, le := c.cover(s, e)
-	m.cand = m.cand[:0]
+	m.cand, m.candGap = m.cand[:0], m.candGap[:0]
 	c.lines.gaps(ls, le, func(gs, ge uint64) {
 		m.cand = append(m.cand, extent{gs, ge})
+		m.candGap = append(m.candGap, true)
 		if c.prefetch > 0 {
 			pageEnd := alignDown(ge-1, PageSize) + PageSize
 			if we := min(ge+c.prefetch*c.line, pageEnd); we > ge {
 				m.cand = append(m.cand, extent{ge, we})
+				m.candGap = append(m.candGap, false)
 			}
 		}
 	})
-	for _, r := range m.cand {
+	// A missed run is still all missing when it is filled, unless the
+	// prefetch of the run before reached into it: then fill looks for
+	// what is left, as it does for the prefetched lines.
+	var done uint64
+	for i, r := range m.cand {
 		m.snoop(node, r.start, r.end, false)
-		m.fill(c, r.start, r.end)
+		if m.candGap[i] && r.start >= done {
+			m.fillGap(c, r.start, r.end)
+		} else {
+			m.fill(c, r.start, r.end)
+		}
+		done = max(done, r.end)
 	}
-	m.got.reset()
+	m.got = m.got[:0]
 	c.lines.each(s, e, func(ps, pe uint64, l lineState) bool {
-		m.got.set(ps, pe, l.ver)
+		m.gotAdd(ps, pe, l.ver)
 		return true
 	})
 	m.evict(c)
@@ -240,10 +272,26 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 	ls, le := c.cover(s, e)
 	m.snoop(node, s, e, true)
 	m.fill(c, ls, le)
-	dirty := func(l lineState) lineState { l.dirty = true; return l }
-	c.lines.update(ls, s, dirty)
-	c.lines.update(e, le, dirty)
-	c.lines.update(s, e, func(l lineState) lineState { l.ver, l.dirty = v, true; return l })
+	// One pass over the lines: all of [ls, le) dirty, the bytes of
+	// [s, e) at v, written back as one assignment.
+	pieces := m.linePieces[:0]
+	c.lines.each(ls, le, func(ps, pe uint64, l lineState) bool {
+		l.dirty = true
+		if ps < s {
+			pieces = append(pieces, span[lineState]{ps, min(pe, s), l})
+		}
+		if a, b := max(ps, s), min(pe, e); a < b {
+			w := l
+			w.ver = v
+			pieces = append(pieces, span[lineState]{a, b, w})
+		}
+		if pe > e {
+			pieces = append(pieces, span[lineState]{max(ps, e), pe, l})
+		}
+		return true
+	})
+	m.linePieces = pieces
+	c.lines.assign(ls, le, pieces)
 	m.latest.set(s, e, v)
 	m.evict(c)
 }

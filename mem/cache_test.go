@@ -1,6 +1,7 @@
 package mem
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -215,6 +216,26 @@ func TestDeviceAccessCoherence(t *testing.T) {
 			verified(t, m)
 		})
 	}
+}
+
+// TestCoherentReadTwoCaches: a snooping device read takes dirty lines
+// from both nodes' caches, node 1's below node 0's in the range.
+func TestCoherentReadTwoCaches(t *testing.T) {
+	m := newMem(t, testSpec(1*giB, 1*giB), Options{Payload: true})
+	pa, va := buf(t, m, 0, PageSize)
+	m.DeviceWrite("dev", false, pa, PageSize)
+	m.WriteBytes(nil, 1, va+8, []byte{1, 2, 3})
+	m.WriteBytes(nil, 0, va+200, []byte{4, 5})
+	got := make([]byte, 256)
+	a := m.DeviceReadBytes("dev", true, pa, got)
+	checkFresh(t, "device read", a)
+	want := make([]byte, 256)
+	copy(want[8:], []byte{1, 2, 3})
+	copy(want[200:], []byte{4, 5})
+	if !bytes.Equal(got, want) {
+		t.Errorf("device read %v, want %v", got, want)
+	}
+	verified(t, m)
 }
 
 func TestStaleExactVersions(t *testing.T) {

@@ -86,8 +86,9 @@
 //
 // Every write, by a CPU or a device, takes the next Version of one global
 // counter. Interval maps (sorted spans of equal value, split on write,
-// merged when equal neighbours touch, kept in a skip list so that a
-// write costs the logarithm of the spans held plus the spans it touches)
+// merged when equal neighbours touch, kept in small sorted arrays under
+// an index of their ends, so that a lookup is two binary searches and a
+// write moves at most an array's spans)
 // hold the version of every byte in
 // DRAM, of the latest write (the logical truth), and of every cached
 // copy, with its line's fill and dirty bit. A reader obtains versions

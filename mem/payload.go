@@ -33,13 +33,16 @@ func (m *Memory) assemble(buf []byte, s, e uint64) {
 	if !m.opt.Payload {
 		return
 	}
-	m.got.each(s, e, func(ps, pe uint64, v Version) bool {
-		for _, j := range m.journal[v] {
+	for _, g := range m.got {
+		ps, pe := max(g.start, s), min(g.end, e)
+		if ps >= pe {
+			continue
+		}
+		for _, j := range m.journal[g.v] {
 			js, je := j.pa, j.pa+uint64(len(j.data))
 			if lo, hi := max(ps, js), min(pe, je); lo < hi {
 				copy(buf[lo-s:hi-s], j.data[lo-js:hi-js])
 			}
 		}
-		return true
-	})
+	}
 }

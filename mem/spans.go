@@ -1,6 +1,9 @@
 package mem
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // span is one piece of a spanMap: every address in [start, end) holds v.
 type span[V comparable] struct {
@@ -16,141 +19,119 @@ type span[V comparable] struct {
 // representation is canonical: one function from addresses to values
 // has one set of spans.
 //
-// The spans are the bottom list of a skip list (Pugh, "Skip lists: a
-// probabilistic alternative to balanced trees", CACM 1990), so that a
-// lookup, and a write that touches k spans, cost O(log n + k) whatever
-// the number n of spans and wherever the write lands. A sorted slice
-// moved every span after an insert: a streaming ring of 16,384 buffers
-// spent most of its time in memmove. A skip list rather than a B-tree
-// or a balanced binary tree because a write replaces a run of
-// consecutive spans, which in a skip list is relinking the run's
-// neighbours at each level, with no rebalancing, no node splits or
-// merges, and forward iteration is the bottom list. Levels are drawn
-// from a generator private to the map with a fixed seed: the list's
-// shape never depends on anything outside the map, and nothing a caller
-// sees depends on the shape. Nodes and their forward pointers come from
-// slabs and are reused through free lists, so that a map whose span
-// count is steady allocates nothing.
+// The spans are kept in leaves, small sorted arrays of at most leafCap
+// spans each, in address order, with an index of the leaves' last ends
+// (a B+-tree of two levels). A lookup is a binary search of the index,
+// then a scan of one leaf: a few dozen comparisons over contiguous memory,
+// where the skip list this replaced followed some twenty pointers to
+// scattered nodes. A write that touches k spans moves at most a leaf's
+// spans, plus, when a leaf splits or empties, the index entries after
+// it. A sorted slice of all spans moved every span after an insert: a
+// streaming ring of 16,384 buffers holds tens of thousands of spans and
+// spent most of its time in memmove. The index is one entry per leaf
+// (a leaf holds leafCap/4 spans or more, but when the map has one leaf),
+// so it moves leafCap/4 to leafCap times less, and only on a split or
+// an emptied leaf.
+//
+// Accesses on a stream land near the last one, or near the one before
+// (a buffer, then its descriptor): the map remembers the last two
+// leaves its lookups landed in and checks them first. Nothing a caller
+// sees depends on the leaves' shape. Leaves are reused through a free
+// list, so that a map whose span count is steady allocates nothing.
 type spanMap[V comparable] struct {
-	head  [maxLevel]*spanNode[V] // the first node at each level
-	level int                    // levels in use
-	n     int                    // spans
-	rng   uint64                 // xorshift state for levels
+	leaves []*spanLeaf[V] // in address order, none empty
+	ends   []uint64       // ends[i] is the end of leaves[i]'s last span
+	n      int            // spans
+	hint   [2]int         // the leaves of the last lookups (checked, not trusted)
+	free   []*spanLeaf[V]
 
-	free  [maxLevel + 1]*spanNode[V] // freed nodes by level, linked by next[0]
-	slab  []spanNode[V]
-	ptrs  []*spanNode[V]
-	slabN int // the next slab's size
-
-	// scratch holds the pieces update collects before it writes.
-	scratch []span[V]
+	// scratch holds the pieces update collects before it writes;
+	// merged, what assign puts in place of the spans a write overlaps;
+	// all, a leaf's spans and the pieces of a splice that overflows it.
+	scratch, merged, all []span[V]
 }
 
-// spanNode is one span in the skip list, with its forward pointers, one
-// per level it is on.
-type spanNode[V comparable] struct {
-	span[V]
-	next []*spanNode[V]
+// leafCap is the most spans a leaf holds. Small enough that moving a
+// leaf's spans to make room costs little (a span is 24 to 40 bytes),
+// large enough that the index is short.
+const leafCap = 32
+
+// spanLeaf is a run of consecutive spans of a map, s[:n].
+type spanLeaf[V comparable] struct {
+	n int
+	s [leafCap]span[V]
 }
 
-const (
-	// maxLevel bounds the levels: with p = 1/4, 4^20 spans.
-	maxLevel = 20
-	// rngSeed is every map's level generator's first state.
-	rngSeed = 0x9e3779b97f4a7c15
-)
-
-// randomLevel draws a node's level: 1, and one more with probability
-// 1/4 at a time, as Pugh recommends for speed and space.
-func (m *spanMap[V]) randomLevel() int {
-	if m.rng == 0 {
-		m.rng = rngSeed
+// leafOf is the index of the first leaf whose last span ends after x,
+// len(m.leaves) when none does.
+func (m *spanMap[V]) leafOf(x uint64) int {
+	ends := m.ends
+	if h := m.hint[0]; h < len(ends) && ends[h] > x && (h == 0 || ends[h-1] <= x) {
+		return h
 	}
-	x := m.rng
-	x ^= x << 13
-	x ^= x >> 7
-	x ^= x << 17
-	m.rng = x
-	h := 1
-	for x&3 == 0 && h < maxLevel {
-		h++
-		x >>= 2
+	if h := m.hint[1]; h < len(ends) && ends[h] > x && (h == 0 || ends[h-1] <= x) {
+		m.hint[0], m.hint[1] = h, m.hint[0]
+		return h
 	}
-	return h
-}
-
-// alloc returns a node of level h holding sp, from the free list or a
-// slab.
-func (m *spanMap[V]) alloc(sp span[V], h int) *spanNode[V] {
-	if n := m.free[h]; n != nil {
-		m.free[h] = n.next[0]
-		n.next[0] = nil
-		n.span = sp
-		return n
-	}
-	if len(m.slab) == 0 {
-		m.slabN = min(max(2*m.slabN, 8), 1024)
-		m.slab = make([]spanNode[V], m.slabN)
-	}
-	if len(m.ptrs) < h {
-		m.ptrs = make([]*spanNode[V], max(2*m.slabN, maxLevel))
-	}
-	n := &m.slab[0]
-	m.slab = m.slab[1:]
-	n.next, m.ptrs = m.ptrs[:h:h], m.ptrs[h:]
-	n.span = sp
-	return n
-}
-
-// release puts n on its level's free list.
-func (m *spanMap[V]) release(n *spanNode[V]) {
-	h := len(n.next)
-	clear(n.next)
-	n.span = span[V]{}
-	n.next[0] = m.free[h]
-	m.free[h] = n
-}
-
-// nextAt is the node after x at level l (x nil: the head).
-func (m *spanMap[V]) nextAt(x *spanNode[V], l int) *spanNode[V] {
-	if x == nil {
-		return m.head[l]
-	}
-	return x.next[l]
-}
-
-// setNext makes y the node after x at level l (x nil: the head).
-func (m *spanMap[V]) setNext(x *spanNode[V], l int, y *spanNode[V]) {
-	if x == nil {
-		m.head[l] = y
-	} else {
-		x.next[l] = y
-	}
-}
-
-// search fills upd with, at each level in use, the last node ending at
-// or before x (nil for the head), and returns the first node ending
-// after x (nil when none).
-func (m *spanMap[V]) search(x uint64, upd *[maxLevel]*spanNode[V]) *spanNode[V] {
-	var p *spanNode[V]
-	for l := m.level - 1; l >= 0; l-- {
-		for q := m.nextAt(p, l); q != nil && q.end <= x; q = q.next[l] {
-			p = q
-		}
-		upd[l] = p
-	}
-	return m.nextAt(p, 0)
-}
-
-// find is the first span that ends after x, nil when none.
-func (m *spanMap[V]) find(x uint64) *spanNode[V] {
-	var p *spanNode[V]
-	for l := m.level - 1; l >= 0; l-- {
-		for q := m.nextAt(p, l); q != nil && q.end <= x; q = q.next[l] {
-			p = q
+	lo, hi := 0, len(ends)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if ends[mid] <= x {
+			lo = mid + 1
+		} else {
+			hi = mid
 		}
 	}
-	return m.nextAt(p, 0)
+	if lo < len(ends) {
+		m.hint[0], m.hint[1] = lo, m.hint[0]
+	}
+	return lo
+}
+
+// seek is the position (leaf, index in it) of the first span that ends
+// after x; (len(m.leaves), 0) when none does.
+func (m *spanMap[V]) seek(x uint64) (int, int) {
+	li := m.leafOf(x)
+	if li == len(m.leaves) {
+		return li, 0
+	}
+	// l's last span ends after x, so the scan stops inside l. A scan,
+	// not a binary search: over at most leafCap spans in order, its
+	// branch is mispredicted once, where it stops, where a binary
+	// search's is at every other halving.
+	l := m.leaves[li]
+	i := 0
+	for l.s[i].end <= x {
+		i++
+	}
+	return li, i
+}
+
+// at is the span at position (li, i), nil at the end.
+func (m *spanMap[V]) at(li, i int) *span[V] {
+	if li == len(m.leaves) {
+		return nil
+	}
+	return &m.leaves[li].s[i]
+}
+
+// next is the position after (li, i), which must hold a span.
+func (m *spanMap[V]) next(li, i int) (int, int) {
+	if i++; i == m.leaves[li].n {
+		return li + 1, 0
+	}
+	return li, i
+}
+
+// prev is the position before (li, i), ok false at the first span.
+func (m *spanMap[V]) prev(li, i int) (int, int, bool) {
+	switch {
+	case i > 0:
+		return li, i - 1, true
+	case li > 0:
+		return li - 1, m.leaves[li-1].n - 1, true
+	}
+	return 0, 0, false
 }
 
 // len is the number of spans.
@@ -158,19 +139,19 @@ func (m *spanMap[V]) len() int { return m.n }
 
 // reset empties the map and keeps its storage.
 func (m *spanMap[V]) reset() {
-	for x := m.head[0]; x != nil; {
-		next := x.next[0]
-		m.release(x)
-		x = next
+	for _, l := range m.leaves {
+		l.n = 0
+		m.free = append(m.free, l)
 	}
-	m.head = [maxLevel]*spanNode[V]{}
-	m.level, m.n = 0, 0
+	clear(m.leaves)
+	m.leaves, m.ends = m.leaves[:0], m.ends[:0]
+	m.n, m.hint = 0, [2]int{}
 }
 
 // get is the value at x.
 func (m *spanMap[V]) get(x uint64) V {
-	if n := m.find(x); n != nil && n.start <= x {
-		return n.v
+	if s := m.at(m.seek(x)); s != nil && s.start <= x {
+		return s.v
 	}
 	var zero V
 	return zero
@@ -182,136 +163,244 @@ func (m *spanMap[V]) set(start, end uint64, v V) {
 		return
 	}
 	var zero V
-	var upd [maxLevel]*spanNode[V]
-	first := m.search(start, &upd)
-	// The run of spans [start, end) overlaps: first and k spans in all,
-	// last the last of them.
+	li, i := m.seek(start)
+	if v != zero && li < len(m.leaves) {
+		// A write over exactly one span, whose neighbours do not hold
+		// the new value, changes that span's value alone: a ring's
+		// buffer written again, a descriptor's status.
+		x := &m.leaves[li].s[i]
+		if x.start == start && x.end == end {
+			pli, pi, ok := m.prev(li, i)
+			nli, ni := m.next(li, i)
+			if p, a := m.at(pli, pi), m.at(nli, ni); (!ok || p.end != start || p.v != v) && (a == nil || a.start != end || a.v != v) {
+				x.v = v
+				return
+			}
+		}
+	}
+	one := [1]span[V]{{start, end, v}}
+	pieces := one[:]
+	if v == zero {
+		pieces = pieces[:0]
+	}
+	m.assignAt(li, i, start, end, pieces)
+}
+
+// assign makes [start, end) hold pieces, and the zero value where no
+// piece is: pieces must be in address order, disjoint, inside [start,
+// end), and hold no zero value; touching pieces may hold the same value
+// (assign merges them). The addresses outside [start, end) keep their
+// values. It is one search and one splice whatever the pieces, where a
+// set per piece is a search and a splice each.
+func (m *spanMap[V]) assign(start, end uint64, pieces []span[V]) {
+	if start >= end {
+		return
+	}
+	li, i := m.seek(start)
+	m.assignAt(li, i, start, end, pieces)
+}
+
+// assignAt is assign given (li, i) = m.seek(start).
+func (m *spanMap[V]) assignAt(li, i int, start, end uint64, pieces []span[V]) {
+	// The run of spans [start, end) overlaps: k spans from (li, i),
+	// first and last the first and last of them, (lj, j) the position
+	// after them.
 	k := 0
-	last := first
-	for x := first; x != nil && x.start < end; x = x.next[0] {
-		last = x
+	var first, last span[V]
+	lj, j := li, i
+	for lj < len(m.leaves) {
+		x := &m.leaves[lj].s[j]
+		if x.start >= end {
+			break
+		}
+		if k == 0 {
+			first = *x
+		}
+		last = *x
 		k++
+		lj, j = m.next(lj, j)
 	}
-	var buf [3]span[V]
-	pieces := buf[:0]
-	if k > 0 && first.start < start {
-		pieces = append(pieces, span[V]{first.start, start, first.v})
-	}
-	if v != zero {
-		pieces = append(pieces, span[V]{start, end, v})
-	}
-	if k > 0 && last.end > end {
-		pieces = append(pieces, span[V]{end, last.end, last.v})
-	}
-	// Merge the new pieces with each other and with the untouched
-	// neighbours on either side.
-	merged := pieces[:0]
-	for _, p := range pieces {
+	// What replaces the run: the part of first before start, the pieces
+	// merged where equal ones touch, the part of last after end.
+	merged := m.merged[:0]
+	add := func(p span[V]) {
 		if n := len(merged); n > 0 && merged[n-1].end == p.start && merged[n-1].v == p.v {
 			merged[n-1].end = p.end
-			continue
+			return
 		}
 		merged = append(merged, p)
 	}
+	if k > 0 && first.start < start {
+		add(span[V]{first.start, start, first.v})
+	}
+	for _, p := range pieces {
+		add(p)
+	}
+	if k > 0 && last.end > end {
+		add(span[V]{end, last.end, last.v})
+	}
+	// Merge with the untouched neighbours on either side.
 	if len(merged) > 0 {
-		// The node after the run: first itself when the run is empty.
-		after := first
-		if k > 0 {
-			after = last.next[0]
-		}
-		if prev := upd[0]; prev != nil && prev.end == merged[0].start && prev.v == merged[0].v {
-			merged[0].start = prev.start
-			first = m.search(prev.start, &upd)
-			if k == 0 {
-				last = first
+		if pli, pi, ok := m.prev(li, i); ok {
+			if p := m.at(pli, pi); p.end == merged[0].start && p.v == merged[0].v {
+				merged[0].start = p.start
+				li, i = pli, pi
+				k++
 			}
-			k++
 		}
-		if l := &merged[len(merged)-1]; after != nil && after.start == l.end && after.v == l.v {
-			l.end = after.end
-			if k == 0 {
-				first = after
-			}
-			last = after
+		if a, l := m.at(lj, j), &merged[len(merged)-1]; a != nil && a.start == l.end && a.v == l.v {
+			l.end = a.end
 			k++
 		}
 	}
-	m.replace(first, k, merged, &upd)
-}
-
-// replace puts pieces (in order, disjoint) in place of the k spans
-// starting at first, which upd's nodes precede at every level: it
-// rewrites as many of them as there are pieces, unlinks the rest and
-// links new nodes for pieces left over.
-func (m *spanMap[V]) replace(first *spanNode[V], k int, pieces []span[V], upd *[maxLevel]*spanNode[V]) {
-	keep := min(k, len(pieces))
-	if k > keep {
-		// Unlink the run's spans after the first keep while the list is
-		// still in order: at each level, from the last node before them,
-		// skip every node that starts inside them.
-		d := first
-		for range keep {
-			d = d.next[0]
-		}
-		from, to := d.start, d.end
-		var pre [maxLevel]*spanNode[V]
-		if keep > 0 {
-			m.search(from, &pre)
-		} else {
-			pre = *upd
-		}
-		x := d
-		for range k - keep {
-			to = x.end
-			x = x.next[0]
-		}
-		for l := 0; l < m.level; l++ {
-			q := m.nextAt(pre[l], l)
-			for q != nil && q.start < to && q.start >= from {
-				q = q.next[l]
-			}
-			m.setNext(pre[l], l, q)
-		}
-		for y := d; y != x; {
-			next := y.next[0]
-			m.release(y)
-			y = next
-		}
-		m.n -= k - keep
-		for m.level > 0 && m.head[m.level-1] == nil {
-			m.level--
-		}
-	}
-	// Rewrite the kept spans in place: the order holds, since the
-	// pieces cover what they covered.
-	x := first
-	for i := range keep {
-		x.span = pieces[i]
-		if i < keep-1 {
-			x = x.next[0]
-		}
-	}
-	if keep == len(pieces) {
+	m.merged = merged
+	if k == 0 && len(merged) == 0 {
 		return
 	}
-	// Link the pieces left after the last one written (or where the run
-	// was).
-	if keep > 0 {
-		m.search(x.end, upd)
-	}
-	for _, sp := range pieces[keep:] {
-		h := m.randomLevel()
-		for ; m.level < h; m.level++ {
-			upd[m.level] = nil
+	m.splice(li, i, k, merged)
+}
+
+// splice puts pieces (in order, disjoint, fitting between the spans
+// around) in place of the k spans from position (li, i).
+func (m *spanMap[V]) splice(li, i, k int, pieces []span[V]) {
+	m.n += len(pieces) - k
+	if li == len(m.leaves) {
+		// After the last span, so k is 0: append to the last leaf.
+		if li == 0 {
+			m.insertLeaf(0)
+			li++
 		}
-		n := m.alloc(sp, h)
-		for l := range h {
-			n.next[l] = m.nextAt(upd[l], l)
-			m.setNext(upd[l], l, n)
-			upd[l] = n
-		}
-		m.n++
+		li--
+		i = m.leaves[li].n
 	}
+	l := m.leaves[li]
+	p := len(pieces)
+	if i+k <= l.n && l.n-k+p <= leafCap {
+		// Inside one leaf, which has room: the common case.
+		if p != k {
+			copy(l.s[i+p:], l.s[i+k:l.n])
+		}
+		copy(l.s[i:], pieces)
+		l.n += p - k
+		m.fix(li)
+		return
+	}
+	// Remove the run: the end of l, whole leaves after it, then the
+	// start of the leaf after those.
+	r := min(k, l.n-i)
+	copy(l.s[i:], l.s[i+r:l.n])
+	l.n -= r
+	k -= r
+	j := li + 1
+	for k > 0 && k >= m.leaves[j].n {
+		k -= m.leaves[j].n
+		j++
+	}
+	if j > li+1 {
+		for _, d := range m.leaves[li+1 : j] {
+			d.n = 0
+			m.free = append(m.free, d)
+		}
+		m.leaves = slices.Delete(m.leaves, li+1, j)
+		m.ends = slices.Delete(m.ends, li+1, j)
+	}
+	if k > 0 {
+		d := m.leaves[li+1]
+		copy(d.s[:], d.s[k:d.n])
+		d.n -= k
+	}
+	// Insert the pieces at i in l; when they do not fit, l and as many
+	// new leaves after it as needed share l's spans and the pieces
+	// evenly (each more than half full).
+	c := 1
+	if l.n+p <= leafCap {
+		copy(l.s[i+p:], l.s[i:l.n])
+		copy(l.s[i:], pieces)
+		l.n += p
+	} else {
+		all := append(append(append(m.all[:0], l.s[:i]...), pieces...), l.s[i:l.n]...)
+		m.all = all
+		c = (len(all) + leafCap - 1) / leafCap
+		for q := range c {
+			part := all[q*len(all)/c : (q+1)*len(all)/c]
+			d := l
+			if q > 0 {
+				d = m.insertLeaf(li + q)
+			}
+			d.n = copy(d.s[:], part)
+			m.ends[li+q] = d.s[d.n-1].end
+		}
+	}
+	// From the right, so that a leaf fix removes does not move the
+	// ones left to fix: the leaf whose start was removed, then l.
+	if k > 0 {
+		m.fix(li + c)
+	} else if li+1 < len(m.leaves) {
+		m.fix(li + 1)
+	}
+	m.fix(li)
+}
+
+// insertLeaf puts an empty leaf at index li of the leaves and returns
+// it; the caller fills it and its end.
+func (m *spanMap[V]) insertLeaf(li int) *spanLeaf[V] {
+	var l *spanLeaf[V]
+	if n := len(m.free); n > 0 {
+		l = m.free[n-1]
+		m.free = m.free[:n-1]
+	} else {
+		l = new(spanLeaf[V])
+	}
+	m.leaves = slices.Insert(m.leaves, li, l)
+	m.ends = slices.Insert(m.ends, li, 0)
+	return l
+}
+
+// fix restores leaf li's end in the index after a change to it, and the
+// leaves' invariant: none empty, none with fewer than leafCap/4 spans
+// unless it is the only one. A small leaf is merged with a neighbour
+// when both fit in one, else the two share their spans evenly.
+func (m *spanMap[V]) fix(li int) {
+	l := m.leaves[li]
+	if l.n == 0 {
+		m.free = append(m.free, l)
+		m.leaves = slices.Delete(m.leaves, li, li+1)
+		m.ends = slices.Delete(m.ends, li, li+1)
+		return
+	}
+	m.ends[li] = l.s[l.n-1].end
+	if l.n >= leafCap/4 || len(m.leaves) == 1 {
+		return
+	}
+	a, b := li, li+1
+	if b == len(m.leaves) {
+		a, b = li-1, li
+	}
+	la, lb := m.leaves[a], m.leaves[b]
+	if la.n+lb.n <= leafCap {
+		copy(la.s[la.n:], lb.s[:lb.n])
+		la.n += lb.n
+		lb.n = 0
+		m.ends[a] = m.ends[b]
+		m.free = append(m.free, lb)
+		m.leaves = slices.Delete(m.leaves, b, b+1)
+		m.ends = slices.Delete(m.ends, b, b+1)
+		return
+	}
+	h := (la.n + lb.n) / 2
+	if d := la.n - h; d > 0 {
+		copy(lb.s[d:], lb.s[:lb.n])
+		copy(lb.s[:d], la.s[h:la.n])
+		lb.n += d
+	} else {
+		d = -d
+		copy(la.s[la.n:], lb.s[:d])
+		copy(lb.s[:], lb.s[d:lb.n])
+		lb.n -= d
+	}
+	la.n = h
+	m.ends[a] = la.s[la.n-1].end
+	m.ends[b] = lb.s[lb.n-1].end
 }
 
 // remove makes [start, end) hold the zero value.
@@ -327,26 +416,37 @@ func (m *spanMap[V]) update(start, end uint64, f func(V) V) {
 	if start >= end {
 		return
 	}
+	var zero V
 	m.scratch = m.scratch[:0]
+	changed := false
 	m.each(start, end, func(s, e uint64, v V) bool {
-		if w := f(v); w != v {
+		w := f(v)
+		changed = changed || w != v
+		if w != zero {
 			m.scratch = append(m.scratch, span[V]{s, e, w})
 		}
 		return true
 	})
-	// The map is canonical: writing each changed piece gives the spans
-	// of the function that results.
-	for _, sp := range m.scratch {
-		m.set(sp.start, sp.end, sp.v)
+	// The pieces leave out what holds the zero value, which stays so.
+	if changed {
+		m.assign(start, end, m.scratch)
 	}
 }
 
 // each calls f for every span piece inside [start, end), clipped to it,
 // in address order, until f returns false. f must not change m.
 func (m *spanMap[V]) each(start, end uint64, f func(s, e uint64, v V) bool) {
-	for x := m.find(start); x != nil && x.start < end; x = x.next[0] {
-		if !f(max(x.start, start), min(x.end, end), x.v) {
-			return
+	li, i := m.seek(start)
+	for ; li < len(m.leaves); li, i = li+1, 0 {
+		l := m.leaves[li]
+		for ; i < l.n; i++ {
+			x := &l.s[i]
+			if x.start >= end {
+				return
+			}
+			if !f(max(x.start, start), min(x.end, end), x.v) {
+				return
+			}
 		}
 	}
 }
@@ -355,11 +455,20 @@ func (m *spanMap[V]) each(start, end uint64, f func(s, e uint64, v V) bool) {
 // value, in address order. f must not change m.
 func (m *spanMap[V]) gaps(start, end uint64, f func(s, e uint64)) {
 	p := start
-	for x := m.find(start); x != nil && x.start < end; x = x.next[0] {
-		if x.start > p {
-			f(p, x.start)
+	li, i := m.seek(start)
+loop:
+	for ; li < len(m.leaves); li, i = li+1, 0 {
+		l := m.leaves[li]
+		for ; i < l.n; i++ {
+			x := &l.s[i]
+			if x.start >= end {
+				break loop
+			}
+			if x.start > p {
+				f(p, x.start)
+			}
+			p = x.end
 		}
-		p = x.end
 	}
 	if p < end {
 		f(p, end)
@@ -377,15 +486,15 @@ func (m *spanMap[V]) covered(start, end uint64) uint64 {
 // spans is every span in address order (a copy), for checks and tests.
 func (m *spanMap[V]) spans() []span[V] {
 	out := make([]span[V], 0, m.n)
-	for x := m.head[0]; x != nil; x = x.next[0] {
-		out = append(out, x.span)
+	for _, l := range m.leaves {
+		out = append(out, l.s[:l.n]...)
 	}
 	return out
 }
 
 // check verifies the representation: sorted, disjoint, non-empty,
-// non-zero, maximally merged; every level a sublist of the one below,
-// in order; the count right.
+// non-zero, maximally merged; the leaves within their bounds and the
+// index's ends theirs; the count right.
 func (m *spanMap[V]) check() error {
 	var zero V
 	s := m.spans()
@@ -407,55 +516,58 @@ func (m *spanMap[V]) check() error {
 		}
 	}
 	if len(s) != m.n {
-		return fmt.Errorf("%d spans counted, %d linked", m.n, len(s))
+		return fmt.Errorf("%d spans counted, %d held", m.n, len(s))
 	}
-	for l := 1; l < maxLevel; l++ {
-		if l >= m.level {
-			if m.head[l] != nil {
-				return fmt.Errorf("level %d linked above the %d in use", l, m.level)
-			}
-			continue
-		}
-		below := m.head[l-1]
-		for x := m.head[l]; x != nil; x = x.next[l] {
-			for below != nil && below != x {
-				below = below.next[l-1]
-			}
-			if below == nil {
-				return fmt.Errorf("level %d: span [%#x, %#x) missing from level %d or out of order", l, x.start, x.end, l-1)
-			}
-		}
+	if len(m.ends) != len(m.leaves) {
+		return fmt.Errorf("%d leaves, %d ends", len(m.leaves), len(m.ends))
 	}
-	if m.level > 0 && m.head[m.level-1] == nil {
-		return fmt.Errorf("top level %d empty", m.level-1)
+	for i, l := range m.leaves {
+		if l.n < 1 || l.n > leafCap || (l.n < leafCap/4 && len(m.leaves) > 1) {
+			return fmt.Errorf("leaf %d holds %d spans", i, l.n)
+		}
+		if m.ends[i] != l.s[l.n-1].end {
+			return fmt.Errorf("leaf %d ends at %#x, its index entry says %#x", i, l.s[l.n-1].end, m.ends[i])
+		}
 	}
 	return nil
 }
 
 // firstDiff is the first address in [start, end) where a and b differ,
-// with their values there.
-func firstDiff[V comparable](a, b *spanMap[V], start, end uint64) (at uint64, va, vb V, found bool) {
-	na, nb := a.find(start), b.find(start)
+// with their values there. a is spans in address order, disjoint, as
+// a map holds them (an address in no span holds the zero value).
+func firstDiff[V comparable](a []span[V], b *spanMap[V], start, end uint64) (at uint64, va, vb V, found bool) {
+	ia, _ := slices.BinarySearchFunc(a, start, func(s span[V], x uint64) int {
+		if s.end <= x {
+			return -1
+		}
+		return 1
+	})
+	lb, ib := b.seek(start)
 	for x := start; x < end; {
-		ya, ea := valueAt(na, x, end)
-		yb, eb := valueAt(nb, x, end)
+		var sa *span[V]
+		if ia < len(a) {
+			sa = &a[ia]
+		}
+		ya, ea := valueAt(sa, x, end)
+		yb, eb := valueAt(b.at(lb, ib), x, end)
 		if ya != yb {
 			return x, ya, yb, true
 		}
 		x = min(ea, eb)
-		for na != nil && na.end <= x {
-			na = na.next[0]
+		for ia < len(a) && a[ia].end <= x {
+			ia++
 		}
-		for nb != nil && nb.end <= x {
-			nb = nb.next[0]
+		for lb < len(b.leaves) && b.leaves[lb].s[ib].end <= x {
+			lb, ib = b.next(lb, ib)
 		}
 	}
 	return 0, va, vb, false
 }
 
-// valueAt is the value at x, given n = the first span ending after x,
-// and the address where that value may next change (at most end).
-func valueAt[V comparable](n *spanNode[V], x, end uint64) (V, uint64) {
+// valueAt is the value at x, given n = the first span ending after x
+// (nil when none), and the address where that value may next change
+// (at most end).
+func valueAt[V comparable](n *span[V], x, end uint64) (V, uint64) {
 	var zero V
 	if n == nil {
 		return zero, end

@@ -2,9 +2,10 @@ package mem
 
 import "fmt"
 
-// This file is spanMap as it was before the skip list, renamed: a sorted
-// slice, whose inserts move the spans after them. It is the reference
-// that TestSpanMapMatchesReference holds the skip list to.
+// This file is spanMap as it was before the skip list (which the leaves
+// and index of spans.go then replaced), renamed: a sorted slice, whose
+// inserts move the spans after them. It is the reference that
+// TestSpanMapMatchesReference holds spanMap to.
 
 // refSpanMap is an interval map from addresses to values: a sorted slice of
 // disjoint spans, where an address with no span holds the zero value of

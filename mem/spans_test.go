@@ -89,14 +89,14 @@ func TestFirstDiff(t *testing.T) {
 	a.set(0, 100, 1)
 	b.set(0, 50, 1)
 	b.set(50, 100, 2)
-	if at, va, vb, ok := firstDiff(&a, &b, 0, 100); !ok || at != 50 || va != 1 || vb != 2 {
+	if at, va, vb, ok := firstDiff(a.spans(), &b, 0, 100); !ok || at != 50 || va != 1 || vb != 2 {
 		t.Errorf("firstDiff = %d %d %d %v, want 50 1 2 true", at, va, vb, ok)
 	}
-	if _, _, _, ok := firstDiff(&a, &b, 10, 50); ok {
+	if _, _, _, ok := firstDiff(a.spans(), &b, 10, 50); ok {
 		t.Error("equal on [10, 50) but a difference was found")
 	}
 	a.remove(20, 30)
-	if at, va, vb, ok := firstDiff(&a, &b, 10, 50); !ok || at != 20 || va != 0 || vb != 1 {
+	if at, va, vb, ok := firstDiff(a.spans(), &b, 10, 50); !ok || at != 20 || va != 0 || vb != 1 {
 		t.Errorf("gap: firstDiff = %d %d %d %v, want 20 0 1 true", at, va, vb, ok)
 	}
 }
@@ -152,10 +152,11 @@ func TestSpanMapAgainstBytes(t *testing.T) {
 	}
 }
 
-// TestSpanMapMatchesReference runs seeded random operation sequences on
-// pairs of skip-list maps and of the sorted-slice maps they replaced
-// (spans_ref_test.go) and requires the same spans, the same answers to
-// every query and the same calls of update's function, after each step.
+// TestSpanMapMatchesReference runs seeded random operation sequences
+// (set, remove, assign, update, reset) on pairs of spanMaps and of the
+// sorted-slice maps they replaced (spans_ref_test.go) and requires the
+// same spans, the same answers to every query and the same calls of
+// update's function, after each step.
 func TestSpanMapMatchesReference(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -190,9 +191,25 @@ func TestSpanMapMatchesReference(t *testing.T) {
 				case op < 600:
 					m[k].set(s, e, v)
 					ref[k].set(s, e, v)
-				case op < 750:
+				case op < 700:
 					m[k].remove(s, e)
 					ref[k].remove(s, e)
+				case op < 800:
+					// Pieces inside [s, e), in order, some touching,
+					// some holding the same value.
+					var pieces []span[int]
+					for x := s; x < e; {
+						n := r.Uint64N(min(e-x, 1+(e-s)/4)) + 1
+						if w := r.IntN(tc.values + 1); w != 0 && r.IntN(3) > 0 {
+							pieces = append(pieces, span[int]{x, x + n, w})
+						}
+						x += n
+					}
+					m[k].assign(s, e, pieces)
+					ref[k].remove(s, e)
+					for _, p := range pieces {
+						ref[k].set(p.start, p.end, p.v)
+					}
 				case op < 999:
 					var got, want []int
 					f := func(seen *[]int) func(int) int {
@@ -259,7 +276,7 @@ func compareQueries(t *testing.T, step int, m *[2]spanMap[int], ref *[2]refSpanM
 			t.Fatalf("step %d: covered(%d, %d) = %d, want %d", step, s, e, got, want)
 		}
 	}
-	at, va, vb, ok := firstDiff(&m[0], &m[1], s, e)
+	at, va, vb, ok := firstDiff(m[0].spans(), &m[1], s, e)
 	rat, rva, rvb, rok := refFirstDiff(&ref[0], &ref[1], s, e)
 	if at != rat || va != rva || vb != rvb || ok != rok {
 		t.Fatalf("step %d: firstDiff(%d, %d) = %d %d %d %v, want %d %d %d %v", step, s, e, at, va, vb, ok, rat, rva, rvb, rok)
@@ -286,5 +303,43 @@ func TestSpanMapSteadyAllocs(t *testing.T) {
 	}
 	if m.len() != bufs {
 		t.Errorf("%d spans, want %d", m.len(), bufs)
+	}
+}
+
+// TestOverlay: laying a coherent device read's dirty pieces over DRAM's
+// versions (Memory.overlay, on lists) gives the spans that writing both
+// into a map does, on random lists.
+func TestOverlay(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 17))
+	pieces := func(zero bool) []span[Version] {
+		var out []span[Version]
+		for x := r.Uint64N(8); x < 200; {
+			n := r.Uint64N(12) + 1
+			if r.IntN(3) > 0 {
+				v := Version(r.IntN(4))
+				if v == 0 && !zero {
+					v = 1
+				}
+				out = append(out, span[Version]{x, x + n, v})
+			}
+			x += n
+		}
+		return out
+	}
+	for step := range 3000 {
+		var m Memory
+		var ref spanMap[Version]
+		for _, p := range pieces(false) {
+			m.gotAdd(p.start, p.end, p.v)
+			ref.set(p.start, p.end, p.v)
+		}
+		top := pieces(true)
+		for _, p := range top {
+			ref.set(p.start, p.end, p.v)
+		}
+		m.overlay(top)
+		if got, want := m.got, ref.spans(); !slices.Equal(got, want) {
+			t.Fatalf("step %d: overlay %v, want %v", step, got, want)
+		}
 	}
 }
