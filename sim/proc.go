@@ -227,7 +227,7 @@ func (p *Proc) Wait(c *Completion) {
 	if c.done {
 		return
 	}
-	c.waiters = append(c.waiters, &p.process)
+	c.addWaiter(&p.process)
 	p.block(c)
 }
 
@@ -339,9 +339,13 @@ type Completion struct {
 	// needs it, so that naming a completion per packet costs nothing.
 	prefix, name string
 	// exitOf is the process whose exit this is, named after it.
-	exitOf  *process
-	done    bool
-	at      Time
+	exitOf *process
+	done   bool
+	at     Time
+	// waiter is the first process to wait, kept apart so that the usual
+	// single waiter (a DMA's issuer on its flow) needs no slice, as
+	// first for callbacks; waiters are the ones after it.
+	waiter  *process
 	waiters []*process
 	// first is the first callback, kept apart so that the usual single
 	// callback needs no slice; callbacks are the ones after it.
@@ -395,17 +399,30 @@ func (c *Completion) Complete() {
 		panic("sim: completion " + c.label() + " completed twice")
 	}
 	c.done, c.at = true, c.e.now
+	if c.waiter != nil {
+		c.waiter.wake()
+	}
 	for _, p := range c.waiters {
 		p.wake()
 	}
 	first, cbs := c.first, c.callbacks
-	c.waiters, c.first, c.callbacks = nil, nil, nil
+	c.waiter, c.waiters, c.first, c.callbacks = nil, nil, nil, nil
 	if first != nil {
 		first()
 	}
 	for _, fn := range cbs {
 		fn()
 	}
+}
+
+// addWaiter queues p to be woken when c completes, after those queued
+// before it.
+func (c *Completion) addWaiter(p *process) {
+	if c.waiter == nil {
+		c.waiter = p
+		return
+	}
+	c.waiters = append(c.waiters, p)
 }
 
 // OnComplete runs fn when c completes, or now if it already has.
