@@ -46,6 +46,10 @@ type DMA struct {
 	// freeXfers are the states of finished transient transfers, for
 	// StartTransfer to reuse.
 	freeXfers []*startXfer
+	// rateOpts are the last MaxRate options made (maxRate), rateNext
+	// the slot the next one replaces.
+	rateOpts [4]rateOpt
+	rateNext int
 }
 
 // New builds the DMA layer of machine m over its memory. As swiotlb_init

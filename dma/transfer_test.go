@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
@@ -282,5 +283,19 @@ func TestPipelinedTranslation(t *testing.T) {
 	}
 	if narrow.Translate != narrow.End-narrow.Call-narrow.Move {
 		t.Errorf("one way: translate %v + move %v != %v", narrow.Translate, narrow.Move, narrow.End-narrow.Call)
+	}
+}
+
+// TestMaxRateKept: the kept MaxRate options (DMA.maxRate) cap a flow at
+// the rate asked for, whichever rates came before it, more of them than
+// it keeps among them.
+func TestMaxRateKept(t *testing.T) {
+	m, x, _ := xferRig(t, false)
+	rates := []float64{1e9, 2.5e9, 3e9, 1e9, 7e9, 8e9, 9e9, 2.5e9, 1e10, 1e9, 3e9, 3e9, 11e9, 2.5e9}
+	for i, r := range rates {
+		fl := m.Fabric.Start("capped", fabric.Route{}, 0, x.maxRate(r))
+		if got := fl.MaxRate(); got != r {
+			t.Fatalf("draw %d: flow capped at %v, want %v", i, got, r)
+		}
 	}
 }
