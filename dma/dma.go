@@ -50,6 +50,10 @@ type DMA struct {
 	// the slot the next one replaces.
 	rateOpts [4]rateOpt
 	rateNext int
+	// lims are the last routes' limits (limits), limNext the slot the
+	// next one replaces.
+	lims    [4]routeLimits
+	limNext int
 }
 
 // New builds the DMA layer of machine m over its memory. As swiotlb_init

@@ -453,16 +453,14 @@ func (d *Device) readLimit(t *Transfer, route fabric.Route, buf *[1]fabric.Optio
 	if t.Route == nil {
 		read = m.Reads(t.Dst, master)
 	}
-	if read && master != (machine.Master{}) {
-		var rate float64
-		lead, rate = m.ReadLimit(route, master)
-		if rate > 0 && (capRate == 0 || rate < capRate) {
-			capRate = rate
-		}
+	lim := d.dma.limits(route, master, read)
+	lead = lim.lead
+	if rate := lim.read; rate > 0 && (capRate == 0 || rate < capRate) {
+		capRate = rate
 	}
 	// A copy that reads and writes one DRAM runs at its bus's copy
 	// efficiency (machine.CopyRate).
-	if rate := m.CopyRate(route, master); rate > 0 && (capRate == 0 || rate < capRate) {
+	if rate := lim.copy; rate > 0 && (capRate == 0 || rate < capRate) {
 		capRate = rate
 	}
 	if capRate == 0 {
@@ -473,6 +471,44 @@ func (d *Device) readLimit(t *Transfer, route fabric.Route, buf *[1]fabric.Optio
 		return lead, buf[:]
 	}
 	return lead, append(slices.Clone(t.Opts), d.dma.maxRate(capRate))
+}
+
+// routeLimits are the machine's limits on a transfer by master over
+// route: the read's lead and rate (machine.ReadLimit; zero when it does
+// not read, or has no master) and the copy rate (machine.CopyRate).
+type routeLimits struct {
+	hops   []fabric.Hop // the route's, copied
+	master machine.Master
+	isRead bool
+	lead   sim.Time
+	read   float64
+	copy   float64
+}
+
+// limits are the routeLimits of route, master and read, kept for the
+// last few: they depend on nothing else (a machine's links, memories
+// and masters do not change once it is built), and a GPU's migrations
+// come back to the same few routes millions of times, each a walk of
+// the route's hops with two map lookups per hop otherwise.
+func (x *DMA) limits(route fabric.Route, master machine.Master, read bool) *routeLimits {
+	for i := range x.lims {
+		l := &x.lims[i]
+		if l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
+			return l
+		}
+	}
+	l := &x.lims[x.limNext]
+	x.limNext = (x.limNext + 1) % len(x.lims)
+	*l = routeLimits{hops: append(l.hops[:0:0], route.Hops...), master: master, isRead: read}
+	if l.hops == nil {
+		l.hops = []fabric.Hop{} // a route of no hops is kept too
+	}
+	m := x.mach
+	if read && master != (machine.Master{}) {
+		l.lead, l.read = m.ReadLimit(route, master)
+	}
+	l.copy = m.CopyRate(route, master)
+	return l
 }
 
 // maxRate is fabric.MaxRate(rate), the option made once per rate among
