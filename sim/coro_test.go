@@ -13,7 +13,7 @@ import (
 // Close ends the kept coroutines, and so does collecting an engine that
 // was never closed.
 func TestCoroutineReuse(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := settledGoroutines()
 	e := New(1)
 	var cos []*coro
 	var log []string
@@ -114,4 +114,23 @@ func distinct(cos []*coro) map[*coro]bool {
 		m[c] = true
 	}
 	return m
+}
+
+// settledGoroutines is the count of goroutines once the idle coroutines
+// of engines that earlier tests dropped have been ended (their cleanups
+// run after a collection), so that counting from it sees only this
+// test's.
+func settledGoroutines() int {
+	n, same := runtime.NumGoroutine(), 0
+	for same < 3 {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+		m := runtime.NumGoroutine()
+		if m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
 }
