@@ -199,7 +199,8 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 	}
 	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
-	lead, opts := d.readLimit(t, route)
+	var optBuf [1]fabric.Option
+	lead, opts := d.readLimit(t, route, &optBuf)
 	reads, writes, err := d.translateAll(t, &info, nil, nil)
 	p.Sleep(info.Translate)
 	info.Start = p.Now()
@@ -222,7 +223,14 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 		d.writeRanges(writes, data)
 	}
 	release()
-	d.report(&info)
+	if d.dma.observed() {
+		// The event keeps a pointer to the info; a copy of its own
+		// lets info stay on the stack when nobody observes, instead of
+		// an allocation per transfer.
+		ip := new(TransferInfo)
+		*ip = info
+		d.report(ip)
+	}
 	return info, err
 }
 
@@ -309,7 +317,7 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 	info.Route = route
 	x.name, x.bytes, x.route = t.Name, t.Bytes, route
 	x.noRead, x.tdata = len(t.Read) == 0, t.Data
-	x.lead, x.opts = d.readLimit(t, route)
+	x.lead, x.opts = d.readLimit(t, route, &x.optBuf)
 	x.reads, x.writes, _ = d.translateAll(t, info, x.rbuf[:0], x.wbuf[:0])
 	if info.Translate > 0 {
 		if x.moveFn == nil {
@@ -339,6 +347,7 @@ type startXfer struct {
 	done          func(*TransferInfo)
 	lead          sim.Time
 	opts          []fabric.Option
+	optBuf        [1]fabric.Option // backs opts when only the cap is
 	reads, writes []mem.PhysRange
 	data          []byte
 	// rbuf and wbuf back reads and writes of a few ranges, saving
@@ -429,8 +438,10 @@ func (x *startXfer) land() {
 // request's way out, lead, before the data starts back, and the flow's
 // options with the master's Little's-law rate as a cap, the lowest of it,
 // the peer rules' cap and a DRAM-to-DRAM copy's (machine.CopyRate). A
-// write (posted) adds no lead.
-func (d *Device) readLimit(t *Transfer, route fabric.Route) (sim.Time, []fabric.Option) {
+// write (posted) adds no lead. When t has no options of its own, the
+// cap's option goes in buf (the caller's, which outlives the flow's
+// Start) rather than in a new slice.
+func (d *Device) readLimit(t *Transfer, route fabric.Route, buf *[1]fabric.Option) (sim.Time, []fabric.Option) {
 	master := t.Master
 	if master == (machine.Master{}) && t.Engine != nil {
 		master = t.Engine.Master
@@ -442,22 +453,84 @@ func (d *Device) readLimit(t *Transfer, route fabric.Route) (sim.Time, []fabric.
 	if t.Route == nil {
 		read = m.Reads(t.Dst, master)
 	}
-	if read && master != (machine.Master{}) {
-		var rate float64
-		lead, rate = m.ReadLimit(route, master)
-		if rate > 0 && (capRate == 0 || rate < capRate) {
-			capRate = rate
-		}
+	lim := d.dma.limits(route, master, read)
+	lead = lim.lead
+	if rate := lim.read; rate > 0 && (capRate == 0 || rate < capRate) {
+		capRate = rate
 	}
 	// A copy that reads and writes one DRAM runs at its bus's copy
 	// efficiency (machine.CopyRate).
-	if rate := m.CopyRate(route, master); rate > 0 && (capRate == 0 || rate < capRate) {
+	if rate := lim.copy; rate > 0 && (capRate == 0 || rate < capRate) {
 		capRate = rate
 	}
 	if capRate == 0 {
 		return lead, t.Opts
 	}
-	return lead, append(slices.Clone(t.Opts), fabric.MaxRate(capRate))
+	if len(t.Opts) == 0 {
+		buf[0] = d.dma.maxRate(capRate)
+		return lead, buf[:]
+	}
+	return lead, append(slices.Clone(t.Opts), d.dma.maxRate(capRate))
+}
+
+// routeLimits are the machine's limits on a transfer by master over
+// route: the read's lead and rate (machine.ReadLimit; zero when it does
+// not read, or has no master) and the copy rate (machine.CopyRate).
+type routeLimits struct {
+	hops   []fabric.Hop // the route's, copied
+	master machine.Master
+	isRead bool
+	lead   sim.Time
+	read   float64
+	copy   float64
+}
+
+// limits are the routeLimits of route, master and read, kept for the
+// last few: they depend on nothing else (a machine's links, memories
+// and masters do not change once it is built), and a GPU's migrations
+// come back to the same few routes millions of times, each a walk of
+// the route's hops with two map lookups per hop otherwise.
+func (x *DMA) limits(route fabric.Route, master machine.Master, read bool) *routeLimits {
+	for i := range x.lims {
+		l := &x.lims[i]
+		if l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
+			return l
+		}
+	}
+	l := &x.lims[x.limNext]
+	x.limNext = (x.limNext + 1) % len(x.lims)
+	*l = routeLimits{hops: append(l.hops[:0:0], route.Hops...), master: master, isRead: read}
+	if l.hops == nil {
+		l.hops = []fabric.Hop{} // a route of no hops is kept too
+	}
+	m := x.mach
+	if read && master != (machine.Master{}) {
+		l.lead, l.read = m.ReadLimit(route, master)
+	}
+	l.copy = m.CopyRate(route, master)
+	return l
+}
+
+// maxRate is fabric.MaxRate(rate), the option made once per rate among
+// the last few and kept: a machine's transfers are capped at a handful
+// of rates (a master's read limit, a copy's), and a migration would
+// otherwise allocate the option's closure each time.
+func (x *DMA) maxRate(rate float64) fabric.Option {
+	for i := range x.rateOpts {
+		if r := &x.rateOpts[i]; r.opt != nil && r.rate == rate {
+			return r.opt
+		}
+	}
+	o := fabric.MaxRate(rate)
+	x.rateOpts[x.rateNext] = rateOpt{rate, o}
+	x.rateNext = (x.rateNext + 1) % len(x.rateOpts)
+	return o
+}
+
+// rateOpt is a kept fabric.MaxRate option (DMA.maxRate).
+type rateOpt struct {
+	rate float64
+	opt  fabric.Option
 }
 
 // route is the path of t's bytes: given, or the endpoints' as its

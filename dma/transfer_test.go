@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
+	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/platform"
@@ -283,4 +286,96 @@ func TestPipelinedTranslation(t *testing.T) {
 	if narrow.Translate != narrow.End-narrow.Call-narrow.Move {
 		t.Errorf("one way: translate %v + move %v != %v", narrow.Translate, narrow.Move, narrow.End-narrow.Call)
 	}
+}
+
+// TestMaxRateKept: the kept MaxRate options (DMA.maxRate) cap a flow at
+// the rate asked for, whichever rates came before it, more of them than
+// it keeps among them.
+func TestMaxRateKept(t *testing.T) {
+	m, x, _ := xferRig(t, false)
+	rates := []float64{1e9, 2.5e9, 3e9, 1e9, 7e9, 8e9, 9e9, 2.5e9, 1e10, 1e9, 3e9, 3e9, 11e9, 2.5e9}
+	for i, r := range rates {
+		fl := m.Fabric.Start("capped", fabric.Route{}, 0, x.maxRate(r))
+		if got := fl.MaxRate(); got != r {
+			t.Fatalf("draw %d: flow capped at %v, want %v", i, got, r)
+		}
+	}
+}
+
+// TestRouteLimitsKept: the kept limits of a route and master
+// (DMA.limits) are the machine's own ReadLimit and CopyRate for every
+// draw among more routes, masters and directions than it keeps, routes
+// that differ in one hop's weight included, and a route changed in place
+// after it was kept is not taken for the one kept.
+func TestRouteLimitsKept(t *testing.T) {
+	spec, err := platform.Preset("2s-4gpu-pcie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := machine.New(spec, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	x, err := New(m, m.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes []fabric.Route
+	var masters []machine.Master
+	for _, g := range m.GPUs {
+		masters = append(masters, g.CE(), g.SMs())
+		for n := range 2 {
+			host, err := m.HostMemory(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pair := range [][2]machine.Endpoint{{host, g.Memory()}, {g.Memory(), host}, {host, host}} {
+				r, err := m.DMARoute(pair[0], pair[1], g.CE())
+				if err != nil {
+					continue
+				}
+				routes = append(routes, r)
+				if len(r.Hops) > 0 {
+					w := fabric.Route{Hops: slices.Clone(r.Hops)}
+					w.Hops[0].Weight = 2
+					routes = append(routes, w)
+				}
+			}
+		}
+	}
+	masters = append(masters, machine.Master{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(r fabric.Route, by machine.Master, read bool) {
+		t.Helper()
+		var lead sim.Time
+		var rate float64
+		if read && by != (machine.Master{}) {
+			lead, rate = m.ReadLimit(r, by)
+		}
+		l := x.limits(r, by, read)
+		if l.lead != lead || l.read != rate || l.copy != m.CopyRate(r, by) {
+			t.Fatalf("kept limits %v %v %v, machine's %v %v %v", l.lead, l.read, l.copy, lead, rate, m.CopyRate(r, by))
+		}
+	}
+	for range 2000 {
+		check(routes[rng.IntN(len(routes))], masters[rng.IntN(len(masters))], rng.IntN(2) == 0)
+	}
+	// Two routes of as many hops with different limits: the first,
+	// kept, then overwritten in place with the second.
+	for i, a := range routes {
+		for _, b := range routes[i+1:] {
+			la, lb := x.limits(a, masters[0], true), x.limits(b, masters[0], true)
+			if len(a.Hops) != len(b.Hops) || la.lead == lb.lead && la.read == lb.read {
+				continue
+			}
+			x.lims = [len(x.lims)]routeLimits{} // r is the one kept
+			r := fabric.Route{Hops: slices.Clone(a.Hops)}
+			check(r, masters[0], true)
+			copy(r.Hops, b.Hops)
+			check(r, masters[0], true)
+			return
+		}
+	}
+	t.Fatal("no two routes of as many hops with different limits")
 }

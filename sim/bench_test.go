@@ -88,3 +88,23 @@ func BenchmarkStepSwitch(b *testing.B) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "switches/s")
 	e.Close()
 }
+
+// BenchmarkSpawnReturn: a chain of short processes, each spawned by the
+// one before it and returning after one sleep (a driver's bottom half
+// per interrupt); ns/op is per process.
+func BenchmarkSpawnReturn(b *testing.B) {
+	e := New(1)
+	defer e.Close()
+	n := 0
+	var body func(p *Proc)
+	body = func(p *Proc) {
+		p.Sleep(Nanosecond)
+		if n++; n < b.N {
+			e.Spawn("short", body)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	e.Spawn("short", body)
+	e.Run()
+}

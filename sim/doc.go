@@ -34,6 +34,12 @@
 // SleepAlone takes several such sleeps at once, for a model that knows
 // what its short steps do and that nothing else can run between them.
 //
+// A Proc that returns leaves its coroutine to the engine, which runs the
+// next Proc to start on it (a few are kept; Close ends them, as does
+// collecting an engine never closed): a model that spawns a short
+// process per event (a driver's bottom half per fault interrupt) pays
+// for no new goroutine, and no growth of a fresh stack, each time.
+//
 // Run cannot tell a clean end from a stall; Guard runs the engine within
 // a horizon and an event budget and says how it ended: every process
 // done, processes blocked with nothing left to wake them (*StallError,

@@ -37,6 +37,9 @@ type Engine struct {
 	loop runLoop
 	// shortcuts counts the resumes skipAhead ran without the event loop.
 	shortcuts uint64
+	// pool keeps the coroutines of processes that returned, for the
+	// next processes to run on (coroPool).
+	pool *coroPool
 }
 
 type event struct {
@@ -65,7 +68,9 @@ type Handle struct {
 
 // New returns an engine at time 0 whose RNG is seeded with seed.
 func New(seed uint64) *Engine {
-	return &Engine{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	e := &Engine{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	e.pool = newPool(e)
+	return e
 }
 
 // Now is the current virtual time.

@@ -3,7 +3,6 @@ package sim
 import (
 	"cmp"
 	"fmt"
-	"iter"
 	"slices"
 )
 
@@ -43,11 +42,10 @@ type process struct {
 type Proc struct {
 	process
 	// body is what the process runs, until it starts: the coroutine
-	// (next, stop, yield) and its stack are made at the first resume, so
-	// that a process spawned but not yet run costs no stack.
-	body  func(*Proc)
-	next  func() (struct{}, bool)
-	yield func(struct{}) bool
+	// and its stack are taken (coroPool) at the first resume, so that a
+	// process spawned but not yet run costs no stack.
+	body func(*Proc)
+	co   *coro
 }
 
 type procState uint8
@@ -80,21 +78,10 @@ func (e *Engine) add(p *process, name string, resume func()) {
 	e.At(e.now, resume)
 }
 
-// start makes p's coroutine, on its first resume.
+// start gives p its coroutine, on its first resume.
 func (p *Proc) start() {
-	body := p.body
-	p.body = nil
-	p.next, p.stop = iter.Pull(func(yield func(struct{}) bool) {
-		p.yield = yield
-		defer func() {
-			if r := recover(); r != nil {
-				if _, ok := r.(killed); !ok {
-					panic(r)
-				}
-			}
-		}()
-		body(p)
-	})
+	p.co = p.e.pool.take(p)
+	p.stop = p.co.stop
 }
 
 // resume runs p until it blocks or ends. It is called from event context
@@ -103,14 +90,19 @@ func (p *Proc) resume() {
 	if p.state >= procDone {
 		return
 	}
-	if p.next == nil {
+	if p.co == nil {
 		p.start()
 	}
 	prev := p.e.running
 	p.e.running, p.state, p.waiting = &p.process, procRunning, nil
-	_, alive := p.next()
+	c := p.co
+	_, alive := c.next()
 	p.e.running = prev
-	if !alive {
+	if c.returned {
+		p.co, p.stop = nil, nil
+		p.e.pool.give(c)
+	}
+	if !alive || c.returned {
 		p.finish()
 	}
 }
@@ -135,7 +127,7 @@ func (p *Proc) block(on any) {
 		panic(fmt.Sprintf("sim: %s called on process %q, which is not running", waitingOn(on), p.name))
 	}
 	p.state, p.waiting = procBlocked, on
-	if !p.yield(struct{}{}) {
+	if !p.co.yield(struct{}{}) {
 		panic(killed{})
 	}
 }
@@ -227,7 +219,7 @@ func (p *Proc) Wait(c *Completion) {
 	if c.done {
 		return
 	}
-	c.waiters = append(c.waiters, &p.process)
+	c.addWaiter(&p.process)
 	p.block(c)
 }
 
@@ -329,6 +321,7 @@ func (e *Engine) Close() {
 	}
 	e.live = nil
 	e.queue = nil
+	e.pool.close()
 }
 
 // Completion is a one-shot event that processes wait on and callbacks
@@ -339,9 +332,13 @@ type Completion struct {
 	// needs it, so that naming a completion per packet costs nothing.
 	prefix, name string
 	// exitOf is the process whose exit this is, named after it.
-	exitOf  *process
-	done    bool
-	at      Time
+	exitOf *process
+	done   bool
+	at     Time
+	// waiter is the first process to wait, kept apart so that the usual
+	// single waiter (a DMA's issuer on its flow) needs no slice, as
+	// first for callbacks; waiters are the ones after it.
+	waiter  *process
 	waiters []*process
 	// first is the first callback, kept apart so that the usual single
 	// callback needs no slice; callbacks are the ones after it.
@@ -395,17 +392,30 @@ func (c *Completion) Complete() {
 		panic("sim: completion " + c.label() + " completed twice")
 	}
 	c.done, c.at = true, c.e.now
+	if c.waiter != nil {
+		c.waiter.wake()
+	}
 	for _, p := range c.waiters {
 		p.wake()
 	}
 	first, cbs := c.first, c.callbacks
-	c.waiters, c.first, c.callbacks = nil, nil, nil
+	c.waiter, c.waiters, c.first, c.callbacks = nil, nil, nil, nil
 	if first != nil {
 		first()
 	}
 	for _, fn := range cbs {
 		fn()
 	}
+}
+
+// addWaiter queues p to be woken when c completes, after those queued
+// before it.
+func (c *Completion) addWaiter(p *process) {
+	if c.waiter == nil {
+		c.waiter = p
+		return
+	}
+	c.waiters = append(c.waiters, p)
 }
 
 // OnComplete runs fn when c completes, or now if it already has.

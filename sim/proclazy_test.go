@@ -13,7 +13,7 @@ func TestProcessStartsLazily(t *testing.T) {
 	var order []string
 	a := e.Spawn("a", func(p *Proc) { order = append(order, "a"); p.Sleep(Nanosecond); order = append(order, "a2") })
 	b := e.Spawn("b", func(p *Proc) { order = append(order, "b") })
-	if a.next != nil || b.next != nil {
+	if a.co != nil || b.co != nil {
 		t.Fatal("a process has its coroutine before it ran")
 	}
 	e.Run()

@@ -346,3 +346,48 @@ func FuzzParseTime(f *testing.F) {
 		}
 	})
 }
+
+// TestCompletionWaiterOrder: processes and step processes that wait on
+// one completion wake in the order they began to wait (the first kept
+// apart from the rest, as Completion.waiter), and a completion waited
+// on by one process, then by several, wakes each once.
+func TestCompletionWaiterOrder(t *testing.T) {
+	for n := 1; n <= 5; n++ {
+		e := New(1)
+		c := e.NewCompletion()
+		var order []int
+		for i := range n {
+			start := Time(10 - i) // the last spawned begins to wait first
+			if i%2 == 0 {
+				e.Spawn("p", func(p *Proc) {
+					p.Sleep(start)
+					p.Wait(c)
+					order = append(order, i)
+				})
+				continue
+			}
+			waited := false
+			e.SpawnStep("s", func(s *StepProc) Next {
+				if !waited {
+					waited = true
+					if s.Now() < start {
+						waited = false
+						return SleepFor(start - s.Now())
+					}
+					return WaitFor(c)
+				}
+				order = append(order, i)
+				return Exit()
+			})
+		}
+		e.At(20, c.Complete)
+		e.Run()
+		want := make([]int, 0, n)
+		for i := n - 1; i >= 0; i-- {
+			want = append(want, i)
+		}
+		if !slices.Equal(order, want) {
+			t.Fatalf("%d waiters woke in order %v, want %v", n, order, want)
+		}
+	}
+}

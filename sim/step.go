@@ -90,7 +90,7 @@ func (s *StepProc) resume() {
 		s.e.After(n.d, s.resumeFn)
 		s.waiting = asleep{}
 	case nextWait:
-		n.c.waiters = append(n.c.waiters, &s.process)
+		n.c.addWaiter(&s.process)
 		s.waiting = n.c
 	case nextCond:
 		n.cond.waiters = append(n.cond.waiters, &s.process)

@@ -211,6 +211,27 @@ func (b *vaBlock) residentMask(p Processor) *PageMask {
 	return b.resident[p]
 }
 
+// residentMask is b.residentMask(p), a new mask taken from the masks
+// evictions dropped when there are some.
+func (d *Driver) residentMask(b *vaBlock, p Processor) *PageMask {
+	if b.resident[p] == nil {
+		if n := len(d.spareMasks); n > 0 {
+			m := d.spareMasks[n-1]
+			d.spareMasks[n-1] = nil
+			d.spareMasks = d.spareMasks[:n-1]
+			*m = PageMask{}
+			b.resident[p] = m
+		} else {
+			b.resident[p] = new(PageMask)
+		}
+	}
+	return b.resident[p]
+}
+
+// maxSpareMasks bounds Driver.spareMasks: an oversubscribed GPU evicts
+// a block per block it takes in, so a few suffice.
+const maxSpareMasks = 64
+
 func (b *vaBlock) remoteMask(p Processor) *PageMask {
 	if b.remote[p] == nil {
 		b.remote[p] = new(PageMask)

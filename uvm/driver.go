@@ -123,6 +123,10 @@ type Driver struct {
 	// serviced (tests).
 	stepwise     bool
 	firstTouched int
+	// spareMasks are residency masks of GPUs that evictions dropped,
+	// for residentMask to reuse instead of allocating (at most
+	// maxSpareMasks of them).
+	spareMasks []*PageMask
 }
 
 // gpuState is one GPU: its managed memory (uvm_pmm_gpu_t), its
@@ -146,6 +150,8 @@ type gpuState struct {
 	waiters   []*faultWaiter
 	pins      []pinnedFault
 	servicing bool
+	// bhFn is the bottom half's body, made once rather than per kick.
+	bhFn func(*sim.Proc)
 	// kernels running on the GPU (KernelLaunch, KernelComplete).
 	kernels int
 	// homeBytes: pre-Pascal allocations living here.

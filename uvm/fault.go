@@ -45,7 +45,7 @@ type faultRun struct {
 // entries: done completes once all are serviced (at retryAt when a
 // throttled one may not refault earlier).
 type faultWaiter struct {
-	done    *sim.Completion
+	done    sim.Completion // in the waiter, sparing an allocation
 	pending int
 	retryAt sim.Time
 	// last is the sort key (address, fetch order) of the waiter's last
@@ -181,7 +181,8 @@ func (d *Driver) gpuAccess(p *sim.Proc, gpu int, addr Addr, size, stride, elem i
 			for pg := missing.First(); pg >= 0; {
 				end := missing.NextClear(pg + 1)
 				if w == nil {
-					w = &faultWaiter{done: d.eng.NewNamedCompletion("uvm fault replay")}
+					w = new(faultWaiter)
+					d.eng.InitCompletion(&w.done, "", "uvm fault replay")
 				}
 				d.post(p, g, faultRun{addr: Addr(num*BlockSize) + Addr(pg)*PageSize, pages: end - pg, alloc: a, write: write, w: w})
 				acc.Faults += end - pg
@@ -192,7 +193,7 @@ func (d *Driver) gpuAccess(p *sim.Proc, gpu int, addr Addr, size, stride, elem i
 			break
 		}
 		d.kick(g)
-		p.Wait(w.done)
+		p.Wait(&w.done)
 		if a.freed {
 			return acc, d.fail(p, g.id, addr, ErrInvalidAddress)
 		}
@@ -269,7 +270,10 @@ func (d *Driver) kick(g *gpuState) {
 		return
 	}
 	g.servicing = true
-	d.eng.Spawn(g.bh, func(p *sim.Proc) { d.bottomHalf(p, g) })
+	if g.bhFn == nil {
+		g.bhFn = func(p *sim.Proc) { d.bottomHalf(p, g) }
+	}
+	d.eng.Spawn(g.bh, g.bhFn)
 }
 
 // bottomHalf services g's fault buffer until it is empty

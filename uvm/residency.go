@@ -350,7 +350,7 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 			}
 		}
 	}
-	b.residentMask(dest).Or(&all)
+	d.residentMask(b, dest).Or(&all)
 	if dest.IsGPU() && !need.Empty() {
 		g := d.gpus[dest.GPUIndex()]
 		c := b.chunk[dest.GPUIndex()]
@@ -542,7 +542,12 @@ func (d *Driver) evict(p *sim.Proc, vb *vaBlock, g *gpuState) {
 				Addr: vb.addr(only.First()), Bytes: bytes, Cause: CauseEviction})
 		}
 	}
-	vb.residentMask(CPU).Or(&only)
+	d.residentMask(vb, CPU).Or(&only)
+	if m := vb.resident[g.id]; m != nil && len(d.spareMasks) < maxSpareMasks {
+		// Nothing else holds the mask (every use of a block's masks
+		// is within a call): it serves the next residentMask.
+		d.spareMasks = append(d.spareMasks, m)
+	}
 	vb.resident[g.id] = nil
 	vb.dropRemote(&on)
 	d.mapAccessedBy(p, vb, on)
