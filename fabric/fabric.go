@@ -158,7 +158,8 @@ type Fabric struct {
 	heap       []levelEntry // resources with unfrozen flows, by level
 	live       []int32      // the same, unordered, when scan
 	levels     []float64    // their levels, by position in live
-	dead       []int32      // resources of live left with no unfrozen loads in the last step
+	deadBits   []uint64     // positions in live of the resources left with no unfrozen loads in the last step
+	dead       bool         // some bit of deadBits is set
 	// allRes are the resources of the last discovered component when it
 	// held every active flow, at epoch allEpoch (0: it did not).
 	allRes   []int32

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/dmalab/dmalab/sim"
@@ -353,7 +354,7 @@ func (f *Fabric) fill() {
 	// Stable: equal caps keep creation order, for determinism.
 	slices.SortStableFunc(capped, func(a, b *group) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
 	f.scan = scan
-	f.heap, f.levels, f.live, f.dead = f.heap[:0], f.levels[:0], f.live[:0], f.dead[:0]
+	f.heap, f.levels, f.live = f.heap[:0], f.levels[:0], f.live[:0]
 	for _, r := range f.comp {
 		if res := &f.res[r]; res.n > 0 {
 			if f.scan {
@@ -367,6 +368,13 @@ func (f *Fabric) fill() {
 		}
 	}
 
+	if f.scan {
+		// Every bit is clear: dropDead clears those it reads, and
+		// the end of the filling those of its last step.
+		if nw := (len(f.live) + 63) / 64; nw > len(f.deadBits) {
+			f.deadBits = make([]uint64, nw)
+		}
+	}
 	unfrozen, level, ci := len(f.compGroups), 0.0, 0
 	for unfrozen > 0 {
 		best, bestLevel := f.lowest()
@@ -410,6 +418,10 @@ func (f *Fabric) fill() {
 			f.settle()
 		}
 	}
+	if f.dead {
+		clear(f.deadBits)
+		f.dead = false
+	}
 	f.heap = f.heap[:0]
 	f.capped = capped
 	clear(capped) // drop pointers to groups that may empty
@@ -435,8 +447,9 @@ func (f *Fabric) freeze(g *group, x float64) {
 
 // freezeScanned is freeze in a scanned filling: it sets the new level of
 // each resource it leaves with unfrozen loads in f.levels (the last such
-// write of a step has the level that the step leaves), and lists those it
-// leaves with none in f.dead, for lowest to drop.
+// write of a step has the level that the step leaves), and marks the
+// positions in f.live of those it leaves with none in f.deadBits, for
+// lowest to drop.
 func (f *Fabric) freezeScanned(g *group, x float64) {
 	g.frozenAt = f.epoch
 	k, share := float64(g.n), g.share
@@ -448,7 +461,8 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 		if n > 0 {
 			levels[r.livePos] = rem / w
 		} else {
-			f.dead = append(f.dead, ld.r)
+			f.deadBits[r.livePos>>6] |= 1 << (r.livePos & 63)
+			f.dead = true
 		}
 	}
 }
@@ -477,7 +491,7 @@ func (f *Fabric) lowest() (int32, float64) {
 	if !f.scan {
 		return f.top()
 	}
-	if len(f.dead) > 0 {
+	if f.dead {
 		f.dropDead()
 	}
 	best, bestLevel := -1, math.Inf(1)
@@ -497,29 +511,33 @@ func (f *Fabric) lowest() (int32, float64) {
 // that one dropped at once if it is dead too). The order of the scan so
 // stays that of a scan which drops dead resources as it meets them, and
 // so does the choice among equal levels: the first in that order.
+//
+// f.deadBits marks their positions, which no drop has moved since the
+// freezes that marked them, and its words are read in order of position.
+// A position that a drop has cut off the end of live by then held a
+// resource pulled into an earlier hole and dropped there (only dead ones
+// are dropped), so it is past the end and skipped. A bitmap rather than
+// a sorted list: the last step of a filling may leave most resources
+// dead at once.
 func (f *Fabric) dropDead() {
-	dead := f.dead
-	// Few: those of one step.
-	for i := 1; i < len(dead); i++ {
-		for j := i; j > 0 && f.res[dead[j]].livePos < f.res[dead[j-1]].livePos; j-- {
-			dead[j], dead[j-1] = dead[j-1], dead[j]
+	live, levels, res := f.live, f.levels, f.res
+	for wi, word := range f.deadBits[:(len(live)+63)/64] {
+		if word == 0 {
+			continue
+		}
+		f.deadBits[wi] = 0
+		for ; word != 0; word &= word - 1 {
+			p := int32(wi*64 + bits.TrailingZeros64(word))
+			for int(p) < len(live) && res[live[p]].n == 0 {
+				gone, last := live[p], len(live)-1
+				live[p], levels[p] = live[last], levels[last]
+				res[live[p]].livePos = p
+				res[gone].livePos = -1
+				live, levels = live[:last], levels[:last]
+			}
 		}
 	}
-	live, levels := f.live, f.levels
-	for _, d := range dead {
-		p := f.res[d].livePos
-		if p < 0 {
-			continue // dropped already, met at the end
-		}
-		for int(p) < len(live) && f.res[live[p]].n == 0 {
-			gone, last := live[p], len(live)-1
-			live[p], levels[p] = live[last], levels[last]
-			f.res[live[p]].livePos = p
-			f.res[gone].livePos = -1
-			live, levels = live[:last], levels[:last]
-		}
-	}
-	f.live, f.levels, f.dead = live, levels, dead[:0]
+	f.live, f.levels, f.dead = live, levels, false
 }
 
 // settle gives each resource whose level changed in the last step of a
