@@ -454,6 +454,22 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 	g.frozenAt = f.epoch
 	k, share := float64(g.n), g.share
 	res, levels := f.res, f.levels
+	if g.unitLoads {
+		// 1×x×k is x×k and 1×share×k is share×k, bit for bit.
+		xk, sk := x*k, share*k
+		for _, ld := range g.loads {
+			r := &res[ld.r]
+			rem, w, n := r.rem-xk, r.w-sk, r.n-1
+			r.rem, r.w, r.n = rem, w, n
+			if n > 0 {
+				levels[r.livePos] = rem / w
+			} else {
+				f.deadBits[r.livePos>>6] |= 1 << (r.livePos & 63)
+				f.dead = true
+			}
+		}
+		return
+	}
 	for _, ld := range g.loads {
 		r := &res[ld.r]
 		rem, w, n := r.rem-ld.w*x*k, r.w-ld.w*share*k, r.n-1
