@@ -322,12 +322,14 @@ func (f *Fabric) fill() {
 		// below would reach, bit for bit; no group has a cap.
 		for _, r := range f.comp {
 			res := &f.res[r]
-			res.rem, res.w, res.n, res.order = res.cap, res.wAll, res.nAll, -1
+			res.order = -1
+			f.fst[r] = fillState{rem: res.cap, w: res.wAll, n: res.nAll}
 		}
 	} else {
 		for _, r := range f.comp {
 			res := &f.res[r]
-			res.rem, res.w, res.n, res.order = res.cap, 0, 0, -1
+			res.order = -1
+			f.fst[r] = fillState{rem: res.cap}
 		}
 		for _, g := range f.compGroups {
 			if g.cap > 0 {
@@ -335,7 +337,7 @@ func (f *Fabric) fill() {
 			}
 			k := float64(g.n)
 			for _, ld := range g.loads {
-				r := &f.res[ld.r]
+				r := &f.fst[ld.r]
 				// × k: exact for a group of one, which so sums as a
 				// flow.
 				r.w += ld.w * g.share * k
@@ -356,15 +358,16 @@ func (f *Fabric) fill() {
 	f.scan = scan
 	f.heap, f.levels, f.live = f.heap[:0], f.levels[:0], f.live[:0]
 	for _, r := range f.comp {
-		if res := &f.res[r]; res.n > 0 {
+		if fs := &f.fst[r]; fs.n > 0 {
 			if f.scan {
-				res.livePos = int32(len(f.live))
+				fs.livePos = int32(len(f.live))
 				f.live = append(f.live, r)
-				f.levels = append(f.levels, res.rem/res.w)
+				f.levels = append(f.levels, fs.rem/fs.w)
 				continue
 			}
+			res := &f.res[r]
 			res.ver++
-			f.heapPush(levelEntry{level: res.rem / res.w, order: res.order, r: r, ver: res.ver})
+			f.heapPush(levelEntry{level: fs.rem / fs.w, order: res.order, r: r, ver: res.ver})
 		}
 	}
 
@@ -434,11 +437,11 @@ func (f *Fabric) freeze(g *group, x float64) {
 	g.frozenAt = f.epoch
 	k := float64(g.n)
 	for _, ld := range g.loads {
-		r := &f.res[ld.r]
-		r.rem -= ld.w * x * k
-		r.w -= ld.w * g.share * k
-		r.n--
-		if !r.moved {
+		fs := &f.fst[ld.r]
+		fs.rem -= ld.w * x * k
+		fs.w -= ld.w * g.share * k
+		fs.n--
+		if r := &f.res[ld.r]; !r.moved {
 			r.moved = true
 			f.moved = append(f.moved, ld.r)
 		}
@@ -453,7 +456,7 @@ func (f *Fabric) freeze(g *group, x float64) {
 func (f *Fabric) freezeScanned(g *group, x float64) {
 	g.frozenAt = f.epoch
 	k, share := float64(g.n), g.share
-	res, levels := f.res, f.levels
+	res, levels := f.fst, f.levels
 	if g.unitLoads {
 		// 1×x×k is x×k and 1×share×k is share×k, bit for bit.
 		xk, sk := x*k, share*k
@@ -536,7 +539,7 @@ func (f *Fabric) lowest() (int32, float64) {
 // a sorted list: the last step of a filling may leave most resources
 // dead at once.
 func (f *Fabric) dropDead() {
-	live, levels, res := f.live, f.levels, f.res
+	live, levels, res := f.live, f.levels, f.fst
 	for wi, word := range f.deadBits[:(len(live)+63)/64] {
 		if word == 0 {
 			continue
@@ -561,11 +564,11 @@ func (f *Fabric) dropDead() {
 // stale from now on.
 func (f *Fabric) settle() {
 	for _, r := range f.moved {
-		res := &f.res[r]
+		res, fs := &f.res[r], &f.fst[r]
 		res.moved = false
 		res.ver++
-		if res.n > 0 {
-			f.heapPush(levelEntry{level: res.rem / res.w, order: res.order, r: r, ver: res.ver})
+		if fs.n > 0 {
+			f.heapPush(levelEntry{level: fs.rem / fs.w, order: res.order, r: r, ver: res.ver})
 		}
 	}
 	f.moved = f.moved[:0]
@@ -592,7 +595,7 @@ func (a levelEntry) less(b levelEntry) bool {
 func (f *Fabric) top() (int32, float64) {
 	for len(f.heap) > 0 {
 		e := f.heap[0]
-		if res := &f.res[e.r]; res.ver == e.ver && res.n > 0 {
+		if f.res[e.r].ver == e.ver && f.fst[e.r].n > 0 {
 			return e.r, e.level
 		}
 		f.heapPop()
