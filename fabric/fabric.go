@@ -102,6 +102,7 @@ type Fabric struct {
 	links      []*Link
 	linkByName map[string]*Link // lookup only, never iterated
 	res        []resource
+	fst        []fillState // the filling's state of each resource, by index as res
 
 	// Hooks receives every Event from now on, in the order they happen,
 	// inside the fabric's event handling: a hook may Start flows (they
@@ -158,7 +159,8 @@ type Fabric struct {
 	heap       []levelEntry // resources with unfrozen flows, by level
 	live       []int32      // the same, unordered, when scan
 	levels     []float64    // their levels, by position in live
-	dead       []int32      // resources of live left with no unfrozen loads in the last step
+	deadBits   []uint64     // positions in live of the resources left with no unfrozen loads in the last step
+	dead       bool         // some bit of deadBits is set
 	// allRes are the resources of the last discovered component when it
 	// held every active flow, at epoch allEpoch (0: it did not).
 	allRes   []int32
@@ -278,11 +280,10 @@ type resource struct {
 	members     []*group
 	changedMark bool // in Fabric.changedRes
 
-	// Progressive-filling state, valid while epoch is the fabric's.
+	// epoch is the recompute epoch whose component holds it; its
+	// progressive-filling state, in Fabric.fst, is valid while epoch is
+	// the fabric's.
 	epoch uint64
-	rem   float64 // capacity not used by frozen flows
-	w     float64 // summed weights × shares of unfrozen loads
-	n     int32   // unfrozen loads
 	// wAll and nAll are w and n before the filling's first step, kept as
 	// flows join and leave: wAll sums the flows that countLoads counts
 	// (exactly: small integers), nAll counts the loads of every group.
@@ -291,11 +292,22 @@ type resource struct {
 	ver   uint32 // bumped when its level changes: older heap entries are stale
 	order int32  // first-load order in the component, for ties
 	moved bool   // in Fabric.moved
+	// allEpoch is Fabric.allEpoch when the resource was in Fabric.allRes.
+	allEpoch uint64
+}
+
+// fillState is a resource's progressive-filling state, valid while its
+// epoch is the fabric's: apart from the rest of the resource, in 24
+// bytes, so that the filling's updates, which jump from resource to
+// resource, stay in few cache lines (544 resources in 13 KiB; inside
+// resources of 136 bytes they were spread over 72 KiB).
+type fillState struct {
+	rem float64 // capacity not used by frozen flows
+	w   float64 // summed weights × shares of unfrozen loads
+	n   int32   // unfrozen loads
 	// livePos is its index in Fabric.live during a scanned filling, −1
 	// once dropped.
 	livePos int32
-	// allEpoch is Fabric.allEpoch when the resource was in Fabric.allRes.
-	allEpoch uint64
 }
 
 // Connect adds a link between a and b with capacity bytes/s per direction
@@ -329,6 +341,7 @@ func (f *Fabric) Connect(name string, a, b *Node, capacity float64, latency sim.
 			dirs = 2
 		}
 		f.res = append(f.res, resource{link: l, cap: eff, dirs: dirs})
+		f.fst = append(f.fst, fillState{})
 	}
 	f.links = append(f.links, l)
 	f.linkByName[name] = l

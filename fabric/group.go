@@ -56,6 +56,9 @@ type groupFields struct {
 	newTop bool
 	// hashed: registered in Fabric.groupByHash (see Fabric.hashed).
 	hashed bool
+	// unitLoads: every load's weight is 1, so that a term w×a×b of the
+	// freeze is a×b bit for bit, computed once for all the loads.
+	unitLoads bool
 	// topOffset is the first member's offset as of next: the recompute
 	// computes the ends of groups whose rate changed from it, without
 	// reading the member (a cache miss per group, as flows lie scattered).
@@ -135,6 +138,10 @@ func (f *Fabric) join(fl *Flow) *group {
 	g.loads = fl.loads
 	if len(fl.loads) <= len(g.loadBuf) {
 		g.loads = append(g.loadBuf[:0], fl.loads...)
+	}
+	g.unitLoads = true
+	for _, ld := range g.loads {
+		g.unitLoads = g.unitLoads && ld.w == 1
 	}
 	g.dirs = g.dirBuf[:0]
 	if len(g.hops) > len(g.dirBuf) {

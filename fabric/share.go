@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/dmalab/dmalab/sim"
@@ -321,12 +322,14 @@ func (f *Fabric) fill() {
 		// below would reach, bit for bit; no group has a cap.
 		for _, r := range f.comp {
 			res := &f.res[r]
-			res.rem, res.w, res.n, res.order = res.cap, res.wAll, res.nAll, -1
+			res.order = -1
+			f.fst[r] = fillState{rem: res.cap, w: res.wAll, n: res.nAll}
 		}
 	} else {
 		for _, r := range f.comp {
 			res := &f.res[r]
-			res.rem, res.w, res.n, res.order = res.cap, 0, 0, -1
+			res.order = -1
+			f.fst[r] = fillState{rem: res.cap}
 		}
 		for _, g := range f.compGroups {
 			if g.cap > 0 {
@@ -334,7 +337,7 @@ func (f *Fabric) fill() {
 			}
 			k := float64(g.n)
 			for _, ld := range g.loads {
-				r := &f.res[ld.r]
+				r := &f.fst[ld.r]
 				// × k: exact for a group of one, which so sums as a
 				// flow.
 				r.w += ld.w * g.share * k
@@ -353,20 +356,28 @@ func (f *Fabric) fill() {
 	// Stable: equal caps keep creation order, for determinism.
 	slices.SortStableFunc(capped, func(a, b *group) int { return cmp.Compare(a.cap/a.share, b.cap/b.share) })
 	f.scan = scan
-	f.heap, f.levels, f.live, f.dead = f.heap[:0], f.levels[:0], f.live[:0], f.dead[:0]
+	f.heap, f.levels, f.live = f.heap[:0], f.levels[:0], f.live[:0]
 	for _, r := range f.comp {
-		if res := &f.res[r]; res.n > 0 {
+		if fs := &f.fst[r]; fs.n > 0 {
 			if f.scan {
-				res.livePos = int32(len(f.live))
+				fs.livePos = int32(len(f.live))
 				f.live = append(f.live, r)
-				f.levels = append(f.levels, res.rem/res.w)
+				f.levels = append(f.levels, fs.rem/fs.w)
 				continue
 			}
+			res := &f.res[r]
 			res.ver++
-			f.heapPush(levelEntry{level: res.rem / res.w, order: res.order, r: r, ver: res.ver})
+			f.heapPush(levelEntry{level: fs.rem / fs.w, order: res.order, r: r, ver: res.ver})
 		}
 	}
 
+	if f.scan {
+		// Every bit is clear: dropDead clears those it reads, and
+		// the end of the filling those of its last step.
+		if nw := (len(f.live) + 63) / 64; nw > len(f.deadBits) {
+			f.deadBits = make([]uint64, nw)
+		}
+	}
 	unfrozen, level, ci := len(f.compGroups), 0.0, 0
 	for unfrozen > 0 {
 		best, bestLevel := f.lowest()
@@ -410,6 +421,10 @@ func (f *Fabric) fill() {
 			f.settle()
 		}
 	}
+	if f.dead {
+		clear(f.deadBits)
+		f.dead = false
+	}
 	f.heap = f.heap[:0]
 	f.capped = capped
 	clear(capped) // drop pointers to groups that may empty
@@ -422,11 +437,11 @@ func (f *Fabric) freeze(g *group, x float64) {
 	g.frozenAt = f.epoch
 	k := float64(g.n)
 	for _, ld := range g.loads {
-		r := &f.res[ld.r]
-		r.rem -= ld.w * x * k
-		r.w -= ld.w * g.share * k
-		r.n--
-		if !r.moved {
+		fs := &f.fst[ld.r]
+		fs.rem -= ld.w * x * k
+		fs.w -= ld.w * g.share * k
+		fs.n--
+		if r := &f.res[ld.r]; !r.moved {
 			r.moved = true
 			f.moved = append(f.moved, ld.r)
 		}
@@ -435,12 +450,29 @@ func (f *Fabric) freeze(g *group, x float64) {
 
 // freezeScanned is freeze in a scanned filling: it sets the new level of
 // each resource it leaves with unfrozen loads in f.levels (the last such
-// write of a step has the level that the step leaves), and lists those it
-// leaves with none in f.dead, for lowest to drop.
+// write of a step has the level that the step leaves), and marks the
+// positions in f.live of those it leaves with none in f.deadBits, for
+// lowest to drop.
 func (f *Fabric) freezeScanned(g *group, x float64) {
 	g.frozenAt = f.epoch
 	k, share := float64(g.n), g.share
-	res, levels := f.res, f.levels
+	res, levels := f.fst, f.levels
+	if g.unitLoads {
+		// 1×x×k is x×k and 1×share×k is share×k, bit for bit.
+		xk, sk := x*k, share*k
+		for _, ld := range g.loads {
+			r := &res[ld.r]
+			rem, w, n := r.rem-xk, r.w-sk, r.n-1
+			r.rem, r.w, r.n = rem, w, n
+			if n > 0 {
+				levels[r.livePos] = rem / w
+			} else {
+				f.deadBits[r.livePos>>6] |= 1 << (r.livePos & 63)
+				f.dead = true
+			}
+		}
+		return
+	}
 	for _, ld := range g.loads {
 		r := &res[ld.r]
 		rem, w, n := r.rem-ld.w*x*k, r.w-ld.w*share*k, r.n-1
@@ -448,7 +480,8 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 		if n > 0 {
 			levels[r.livePos] = rem / w
 		} else {
-			f.dead = append(f.dead, ld.r)
+			f.deadBits[r.livePos>>6] |= 1 << (r.livePos & 63)
+			f.dead = true
 		}
 	}
 }
@@ -477,7 +510,7 @@ func (f *Fabric) lowest() (int32, float64) {
 	if !f.scan {
 		return f.top()
 	}
-	if len(f.dead) > 0 {
+	if f.dead {
 		f.dropDead()
 	}
 	best, bestLevel := -1, math.Inf(1)
@@ -497,29 +530,33 @@ func (f *Fabric) lowest() (int32, float64) {
 // that one dropped at once if it is dead too). The order of the scan so
 // stays that of a scan which drops dead resources as it meets them, and
 // so does the choice among equal levels: the first in that order.
+//
+// f.deadBits marks their positions, which no drop has moved since the
+// freezes that marked them, and its words are read in order of position.
+// A position that a drop has cut off the end of live by then held a
+// resource pulled into an earlier hole and dropped there (only dead ones
+// are dropped), so it is past the end and skipped. A bitmap rather than
+// a sorted list: the last step of a filling may leave most resources
+// dead at once.
 func (f *Fabric) dropDead() {
-	dead := f.dead
-	// Few: those of one step.
-	for i := 1; i < len(dead); i++ {
-		for j := i; j > 0 && f.res[dead[j]].livePos < f.res[dead[j-1]].livePos; j-- {
-			dead[j], dead[j-1] = dead[j-1], dead[j]
+	live, levels, res := f.live, f.levels, f.fst
+	for wi, word := range f.deadBits[:(len(live)+63)/64] {
+		if word == 0 {
+			continue
+		}
+		f.deadBits[wi] = 0
+		for ; word != 0; word &= word - 1 {
+			p := int32(wi*64 + bits.TrailingZeros64(word))
+			for int(p) < len(live) && res[live[p]].n == 0 {
+				gone, last := live[p], len(live)-1
+				live[p], levels[p] = live[last], levels[last]
+				res[live[p]].livePos = p
+				res[gone].livePos = -1
+				live, levels = live[:last], levels[:last]
+			}
 		}
 	}
-	live, levels := f.live, f.levels
-	for _, d := range dead {
-		p := f.res[d].livePos
-		if p < 0 {
-			continue // dropped already, met at the end
-		}
-		for int(p) < len(live) && f.res[live[p]].n == 0 {
-			gone, last := live[p], len(live)-1
-			live[p], levels[p] = live[last], levels[last]
-			f.res[live[p]].livePos = p
-			f.res[gone].livePos = -1
-			live, levels = live[:last], levels[:last]
-		}
-	}
-	f.live, f.levels, f.dead = live, levels, dead[:0]
+	f.live, f.levels, f.dead = live, levels, false
 }
 
 // settle gives each resource whose level changed in the last step of a
@@ -527,11 +564,11 @@ func (f *Fabric) dropDead() {
 // stale from now on.
 func (f *Fabric) settle() {
 	for _, r := range f.moved {
-		res := &f.res[r]
+		res, fs := &f.res[r], &f.fst[r]
 		res.moved = false
 		res.ver++
-		if res.n > 0 {
-			f.heapPush(levelEntry{level: res.rem / res.w, order: res.order, r: r, ver: res.ver})
+		if fs.n > 0 {
+			f.heapPush(levelEntry{level: fs.rem / fs.w, order: res.order, r: r, ver: res.ver})
 		}
 	}
 	f.moved = f.moved[:0]
@@ -558,7 +595,7 @@ func (a levelEntry) less(b levelEntry) bool {
 func (f *Fabric) top() (int32, float64) {
 	for len(f.heap) > 0 {
 		e := f.heap[0]
-		if res := &f.res[e.r]; res.ver == e.ver && res.n > 0 {
+		if f.res[e.r].ver == e.ver && f.fst[e.r].n > 0 {
 			return e.r, e.level
 		}
 		f.heapPop()

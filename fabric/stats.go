@@ -73,7 +73,7 @@ func (f *Fabric) clearStats() {
 		} else {
 			f.clearDir(l, int(res.dirs))
 		}
-		res.peak = max(res.peak, (res.cap-res.rem)/res.cap)
+		res.peak = max(res.peak, (res.cap-f.fst[r].rem)/res.cap)
 	}
 }
 
