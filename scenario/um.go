@@ -366,8 +366,9 @@ The GPU is given vram bytes of memory for the run (the platform with
 gpus.NAME.vram changed, as --set platform.gpus.gpu0.vram would): the model
 raises one fault per 4 KiB page, so the ratios of an H200's 141 GiB take
 about 9 to 13 CPU seconds, by the core (scenario
-BenchmarkUMOversubscribeH200); a 1 GiB GPU gives about the same GB/s at the same ratios (the one launch latency per
-pass weighs a little more). vram=platform keeps the platform's. Rows:
+BenchmarkUMOversubscribeH200); a 1 GiB GPU gives about the same GB/s
+at the same ratios (the one launch latency per pass weighs a little
+more). vram=platform keeps the platform's. Rows:
 direction kernel for a pass (ops: its number from 1), h2d for the
 prefetch; GB/s is the working set over the pass's time (events); each row's
 name gives the ratio and what the unified-memory driver did. GPUs without
