@@ -73,15 +73,8 @@ func BenchmarkRxStream64GiB(b *testing.B) {
 // mode), sampling the heap every 10 ms of virtual time, and returns the
 // largest HeapInuse seen.
 func rxRun(b *testing.B, spec *platform.Spec, size uint64, packets int) (peak uint64) {
-	m, err := machine.New(spec, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, d := benchMachine(b, spec)
 	defer m.Close()
-	d, err := dma.New(m, m.Mem)
-	if err != nil {
-		b.Fatal(err)
-	}
 	n, err := Start(m, m.Mem, d, Options{Dir: Rx, PacketSize: size, Packets: packets})
 	if err != nil {
 		b.Fatal(err)
@@ -147,15 +140,8 @@ func benchPackets(b *testing.B, run func(packets int)) {
 // txRun sends packets of size from 2s-4gpu-pcie's nic0 (no payload
 // mode).
 func txRun(b *testing.B, spec *platform.Spec, size uint64, packets int) {
-	m, err := machine.New(spec, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, d := benchMachine(b, spec)
 	defer m.Close()
-	d, err := dma.New(m, m.Mem)
-	if err != nil {
-		b.Fatal(err)
-	}
 	r, err := Run(m, m.Mem, d, Options{Dir: Tx, PacketSize: size, Packets: packets})
 	if err != nil {
 		b.Fatal(err)
@@ -229,4 +215,19 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchMachine builds spec's machine and its DMA layer; the caller
+// closes the machine.
+func benchMachine(b *testing.B, spec *platform.Spec) (*machine.Machine, *dma.DMA) {
+	m, err := machine.New(spec, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := dma.New(m, m.Mem)
+	if err != nil {
+		m.Close()
+		b.Fatal(err)
+	}
+	return m, d
 }
