@@ -18,10 +18,18 @@ import (
 // xferRig is h200-pcie with its DMA layer and gpu0 as a bus master.
 func xferRig(t *testing.T, payload bool) (*machine.Machine, *DMA, *Device) {
 	t.Helper()
-	spec, err := platform.Preset("h200-pcie")
+	m, x := machineDMA(t, preset(t, "h200-pcie"), payload)
+	g, err := x.Device("gpu0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, x, g
+}
+
+// machineDMA is spec's machine, closed when the test ends, and its DMA
+// layer.
+func machineDMA(t *testing.T, spec *platform.Spec, payload bool) (*machine.Machine, *DMA) {
+	t.Helper()
 	m, err := machine.NewWithOptions(spec, 1, machine.Options{Payload: payload})
 	if err != nil {
 		t.Fatal(err)
@@ -31,11 +39,7 @@ func xferRig(t *testing.T, payload bool) (*machine.Machine, *DMA, *Device) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := x.Device("gpu0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, x, g
+	return m, x
 }
 
 // TestTransferQueue: transfers on one engine run one after another in
@@ -308,19 +312,7 @@ func TestMaxRateKept(t *testing.T) {
 // that differ in one hop's weight included, and a route changed in place
 // after it was kept is not taken for the one kept.
 func TestRouteLimitsKept(t *testing.T) {
-	spec, err := platform.Preset("2s-4gpu-pcie")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := machine.New(spec, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	x, err := New(m, m.Mem)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, x := machineDMA(t, preset(t, "2s-4gpu-pcie"), false)
 	var routes []fabric.Route
 	var masters []machine.Master
 	for _, g := range m.GPUs {
