@@ -185,6 +185,9 @@ type vaBlock struct {
 	locked bool
 	cond   *sim.Cond
 	dead   bool
+	// pinTimer: an unpin timer was armed on the block, which may still
+	// fire after a Free (recycle).
+	pinTimer bool
 }
 
 func (b *vaBlock) addr(page int) Addr { return b.start + Addr(page)*PageSize }
@@ -212,10 +215,16 @@ func (b *vaBlock) residentMask(p Processor) *PageMask {
 }
 
 // residentMask is b.residentMask(p), a new mask taken from the masks
-// evictions dropped when there are some.
+// of freed blocks or those evictions dropped when there are some.
 func (d *Driver) residentMask(b *vaBlock, p Processor) *PageMask {
 	if b.resident[p] == nil {
-		if n := len(d.spareMasks); n > 0 {
+		if n := len(d.freeMasks); n > 0 {
+			m := d.freeMasks[n-1]
+			d.freeMasks[n-1] = nil
+			d.freeMasks = d.freeMasks[:n-1]
+			*m = PageMask{}
+			b.resident[p] = m
+		} else if n := len(d.spareMasks); n > 0 {
 			m := d.spareMasks[n-1]
 			d.spareMasks[n-1] = nil
 			d.spareMasks = d.spareMasks[:n-1]

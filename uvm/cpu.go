@@ -155,7 +155,7 @@ func (d *Driver) firstTouch(p *sim.Proc, a *Allocation, num uint64, lo, hi int) 
 		return 0, false
 	}
 	b := d.block(a, num)
-	*b.residentMask(CPU) = ft.resident
+	*d.residentMask(b, CPU) = ft.resident
 	d.stats.CPUFaults += int64(ft.faults)
 	d.stats.PopulatedBytes += int64(ft.resident.Count()) * PageSize
 	d.firstTouched++

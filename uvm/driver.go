@@ -127,6 +127,15 @@ type Driver struct {
 	// for residentMask to reuse instead of allocating (at most
 	// maxSpareMasks of them).
 	spareMasks []*PageMask
+	// spareBlocks, freeMasks and freeThrash are what Free gave back
+	// (recycle): blocks, their residency masks and thrashing state, for
+	// the blocks made after to reuse. Unlike spareMasks they are not
+	// bounded: they hold no more than the freed allocations did.
+	spareBlocks []*vaBlock
+	freeMasks   []*PageMask
+	freeThrash  []*blockThrashing
+	// norecycle turns recycle off (tests).
+	norecycle bool
 }
 
 // gpuState is one GPU: its managed memory (uvm_pmm_gpu_t), its
@@ -363,6 +372,7 @@ func (d *Driver) Free(p *sim.Proc, a *Allocation) error {
 		delete(d.dirty, b.num)
 		delete(d.cpuHeld, b.num)
 		d.unlock(b)
+		d.recycle(b)
 	}
 	if d.gen == PrePascal && a.Home.IsGPU() {
 		d.gpus[a.Home.GPUIndex()].homeBytes -= int64((uint64(a.Size) + BlockSize - 1) &^ (BlockSize - 1))
@@ -403,7 +413,15 @@ func (d *Driver) block(a *Allocation, num uint64) *vaBlock {
 	start := Addr(num * BlockSize)
 	pageEnd := a.policies[len(a.policies)-1].end
 	n := len(d.gpus) + 1
-	b := &vaBlock{
+	var b *vaBlock
+	if k := len(d.spareBlocks); k > 0 {
+		b = d.spareBlocks[k-1]
+		d.spareBlocks[k-1] = nil
+		d.spareBlocks = d.spareBlocks[:k-1]
+	} else {
+		b = new(vaBlock)
+	}
+	*b = vaBlock{
 		num: num, start: start, alloc: a,
 		pages: int(min(pageEnd, start+BlockSize)-start) / PageSize,
 	}
@@ -416,6 +434,34 @@ func (d *Driver) block(a *Allocation, num uint64) *vaBlock {
 	d.blocks[num] = b
 	a.setBlock(num, nil, b)
 	return b
+}
+
+// recycle keeps b, freed, for a later block to reuse with its residency
+// masks and thrashing state, when nothing can still refer to it: no
+// process ever waited for its lock (a waiter wakes after Free and
+// looks at it) and no unpin timer was armed on it. A sweep frees an
+// allocation of a hundred thousand blocks and makes another as large;
+// reusing them spares three or four allocations per block, and the
+// collector's work on them. Blocks are made on Pascal and later only
+// here; the other generations keep side tables of blocks and do not
+// recycle.
+func (d *Driver) recycle(b *vaBlock) {
+	if d.norecycle || b.cond != nil || b.pinTimer || !d.gen.ConcurrentAccess() {
+		return
+	}
+	for q, r := range b.resident {
+		if r != nil {
+			d.freeMasks = append(d.freeMasks, r)
+			b.resident[q] = nil
+		}
+	}
+	if bt := b.thrash; bt != nil {
+		*bt = blockThrashing{}
+		d.freeThrash = append(d.freeThrash, bt)
+	}
+	// The block keeps nothing of its past: block() sets every field.
+	*b = vaBlock{}
+	d.spareBlocks = append(d.spareBlocks, b)
 }
 
 // blockAt is the touched block number num, nil if none: from the index

@@ -101,7 +101,14 @@ func (d *Driver) thrashingMigration(p *sim.Proc, b *vaBlock, m PageMask, dst Pro
 	}
 	bt := b.thrash
 	if bt == nil {
-		bt = &blockThrashing{lastProc: NoProcessor}
+		if n := len(d.freeThrash); n > 0 {
+			bt = d.freeThrash[n-1]
+			d.freeThrash[n-1] = nil
+			d.freeThrash = d.freeThrash[:n-1]
+			*bt = blockThrashing{lastProc: NoProcessor}
+		} else {
+			bt = &blockThrashing{lastProc: NoProcessor}
+		}
 		b.thrash = bt
 	}
 	defer func() { bt.last, bt.seen, bt.lastProc = now, true, dst }()
@@ -354,6 +361,7 @@ func (d *Driver) pin(p *sim.Proc, b *vaBlock, pg int, pt *pageThrashing, residen
 		if d.p.ThrashingPin > 0 {
 			pt.pinDeadline = now + d.lapse(d.p.ThrashingPin)
 			deadline := pt.pinDeadline
+			b.pinTimer = true
 			d.eng.At(deadline, func() { d.unpinTimer(b, pg, deadline) })
 		}
 		pt.throttleCount = 0
