@@ -136,6 +136,10 @@ type Driver struct {
 	freeThrash  []*blockThrashing
 	// norecycle turns recycle off (tests).
 	norecycle bool
+	// general turns servicePlain off; plainServices counts the
+	// services it did (tests).
+	general       bool
+	plainServices int
 }
 
 // gpuState is one GPU: its managed memory (uvm_pmm_gpu_t), its

@@ -447,7 +447,11 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 	if d.p.DisableThrashing || b.thrash == nil || b.thrash.pages == nil {
 		// No page of the block has a thrashing history: every hint is
 		// none (thrashingHint's first test).
-		d.serviceFaults(p, b, g.id, need, writes, nil)
+		if d.plainService(b, g.id) {
+			d.servicePlain(p, b, g.id, need)
+		} else {
+			d.serviceFaults(p, b, g.id, need, writes, nil)
+		}
 		return coalesced, false, true
 	}
 	// The bottom half services one batch at a time, so the pins can

@@ -32,6 +32,13 @@ const (
 // ever) and returns the digest of every event (all fields), of what
 // each access returned, and of the statistics then.
 func randomRun(t testing.TB, seed uint64) (string, map[Kind]bool) {
+	digest, kinds, _ := randomRunWith(t, seed, false)
+	return digest, kinds
+}
+
+// randomRunWith is randomRun, with servicePlain turned off when general
+// is set; it also returns the number of services servicePlain did.
+func randomRunWith(t testing.TB, seed uint64, general bool) (string, map[Kind]bool, int) {
 	r := rand.New(rand.NewPCG(seed, 17))
 	ngpu := 1 + r.IntN(2)
 	cfg := Config{Params: testParams()}
@@ -49,6 +56,7 @@ func randomRun(t testing.TB, seed uint64) (string, map[Kind]bool) {
 	env := &testEnv{e: sim.New(seed), moveT: perMicro64K}
 	d, err := New(env, cfg)
 	must(t, err)
+	d.general = general
 	size := int64(2+r.IntN(5))*BlockSize - int64(r.IntN(3))*PageSize*7
 	a := mustAlloc(t, d, size)
 	pages := int((size + PageSize - 1) / PageSize)
@@ -123,7 +131,7 @@ func randomRun(t testing.TB, seed uint64) (string, map[Kind]bool) {
 	env.e.RunUntil(randomHorizon)
 	env.e.Close()
 	fmt.Fprintf(log, "%+v\n", d.Stats())
-	return fmt.Sprintf("%x", log.Sum(nil)), kinds
+	return fmt.Sprintf("%x", log.Sum(nil)), kinds, d.plainServices
 }
 
 // TestRandomRuns: randomRun's events, accesses and statistics, for each of
@@ -160,5 +168,105 @@ func TestRandomRuns(t *testing.T) {
 		if !kinds[k] {
 			t.Errorf("no run has a %v event", k)
 		}
+	}
+}
+
+// TestPlainServiceSameRun: servicing the faults of a block nobody
+// advised on a machine of one GPU through servicePlain gives every
+// event, access and statistic of the general path (serviceFaults and
+// makeResident), over plainRuns random runs drawn as TestRandomRuns's
+// (advice given while a service migrates included).
+func TestPlainServiceSameRun(t *testing.T) {
+	const plainRuns = 150
+	plain, runs := 0, 0
+	for seed := range uint64(plainRuns) {
+		want, _, n := randomRunWith(t, 1000+seed, true)
+		if n != 0 {
+			t.Fatalf("seed %d: %d plain services with general set", seed, n)
+		}
+		got, _, n := randomRunWith(t, 1000+seed, false)
+		if got != want {
+			t.Fatalf("seed %d: digest %s, general path %s", seed, got, want)
+		}
+		plain += n
+		if n > 0 {
+			runs++
+		}
+	}
+	t.Logf("%d plain services, in %d of %d runs", plain, runs, plainRuns)
+	if runs < plainRuns/3 {
+		t.Fatalf("only %d runs took servicePlain", runs)
+	}
+}
+
+// plainScript is a scripted run on one GPU of what servicePlain must
+// get right besides the common case, with every event in the log:
+// pages read-duplicated under ReadMostly, the advice dropped, then
+// written by the GPU; the GPU faulting a block while another process
+// advises AccessedBy on it mid-migration (the CPU then maps the pages
+// where they land); blocks evicted and faulted back. general turns
+// servicePlain off.
+func plainScript(t *testing.T, general bool) (string, *Driver) {
+	// The CPU reaches the GPU's memory over NVLink-C2C: it can map it.
+	cfg := oneGPU(2 * BlockSize)
+	cfg.GPUs[0].CPULink = LinkNVLink
+	d, env := newDriver(t, cfg)
+	d.general = general
+	var log strings.Builder
+	d.Hooks.Hook(func(e *Event) { fmt.Fprintf(&log, "%+v\n", *e) })
+	a := mustAlloc(t, d, 4*BlockSize)
+	at := func(block, page int) Addr { return a.Base + Addr(block)*BlockSize + Addr(page)*PageSize }
+	access := func(acc Access, err error) {
+		must(t, err)
+		fmt.Fprintf(&log, "%+v\n", acc)
+	}
+	env.e.Spawn("advisor", func(p *sim.Proc) {
+		// Block 2's first batch migrates from 515.8 to 531.8 us.
+		p.Sleep(520 * sim.Microsecond)
+		must(t, d.Advise(p, at(2, 0), BlockSize, AdviseSetAccessedBy, CPU))
+	})
+	run(t, env, func(p *sim.Proc) {
+		must(t, d.Advise(p, at(0, 0), BlockSize, AdviseSetReadMostly, 0))
+		access(d.CPUAccess(p, at(0, 0), 64*PageSize, true))
+		access(d.GPUAccess(p, 0, at(0, 8), 32*PageSize, false))
+		must(t, d.Advise(p, at(0, 0), BlockSize, AdviseUnsetReadMostly, 0))
+		access(d.GPUAccess(p, 0, at(0, 0), 40*PageSize, true))
+		access(d.CPUAccess(p, at(1, 0), BlockSize, true))
+		access(d.CPUAccess(p, at(2, 0), BlockSize, true))
+		// The GPU maps pages of block 3 in system memory, and keeps
+		// the mappings once the advice goes, until they move.
+		must(t, d.Advise(p, at(3, 0), BlockSize, AdviseSetAccessedBy, GPU(0)))
+		access(d.CPUAccess(p, at(3, 0), BlockSize, true))
+		access(d.GPUAccess(p, 0, at(3, 0), 16*PageSize, false))
+		must(t, d.Advise(p, at(3, 0), BlockSize, AdviseUnsetAccessedBy, GPU(0)))
+		access(d.GPUAccess(p, 0, at(3, 16), 100*PageSize, false))
+		fmt.Fprintln(&log, d.Residency(at(3, 0)), d.MapsRemotely(GPU(0), at(3, 0)))
+		p.Sleep(300 * sim.Microsecond)
+		access(d.GPUAccess(p, 0, at(2, 0), BlockSize, false))
+		access(d.GPUAccess(p, 0, at(1, 100), 200*PageSize, true))
+		access(d.GPUAccess(p, 0, at(3, 0), BlockSize, true))
+		access(d.GPUAccess(p, 0, at(0, 0), BlockSize, false))
+	})
+	fmt.Fprintf(&log, "%v %+v\n", env.e.Now(), d.Stats())
+	for pg := range 4 * PagesPerBlock {
+		x := a.Base + Addr(pg)*PageSize
+		fmt.Fprintf(&log, "%v %v %v\n", d.Residency(x), d.MapsRemotely(CPU, x), d.MapsRemotely(GPU(0), x))
+	}
+	return log.String(), d
+}
+
+// TestPlainServiceScript: plainScript logs the same with servicePlain
+// as with the general path, and has the remote mappings after advice
+// mid-migration and the evictions it is about.
+func TestPlainServiceScript(t *testing.T) {
+	want, _ := plainScript(t, true)
+	got, d := plainScript(t, false)
+	if got != want {
+		t.Fatalf("servicePlain:\n%s\ngeneral path:\n%s", got, want)
+	}
+	s := d.Stats()
+	if d.plainServices < 4 || s.RemoteMaps == 0 || s.Evictions == 0 {
+		t.Fatalf("%d plain services, %d remote maps, %d evictions: the script misses a case",
+			d.plainServices, s.RemoteMaps, s.Evictions)
 	}
 }

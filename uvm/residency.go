@@ -570,3 +570,99 @@ func (d *Driver) freeChunk(c *chunk) {
 	*c = chunk{}
 	d.spareChunks = append(d.spareChunks, c)
 }
+
+// plainService reports whether a fault service of block b for GPU
+// requester without pins can be servicePlain's: a machine of one GPU
+// with memory of its own, and one policy over the whole block, the
+// default. That is the common case of a kernel faulting memory nobody
+// advised (every batch of a sweep over managed memory), and there the
+// general path's residency selection, cause groups and remote mappings
+// all come down to "the faulted pages and the prefetcher's go to the
+// GPU".
+func (d *Driver) plainService(b *vaBlock, requester Processor) bool {
+	if d.general || len(b.resident) != 2 || !requester.IsGPU() || !d.hasMemory(requester) {
+		return false
+	}
+	a := b.alloc
+	lo, hi := b.start, b.addr(b.pages)
+	i := 0
+	if len(a.policies) > 1 {
+		i = sort.Search(len(a.policies), func(i int) bool { return a.policies[i].end > lo })
+	}
+	s := &a.policies[i]
+	return s.start <= lo && s.end >= hi && s.policy == defaultPolicy
+}
+
+// servicePlain is serviceFaults and makeResident for the faulted pages
+// need of b, for GPU to, when plainService holds and no page has a pin:
+// selectResidency sends every page to the requester with nothing
+// duplicated and no advice, so there is one destination, the
+// prefetcher runs, and the requester maps nothing remotely; the pages
+// come from the CPU, the only other holder, or are populated. Each step
+// is makeResident's with its masks worked out for one GPU and the CPU:
+// the same statistics, events, sleeps and migrations in the same order.
+// TestPlainServiceSameRun compares the two.
+func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMask) {
+	d.plainServices++
+	gpu := b.residentOn(to)
+	var prefetched PageMask
+	if !d.p.DisablePrefetch {
+		prefetched = PrefetchPages(PrefetchInput{
+			Pages:     b.pages,
+			Resident:  gpu,
+			Faulted:   need,
+			Thrashing: d.thrashingPages(b),
+			Threshold: d.p.PrefetchThreshold,
+			// No preferred location: FirstTouchPreferred is false.
+		})
+	}
+	groups := [4]causeMask{{need, CauseFault}, {cause: CauseAdvice}, {cause: CauseThrashing}, {prefetched, CausePrefetcher}}
+	all := or(need, prefetched)
+	// ensureChunk may evict other blocks and wait, but b is locked:
+	// its residency stays as it was.
+	d.ensureChunk(p, d.gpus[to.GPUIndex()], b)
+	cpu := b.residentOn(CPU)
+	fresh := andNot(all, gpu)
+	// Pages on both (read-duplicated under an earlier policy) lose the
+	// CPU's copy: every page here ends on the GPU alone.
+	revoked := and(all, and(cpu, gpu))
+	held := and(fresh, cpu)
+	if populate := andNot(fresh, held); !populate.Empty() {
+		d.stats.PopulatedBytes += int64(populate.Count()) * PageSize
+		d.migrated(p, b, groups[:], populate, NoProcessor, to, false)
+	}
+	if !held.Empty() {
+		d.move(p, b, CPU, to, held)
+		d.migrated(p, b, groups[:], held, CPU, to, false)
+	}
+	changed := fresh
+	if r := b.resident[CPU]; r != nil {
+		if lost := and(*r, all); !lost.Empty() {
+			changed.Or(&lost)
+			r.AndNot(&lost)
+		}
+	}
+	d.residentMask(b, to).Or(&all)
+	if !fresh.Empty() {
+		g := d.gpus[to.GPUIndex()]
+		c := b.chunk[to.GPUIndex()]
+		g.lru.remove(c)
+		g.lru.pushBack(c)
+	}
+	b.dropRemote(&changed)
+	if !revoked.Empty() {
+		d.stats.Revocations += int64(revoked.Count())
+		if d.observed() {
+			d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindRevoke, Processor: to,
+				Addr: b.addr(revoked.First()), Bytes: int64(revoked.Count()) * PageSize})
+		}
+	}
+	// No page of the block was AccessedBy, but advice given while the
+	// pages moved may have made some.
+	d.mapAccessedBy(p, b, changed)
+	// Thrashing detection sees the pages copied, faulted and
+	// prefetched alike; nothing is duplicated, so nothing is reset.
+	if !held.Empty() {
+		d.thrashingMigration(p, b, held, to, d.eng.Now())
+	}
+}
