@@ -140,6 +140,8 @@ type Driver struct {
 	// services it did (tests).
 	general       bool
 	plainServices int
+	// prefetches are the prefetcher's last decisions (servicePlain).
+	prefetches prefetchMemo
 }
 
 // gpuState is one GPU: its managed memory (uvm_pmm_gpu_t), its

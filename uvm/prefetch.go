@@ -115,3 +115,32 @@ func prefetchRegion(tree *PageMask, n, pg, threshold int) (first, end int) {
 		}
 	}
 }
+
+// prefetchMemo keeps the last few PrefetchPages decisions: the function
+// is pure, and a sweep asks the same few questions again and again (a
+// batch faults half a block, of which the other half is on the GPU or
+// not), while a walk of the tree costs a few hundred nanoseconds.
+type prefetchMemo struct {
+	in   [prefetchMemoSize]PrefetchInput
+	out  [prefetchMemoSize]PageMask
+	n    int // entries filled
+	next int // the entry the next miss replaces
+}
+
+const prefetchMemoSize = 4
+
+// prefetch is PrefetchPages(in), from the memo when it holds in.
+func (m *prefetchMemo) prefetch(in PrefetchInput) PageMask {
+	for i := range m.n {
+		if m.in[i] == in {
+			return m.out[i]
+		}
+	}
+	out := PrefetchPages(in)
+	m.in[m.next], m.out[m.next] = in, out
+	m.next = (m.next + 1) % prefetchMemoSize
+	if m.n < prefetchMemoSize {
+		m.n++
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package uvm
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -186,5 +187,57 @@ func TestSlowTouches(t *testing.T) {
 				t.Errorf("fault-driven migration %d B, want %d", got, c.moved)
 			}
 		})
+	}
+}
+
+// TestPrefetchMemo: the memo answers what PrefetchPages answers, over
+// 20,000 questions drawn from a pool of 12 (more than it keeps, so that
+// it both hits and replaces), each differing from others in one field.
+func TestPrefetchMemo(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	randMask := func() PageMask {
+		var m PageMask
+		for range r.IntN(4) {
+			lo := r.IntN(PagesPerBlock)
+			m.SetRange(lo, lo+1+r.IntN(PagesPerBlock-lo))
+		}
+		return m
+	}
+	base := PrefetchInput{Pages: PagesPerBlock, Resident: randMask(), Faulted: randMask(), Threshold: 51}
+	pool := []PrefetchInput{base}
+	for len(pool) < 12 {
+		in := pool[r.IntN(len(pool))]
+		switch r.IntN(6) {
+		case 0:
+			in.Pages = 1 + r.IntN(PagesPerBlock)
+		case 1:
+			in.Resident = randMask()
+		case 2:
+			in.Faulted = randMask()
+		case 3:
+			in.Thrashing = randMask()
+		case 4:
+			in.Threshold = 1 + r.IntN(99)
+		case 5:
+			in.FirstTouchPreferred = !in.FirstTouchPreferred
+		}
+		pool = append(pool, in)
+	}
+	var m prefetchMemo
+	hits := 0
+	for range 20000 {
+		in := pool[r.IntN(len(pool))]
+		for i := range m.n {
+			if m.in[i] == in {
+				hits++
+				break
+			}
+		}
+		if got, want := m.prefetch(in), PrefetchPages(in); got != want {
+			t.Fatalf("memo %v, PrefetchPages %v for %+v", got, want, in)
+		}
+	}
+	if hits < 1000 || hits > 19000 {
+		t.Fatalf("%d hits of 20000", hits)
 	}
 }

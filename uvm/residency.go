@@ -607,7 +607,7 @@ func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMa
 	gpu := b.residentOn(to)
 	var prefetched PageMask
 	if !d.p.DisablePrefetch {
-		prefetched = PrefetchPages(PrefetchInput{
+		prefetched = d.prefetches.prefetch(PrefetchInput{
 			Pages:     b.pages,
 			Resident:  gpu,
 			Faulted:   need,
