@@ -43,8 +43,10 @@ type Driver struct {
 	um    *uvm.Driver
 	umErr error
 	gen   uvm.Generation
-	// umMoves are the migrations' shared parts, by (from, to).
-	umMoves map[[2]uvm.Processor]*umMove
+	// umMoves are the migrations' shared parts, one per (from, to) in
+	// the order first asked: a machine has few processors, and a list
+	// of them is read faster than a map on every migration.
+	umMoves []*umMove
 
 	// k is the operating system whose processes use the driver.
 	k *kern.Kernel

@@ -207,6 +207,7 @@ func driver(from, to uvm.Processor) uvm.Processor {
 // not change while it runs, so they are worked out once per pair, not
 // once per migration.
 type umMove struct {
+	from, to uvm.Processor
 	name     string
 	src, dst machine.Endpoint
 	master   machine.Master
@@ -217,23 +218,21 @@ type umMove struct {
 // umMove is the shared part of migrations from one processor to
 // another.
 func (d *Driver) umMove(from, to uvm.Processor) *umMove {
-	key := [2]uvm.Processor{from, to}
-	if mv := d.umMoves[key]; mv != nil {
-		return mv
+	for _, mv := range d.umMoves {
+		if mv.from == from && mv.to == to {
+			return mv
+		}
 	}
 	m := d.m
 	by := driver(from, to)
-	mv := &umMove{name: fmt.Sprintf("uvm %v→%v", from, to), src: d.procMemory(from, to), dst: d.procMemory(to, from),
+	mv := &umMove{from: from, to: to, name: fmt.Sprintf("uvm %v→%v", from, to), src: d.procMemory(from, to), dst: d.procMemory(to, from),
 		master: m.GPUs[by.GPUIndex()].CE()}
 	r, err := m.DMARoute(mv.src, mv.dst, mv.master)
 	if err != nil {
 		panic(fmt.Sprintf("cuda: uvm migration %v → %v: %v", from, to, err))
 	}
 	mv.route, mv.load = r, m.Reads(mv.dst, mv.master)
-	if d.umMoves == nil {
-		d.umMoves = map[[2]uvm.Processor]*umMove{}
-	}
-	d.umMoves[key] = mv
+	d.umMoves = append(d.umMoves, mv)
 	return mv
 }
 
