@@ -26,8 +26,8 @@ type Allocation struct {
 	policies []policySpan
 	freed    bool
 	// blocks are the touched blocks by number from Base's, in leaves of
-	// leafBlocks made at the first touch of one of theirs:
-	// Driver.blocks's entries for a, kept in step with it (setBlock).
+	// leafBlocks made at the first touch of one of theirs (setBlock):
+	// the driver's only index of its blocks.
 	blocks []*blockLeaf
 }
 
@@ -57,6 +57,20 @@ func (a *Allocation) setBlock(num uint64, old, b *vaBlock) {
 	}
 	if leaf[k%leafBlocks] == old {
 		leaf[k%leafBlocks] = b
+	}
+}
+
+// eachBlock calls f with each touched block of a, in address order.
+func (a *Allocation) eachBlock(f func(*vaBlock)) {
+	for _, leaf := range a.blocks {
+		if leaf == nil {
+			continue
+		}
+		for _, b := range leaf {
+			if b != nil {
+				f(b)
+			}
+		}
 	}
 }
 
@@ -261,6 +275,13 @@ func (b *vaBlock) anyResident() PageMask {
 
 // shared are the pages resident on more than one processor.
 func (b *vaBlock) shared() PageMask {
+	if len(b.resident) == 2 {
+		// One GPU: the pages both it and the CPU hold.
+		if b.resident[0] == nil || b.resident[1] == nil {
+			return PageMask{}
+		}
+		return and(*b.resident[0], *b.resident[1])
+	}
 	var once, twice PageMask
 	for _, r := range b.resident {
 		if r == nil {

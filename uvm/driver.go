@@ -94,9 +94,9 @@ type Driver struct {
 	// allocs are the live allocations, by Base.
 	allocs   []*Allocation
 	nextBase Addr
-	// blocks are the touched VA blocks, by block number (blockAt looks
-	// them up).
-	blocks map[uint64]*vaBlock
+	// nblocks counts the touched VA blocks; each live allocation
+	// indexes its own (Allocation.blocks, which blockAt reads).
+	nblocks int
 	// unlocked is broadcast whenever a block lock is released: an
 	// evictor that found every chunk locked waits on it.
 	unlocked *sim.Cond
@@ -222,7 +222,6 @@ func New(env Env, cfg Config) (*Driver, error) {
 	d := &Driver{
 		env: env, eng: env.Engine(), cfg: cfg, p: cfg.Params, gen: gen,
 		nextBase: ManagedBase,
-		blocks:   map[uint64]*vaBlock{},
 		unlocked: sim.NewCond("uvm block unlock"),
 		dirty:    map[uint64]*vaBlock{}, cpuHeld: map[uint64]*vaBlock{},
 	}
@@ -249,14 +248,14 @@ func (d *Driver) Params() Params { return d.p }
 func (d *Driver) Stats() Stats { return d.stats }
 
 // BlockCount is the number of VA blocks touched so far.
-func (d *Driver) BlockCount() int { return len(d.blocks) }
+func (d *Driver) BlockCount() int { return d.nblocks }
 
 // Footprint is the memory the driver's per-page state takes, in bytes:
 // it grows with the blocks touched, never with allocation sizes.
 func (d *Driver) Footprint() int64 {
 	var n int64
-	for _, b := range d.blocks {
-		n += b.footprint()
+	for _, a := range d.allocs {
+		a.eachBlock(func(b *vaBlock) { n += b.footprint() })
 	}
 	return n
 }
@@ -373,7 +372,7 @@ func (d *Driver) Free(p *sim.Proc, a *Allocation) error {
 			}
 		}
 		b.dead = true
-		delete(d.blocks, b.num)
+		d.nblocks--
 		a.setBlock(b.num, b, nil)
 		delete(d.dirty, b.num)
 		delete(d.cpuHeld, b.num)
@@ -437,7 +436,7 @@ func (d *Driver) block(a *Allocation, num uint64) *vaBlock {
 	} else {
 		b.resident, b.remote, b.chunk = make([]*PageMask, n), make([]*PageMask, n), make([]*chunk, n-1)
 	}
-	d.blocks[num] = b
+	d.nblocks++
 	a.setBlock(num, nil, b)
 	return b
 }
@@ -488,7 +487,8 @@ func (d *Driver) blockAt(num uint64) *vaBlock {
 		return 0
 	})
 	if !found {
-		return d.blocks[num]
+		// Blocks live only in live allocations (Free removes them).
+		return nil
 	}
 	a := d.allocs[i]
 	k := num - uint64(a.Base)/BlockSize
@@ -507,7 +507,7 @@ func (d *Driver) touched(start, end Addr) []*vaBlock {
 	}
 	first, last := uint64(start)/BlockSize, (uint64(end)-1)/BlockSize
 	var out []*vaBlock
-	if last-first < uint64(len(d.blocks)) {
+	if last-first < uint64(d.nblocks) {
 		for n := first; n <= last; n++ {
 			if b := d.blockAt(n); b != nil {
 				out = append(out, b)
@@ -515,12 +515,15 @@ func (d *Driver) touched(start, end Addr) []*vaBlock {
 		}
 		return out
 	}
-	for n, b := range d.blocks {
-		if n >= first && n <= last {
-			out = append(out, b)
-		}
+	// Fewer touched blocks than the range has: walk the allocations'
+	// indexes, in address order.
+	for _, a := range d.allocs {
+		a.eachBlock(func(b *vaBlock) {
+			if b.num >= first && b.num <= last {
+				out = append(out, b)
+			}
+		})
 	}
-	slices.SortFunc(out, func(x, y *vaBlock) int { return cmpUint(x.num, y.num) })
 	return out
 }
 

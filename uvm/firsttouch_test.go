@@ -135,14 +135,30 @@ func TestFirstTouchSameRun(t *testing.T) {
 	}
 }
 
-// checkBlockIndex: blockAt gives the block map's entry for every block
-// of a and the blocks around it.
+// checkBlockIndex: blockAt gives, for every block of a and the blocks
+// around it, nil or the block of that number, of a live allocation
+// holding it; and the driver counts as many blocks as the allocations
+// index.
 func checkBlockIndex(t testing.TB, d *Driver, a *Allocation) {
 	t.Helper()
 	first := uint64(a.Base) / BlockSize
 	for num := first - 2; num < first+uint64(a.blockCount())+2; num++ {
-		if got, want := d.blockAt(num), d.blocks[num]; got != want {
-			t.Fatalf("block %d: blockAt %p, map %p", num, got, want)
+		b := d.blockAt(num)
+		if b == nil {
+			continue
 		}
+		if b.num != num || b.dead || b.alloc.freed || uint64(b.alloc.Base)/BlockSize > num || num >= uint64(b.alloc.Base)/BlockSize+uint64(b.alloc.blockCount()) {
+			t.Fatalf("block %d: blockAt gives block %d of %v (dead %v)", num, b.num, b.alloc, b.dead)
+		}
+	}
+	if a.freed && d.blockAt(first) != nil {
+		t.Fatalf("block %d of a freed allocation still indexed", first)
+	}
+	n := 0
+	for _, x := range d.allocs {
+		x.eachBlock(func(*vaBlock) { n++ })
+	}
+	if n != d.BlockCount() {
+		t.Fatalf("%d blocks indexed, BlockCount %d", n, d.BlockCount())
 	}
 }

@@ -158,3 +158,52 @@ func TestRecycleSameRun(t *testing.T) {
 		t.Fatalf("only %d runs reused blocks", runs)
 	}
 }
+
+// sharedRef is vaBlock.shared's general loop, the reference for its
+// one-GPU shortcut.
+func sharedRef(b *vaBlock) PageMask {
+	var once, twice PageMask
+	for _, r := range b.resident {
+		if r == nil {
+			continue
+		}
+		t := and(once, *r)
+		twice.Or(&t)
+		once.Or(r)
+	}
+	return twice
+}
+
+// TestSharedOneGPU: shared on a block of a one-GPU machine is the
+// general loop's, for 2,000 random residencies (either mask missing,
+// empty, or random).
+func TestSharedOneGPU(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	randMask := func() *PageMask {
+		if r.IntN(4) == 0 {
+			return nil
+		}
+		m := new(PageMask)
+		for range r.IntN(5) {
+			lo := r.IntN(PagesPerBlock)
+			m.SetRange(lo, lo+1+r.IntN(PagesPerBlock-lo))
+		}
+		return m
+	}
+	overlaps := 0
+	for range 2000 {
+		var b vaBlock
+		b.resident = b.small.resident[:2]
+		b.resident[0], b.resident[1] = randMask(), randMask()
+		got, want := b.shared(), sharedRef(&b)
+		if got != want {
+			t.Fatalf("shared %v, want %v", got, want)
+		}
+		if !want.Empty() {
+			overlaps++
+		}
+	}
+	if overlaps < 500 {
+		t.Fatalf("only %d of 2000 residencies share pages", overlaps)
+	}
+}
