@@ -337,6 +337,19 @@ func (b *vaBlock) accessible(p Processor, write bool) PageMask {
 	return m
 }
 
+// access is accessible(p, false) and accessible(p, true), with the
+// block's masks read once.
+func (b *vaBlock) access(p Processor) (readable, writable PageMask) {
+	readable = b.residentOn(p)
+	writable = readable
+	s := b.shared()
+	writable.AndNot(&s)
+	r := b.remoteOn(p)
+	readable.Or(&r)
+	writable.Or(&r)
+	return readable, writable
+}
+
 // dropRemote removes every remote mapping of the pages in m.
 func (b *vaBlock) dropRemote(m *PageMask) {
 	for _, r := range b.remote {

@@ -425,7 +425,7 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 	b := d.block(a, num)
 	d.lock(p, b)
 	defer d.unlock(b)
-	readable, writable := b.accessible(g.id, false), b.accessible(g.id, true)
+	readable, writable := b.access(g.id)
 	// A page is stale when the GPU may already access it as asked: it
 	// may write it, or every entry of the page is a read and it may
 	// read it.

@@ -207,3 +207,34 @@ func TestSharedOneGPU(t *testing.T) {
 		t.Fatalf("only %d of 2000 residencies share pages", overlaps)
 	}
 }
+
+// TestAccessPair: access gives accessible's two answers, for 2,000
+// random blocks of one or two GPUs (masks missing, empty or random,
+// remote mappings included).
+func TestAccessPair(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	randMask := func() *PageMask {
+		if r.IntN(4) == 0 {
+			return nil
+		}
+		m := new(PageMask)
+		for range r.IntN(5) {
+			lo := r.IntN(PagesPerBlock)
+			m.SetRange(lo, lo+1+r.IntN(PagesPerBlock-lo))
+		}
+		return m
+	}
+	for range 2000 {
+		n := 2 + r.IntN(2)
+		b := vaBlock{resident: make([]*PageMask, n), remote: make([]*PageMask, n)}
+		for q := range n {
+			b.resident[q], b.remote[q] = randMask(), randMask()
+		}
+		for q := range Processor(n) {
+			rd, wr := b.access(q)
+			if rd != b.accessible(q, false) || wr != b.accessible(q, true) {
+				t.Fatalf("processor %v: access %v, %v; accessible %v, %v", q, rd, wr, b.accessible(q, false), b.accessible(q, true))
+			}
+		}
+	}
+}

@@ -633,7 +633,14 @@ func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMa
 	}
 	if !held.Empty() {
 		d.move(p, b, CPU, to, held)
-		d.migrated(p, b, groups[:], held, CPU, to, false)
+		if d.observed() {
+			d.migrated(p, b, groups[:], held, CPU, to, false)
+		} else {
+			// migrated without events: of the four groups only the
+			// faulted and the prefetched pages can have any.
+			d.countMigration(and(need, held), CauseFault)
+			d.countMigration(and(prefetched, held), CausePrefetcher)
+		}
 	}
 	changed := fresh
 	if r := b.resident[CPU]; r != nil {
@@ -665,4 +672,14 @@ func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMa
 	if !held.Empty() {
 		d.thrashingMigration(p, b, held, to, d.eng.Now())
 	}
+}
+
+// countMigration counts a migration of pages m for cause, as migrated
+// does when nobody watches; none when m is empty.
+func (d *Driver) countMigration(m PageMask, cause Cause) {
+	if m.Empty() {
+		return
+	}
+	d.stats.Migrations[cause]++
+	d.stats.MigratedBytes[cause] += int64(m.Count()) * PageSize
 }
