@@ -441,17 +441,21 @@ func (d *Driver) serviceBlockBatch(p *sim.Proc, g *gpuState, num uint64, runs []
 		return coalesced, false, false
 	}
 	p.Sleep(d.p.BlockServiceCost)
+	noHistory := d.p.DisableThrashing || b.thrash == nil || b.thrash.pages == nil
+	if noHistory && d.plainService(b, g.id) {
+		// The pages that became resident on the GPU are those
+		// servicePlain made fresh there: chargePages's count.
+		fresh := d.servicePlain(p, b, g.id, need)
+		d.chargeCount(p, fresh)
+		return coalesced, false, true
+	}
 	before := b.residentOn(g.id)
 	defer d.chargePages(p, b, g.id, &before)
 	now := p.Now()
-	if d.p.DisableThrashing || b.thrash == nil || b.thrash.pages == nil {
+	if noHistory {
 		// No page of the block has a thrashing history: every hint is
 		// none (thrashingHint's first test).
-		if d.plainService(b, g.id) {
-			d.servicePlain(p, b, g.id, need)
-		} else {
-			d.serviceFaults(p, b, g.id, need, writes, nil)
-		}
+		d.serviceFaults(p, b, g.id, need, writes, nil)
 		return coalesced, false, true
 	}
 	// The bottom half services one batch at a time, so the pins can
@@ -489,7 +493,12 @@ func (d *Driver) chargePages(p *sim.Proc, b *vaBlock, x Processor, before *PageM
 		return
 	}
 	moved := andNot(b.residentOn(x), *before)
-	if n := moved.Count(); n > 0 {
+	d.chargeCount(p, moved.Count())
+}
+
+// chargeCount is chargePages for n pages.
+func (d *Driver) chargeCount(p *sim.Proc, n int) {
+	if n > 0 && d.p.FaultPageCost != 0 {
 		p.Sleep(sim.Time(n) * d.p.FaultPageCost)
 	}
 }

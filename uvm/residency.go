@@ -601,8 +601,9 @@ func (d *Driver) plainService(b *vaBlock, requester Processor) bool {
 // come from the CPU, the only other holder, or are populated. Each step
 // is makeResident's with its masks worked out for one GPU and the CPU:
 // the same statistics, events, sleeps and migrations in the same order.
-// TestPlainServiceSameRun compares the two.
-func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMask) {
+// TestPlainServiceSameRun compares the two. It returns the number of
+// pages that became resident on to.
+func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMask) int {
 	d.plainServices++
 	gpu := b.residentOn(to)
 	var prefetched PageMask
@@ -616,7 +617,10 @@ func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMa
 			// No preferred location: FirstTouchPreferred is false.
 		})
 	}
-	groups := [4]causeMask{{need, CauseFault}, {cause: CauseAdvice}, {cause: CauseThrashing}, {prefetched, CausePrefetcher}}
+	// migrated's groups, made only for events.
+	groups := func() []causeMask {
+		return []causeMask{{need, CauseFault}, {cause: CauseAdvice}, {cause: CauseThrashing}, {prefetched, CausePrefetcher}}
+	}
 	all := or(need, prefetched)
 	// ensureChunk may evict other blocks and wait, but b is locked:
 	// its residency stays as it was.
@@ -629,12 +633,14 @@ func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMa
 	held := and(fresh, cpu)
 	if populate := andNot(fresh, held); !populate.Empty() {
 		d.stats.PopulatedBytes += int64(populate.Count()) * PageSize
-		d.migrated(p, b, groups[:], populate, NoProcessor, to, false)
+		if d.observed() {
+			d.migrated(p, b, groups(), populate, NoProcessor, to, false)
+		}
 	}
 	if !held.Empty() {
 		d.move(p, b, CPU, to, held)
 		if d.observed() {
-			d.migrated(p, b, groups[:], held, CPU, to, false)
+			d.migrated(p, b, groups(), held, CPU, to, false)
 		} else {
 			// migrated without events: of the four groups only the
 			// faulted and the prefetched pages can have any.
@@ -672,6 +678,7 @@ func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMa
 	if !held.Empty() {
 		d.thrashingMigration(p, b, held, to, d.eng.Now())
 	}
+	return fresh.Count()
 }
 
 // countMigration counts a migration of pages m for cause, as migrated
