@@ -470,11 +470,11 @@ func (d *Driver) recycle(b *vaBlock) {
 }
 
 // blockAt is the touched block number num, nil if none: from the index
-// of the live allocation holding it (Allocation.blocks, which mirrors
-// the map for its blocks), else from the map. A map of a few hundred
-// thousand blocks costs a cache miss or two per lookup, and an access,
-// its batches and its description look up each of its blocks several
-// times; the index of a sweep's allocation is read in address order.
+// of the live allocation holding it (Allocation.blocks). A map of a few
+// hundred thousand blocks would cost a cache miss or two per lookup, and
+// an insert and a delete per block; an access, its batches and its
+// description look up each of its blocks several times, and the index
+// of a sweep's allocation is read in address order.
 func (d *Driver) blockAt(num uint64) *vaBlock {
 	addr := Addr(num * BlockSize)
 	i, found := slices.BinarySearchFunc(d.allocs, addr, func(a *Allocation, x Addr) int {
@@ -518,6 +518,9 @@ func (d *Driver) touched(start, end Addr) []*vaBlock {
 	// Fewer touched blocks than the range has: walk the allocations'
 	// indexes, in address order.
 	for _, a := range d.allocs {
+		if lo := uint64(a.Base) / BlockSize; lo > last || lo+uint64(a.blockCount()) <= first {
+			continue
+		}
 		a.eachBlock(func(b *vaBlock) {
 			if b.num >= first && b.num <= last {
 				out = append(out, b)

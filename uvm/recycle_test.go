@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/dmalab/dmalab/sim"
@@ -236,5 +237,54 @@ func TestAccessPair(t *testing.T) {
 				t.Fatalf("processor %v: access %v, %v; accessible %v, %v", q, rd, wr, b.accessible(q, false), b.accessible(q, true))
 			}
 		}
+	}
+}
+
+// TestTouchedWalk: touched gives the blocks blockAt finds in a range,
+// in address order, whether it looks the range's numbers up or walks
+// the allocations' indexes (ranges longer than the touched blocks):
+// 200 draws of three allocations of up to 2,000 blocks, a few touched,
+// one sometimes freed, and ranges across them.
+func TestTouchedWalk(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	walked := 0
+	for range 200 {
+		d, env := newDriver(t, oneGPU(4*BlockSize))
+		var as []*Allocation
+		for range 3 {
+			as = append(as, mustAlloc(t, d, int64(1+r.IntN(2000))*BlockSize-int64(r.IntN(3))*PageSize))
+		}
+		run(t, env, func(p *sim.Proc) {
+			for _, a := range as {
+				for range r.IntN(6) {
+					x := a.Base + Addr(r.Int64N(a.Size))
+					ok(t)(d.CPUAccess(p, x, 1, true))
+				}
+			}
+			if r.IntN(2) == 0 {
+				must(t, d.Free(p, as[r.IntN(3)]))
+			}
+		})
+		lo, hi := uint64(as[0].Base)/BlockSize-1, uint64(as[2].End())/BlockSize+2
+		for range 20 {
+			first := lo + r.Uint64N(hi-lo)
+			last := first + r.Uint64N(hi-first)
+			var want []*vaBlock
+			for n := first; n <= last; n++ {
+				if b := d.blockAt(n); b != nil {
+					want = append(want, b)
+				}
+			}
+			got := d.touched(Addr(first*BlockSize)+Addr(r.IntN(PageSize)), Addr((last+1)*BlockSize)-Addr(r.IntN(PageSize)))
+			if !slices.Equal(got, want) {
+				t.Fatalf("blocks %d-%d: touched %d blocks, blockAt %d", first, last, len(got), len(want))
+			}
+			if last-first >= uint64(d.BlockCount()) {
+				walked++
+			}
+		}
+	}
+	if walked < 1000 {
+		t.Fatalf("only %d ranges walked the indexes", walked)
 	}
 }
