@@ -367,8 +367,7 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 		return
 	}
 	s, d := uint64(src), uint64(dst)
-	m.cacheRead(node, s, s+size)
-	cached := len(m.cand) == 0 // no line had to be filled
+	cached := !m.cacheRead(node, s, s+size) // no line had to be filled
 	m.checkStale(&r, s, s+size)
 	var data []byte
 	if m.opt.Payload {

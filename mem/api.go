@@ -197,6 +197,10 @@ type Memory struct {
 	latest  spanMap[Version] // the latest write: the logical truth
 	caches  []*cache         // one per node: its last-level cache
 	journal map[Version][]jseg
+	// general makes the CPU accesses and device writes take their
+	// general path where a faster one would do: tests run the same
+	// accesses both ways and compare.
+	general bool
 	// hints is how many anonymous pages are marked for a NUMA hinting
 	// fault (anon.go): 0, the common case, lets CPU accesses skip the
 	// check altogether.

@@ -109,6 +109,24 @@ func (m *Memory) verify() error {
 				}
 			}
 		}
+		// Every fill's record counts the bytes its lines hold, and every
+		// line present has its fill's record, the records in seq order.
+		live := map[uint64]uint64{}
+		for _, sp := range lines {
+			live[sp.v.seq] += sp.end - sp.start
+		}
+		for k, r := range c.fifo[c.head:] {
+			if k > 0 && c.fifo[c.head+k-1].seq >= r.seq {
+				return fmt.Errorf("cache %d: fill records out of order at seq %d", i, r.seq)
+			}
+			if live[r.seq] != r.live {
+				return fmt.Errorf("cache %d: fill %d holds %d bytes, its record counts %d", i, r.seq, live[r.seq], r.live)
+			}
+			delete(live, r.seq)
+		}
+		if len(live) > 0 {
+			return fmt.Errorf("cache %d: %d fills with lines present have no record", i, len(live))
+		}
 		if used != c.used {
 			return fmt.Errorf("cache %d: %d bytes present, counted %d", i, used, c.used)
 		}
