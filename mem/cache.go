@@ -128,17 +128,41 @@ func (m *Memory) dramPieces(pieces []span[lineState], s, e uint64, l lineState) 
 // gone counts n bytes of the lines of fill seq off its record: they left
 // the cache. The records are in the order of their seq, and a line
 // present has its fill's record (evict and trim drop only records with
-// no line left).
+// no line left). The search guesses where seq lies from the seqs at
+// both ends of what is left to search (most records kept are of recent
+// fills, their seqs spread about evenly), then halves what is left, so
+// that it takes a probe or two when the guess is good and twice a
+// binary search's when it is not.
 func (c *cache) gone(seq, n uint64) {
 	r := c.fifo[c.head:]
 	lo, hi := 0, len(r)
-	for lo < hi {
-		h := int(uint(lo+hi) >> 1)
-		if r[h].seq < seq {
-			lo = h + 1
-		} else {
-			hi = h
+	for hi-lo > 4 {
+		a, b := r[lo].seq, r[hi-1].seq
+		g := lo
+		if b > a {
+			// (seq-a)*(hi-1-lo)/(b-a) < hi-lo: the quotient fits.
+			ph, pl := bits.Mul64(seq-a, uint64(hi-1-lo))
+			q, _ := bits.Div64(ph, pl, b-a)
+			g += int(q)
 		}
+		for range 2 {
+			switch x := r[g].seq; {
+			case x == seq:
+				r[g].live -= n
+				return
+			case x < seq:
+				lo = g + 1
+			default:
+				hi = g
+			}
+			if lo >= hi {
+				break
+			}
+			g = int(uint(lo+hi) >> 1)
+		}
+	}
+	for r[lo].seq != seq {
+		lo++
 	}
 	r[lo].live -= n
 }
