@@ -596,17 +596,44 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 		return 0
 	}
 	s := uint64(pa)
+	v := m.next()
+	a.Version = v
+	// The lines a coherent write snoops are written back (where dirty)
+	// and dropped, then the write lands: DRAM gets both in one write,
+	// the write-backs left only where the device's write does not
+	// cover them. A line is dirty in one cache at most, so the caches'
+	// pieces are disjoint; in address order once sorted, when more
+	// than one cache has some.
+	m.wb = m.wb[:0]
 	if coherent {
+		from := 0
 		for _, c := range m.caches {
 			if c.lines.len() > 0 {
 				cs, ce := c.cover(s, end)
-				m.flush(c, cs, ce)
+				m.cutDirty(c, cs, ce)
+			}
+			if from > 0 && len(m.wb) > from {
+				slices.SortFunc(m.wb, func(a, b span[Version]) int { return cmp.Compare(a.start, b.start) })
+			}
+			if len(m.wb) > 0 {
+				from = len(m.wb)
 			}
 		}
 	}
-	v := m.next()
-	a.Version = v
-	m.dram.set(s, end, v)
+	top := m.wbTop[:0]
+	for _, p := range m.wb {
+		if p.start < s {
+			top = append(top, span[Version]{p.start, min(p.end, s), p.v})
+		}
+	}
+	top = append(top, span[Version]{s, end, v})
+	for _, p := range m.wb {
+		if p.end > end {
+			top = append(top, span[Version]{max(p.start, end), p.end, p.v})
+		}
+	}
+	m.wbTop = top
+	m.writeDRAM(top)
 	m.latest.set(s, end, v)
 	m.segs = append(m.segs[:0], PhysRange{pa, size})
 	m.record(v, m.segs, data)

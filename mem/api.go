@@ -214,6 +214,9 @@ type Memory struct {
 	// dirty holds a coherent device read's dirty cache lines, under
 	// m.got's spans before overlay lays them over DRAM's (deviceRead).
 	dirty, under []span[Version]
+	// wb holds the dirty pieces a flush writes back; wbTop those and a
+	// device's write, as writeDRAM takes them; wbRun a run of them.
+	wb, wbTop, wbRun []span[Version]
 	// linePieces are the spans a fill or a cached write assigns.
 	linePieces []span[lineState]
 	segs       []PhysRange

@@ -170,15 +170,43 @@ func (c *cache) gone(seq, n uint64) {
 // writeBack copies the dirty bytes of c in [s, e) to DRAM and says
 // whether there were any.
 func (m *Memory) writeBack(c *cache, s, e uint64) bool {
-	any := false
+	m.wb = m.wb[:0]
 	c.lines.each(s, e, func(ps, pe uint64, l lineState) bool {
 		if l.dirty {
-			m.dram.set(ps, pe, l.ver)
-			any = true
+			m.wb = append(m.wb, span[Version]{ps, pe, l.ver})
 		}
 		return true
 	})
-	return any
+	m.writeDRAM(m.wb)
+	return len(m.wb) > 0
+}
+
+// writeDRAM makes DRAM hold pieces (in address order, disjoint; version
+// 0 too): a set per piece would do, but a run of touching pieces (a
+// dirty line's, whose parts were written at different times) is one
+// assignment, one search.
+func (m *Memory) writeDRAM(pieces []span[Version]) {
+	for len(pieces) > 0 {
+		n := 1
+		for n < len(pieces) && pieces[n].start == pieces[n-1].end {
+			n++
+		}
+		if n == 1 {
+			m.dram.set(pieces[0].start, pieces[0].end, pieces[0].v)
+		} else {
+			// assign takes no piece of the zero value: where it has
+			// none, it makes the zero value.
+			run := m.wbRun[:0]
+			for _, p := range pieces[:n] {
+				if p.v != 0 {
+					run = append(run, p)
+				}
+			}
+			m.wbRun = run
+			m.dram.assign(pieces[0].start, pieces[n-1].end, run)
+		}
+		pieces = pieces[n:]
+	}
 }
 
 // clean writes back the lines of [s, e) (line-aligned) and keeps them,
@@ -197,9 +225,17 @@ func (m *Memory) discard(c *cache, s, e uint64) {
 // flush writes back and drops the lines of [s, e) (line-aligned):
 // writeBack and discard in one pass over the lines.
 func (m *Memory) flush(c *cache, s, e uint64) {
+	m.wb = m.wb[:0]
+	m.cutDirty(c, s, e)
+	m.writeDRAM(m.wb)
+}
+
+// cutDirty drops the lines of [s, e) (line-aligned) and appends their
+// dirty pieces to m.wb, to be written back.
+func (m *Memory) cutDirty(c *cache, s, e uint64) {
 	c.used -= c.lines.cut(s, e, func(ps, pe uint64, l lineState) {
 		if l.dirty {
-			m.dram.set(ps, pe, l.ver)
+			m.wb = append(m.wb, span[Version]{ps, pe, l.ver})
 		}
 		c.gone(l.seq, pe-ps)
 	})
