@@ -558,7 +558,7 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 		from := 0
 		for _, c := range m.caches {
 			c.lines.each(s, end, func(ps, pe uint64, l lineState) bool {
-				if l.dirty {
+				if l.dirty() {
 					top = append(top, span[Version]{ps, pe, l.ver})
 				}
 				return true

@@ -9,13 +9,38 @@ import (
 )
 
 // lineState is what a cache holds for a byte: the version of its copy,
-// and for its whole line, the fill that brought the line in (seq) and
-// whether the line is dirty. seq and dirty are the same for every byte
-// of a line; ver may differ inside a line (a partial write).
+// and for its whole line, the fill that brought the line in (its seq)
+// and whether the line is dirty. seq and dirty are the same for every
+// byte of a line; ver may differ inside a line (a partial write). seq
+// and dirty share a word (seq<<1 | dirty), so that a span of lines is
+// 32 bytes, not 40: the cache's map moves and scans a fifth less.
 type lineState struct {
-	ver   Version
-	seq   uint64
-	dirty bool
+	ver Version
+	sd  uint64
+}
+
+// newLine is the state of a byte at ver in a line of fill seq.
+func newLine(ver Version, seq uint64, dirty bool) lineState {
+	l := lineState{ver: ver, sd: seq << 1}
+	if dirty {
+		l.sd |= 1
+	}
+	return l
+}
+
+// seq is the fill that brought l's line in.
+func (l lineState) seq() uint64 { return l.sd >> 1 }
+
+// dirty says whether l's line is dirty.
+func (l lineState) dirty() bool { return l.sd&1 != 0 }
+
+// withDirty is l with its line dirty or clean.
+func (l lineState) withDirty(d bool) lineState {
+	l.sd &^= 1
+	if d {
+		l.sd |= 1
+	}
+	return l
 }
 
 // cache is one node's CPU cache (the last-level cache shared by the
@@ -96,7 +121,7 @@ func (m *Memory) fill(c *cache, s, e uint64) {
 // map, however many versions DRAM holds there.
 func (m *Memory) fillGap(c *cache, s, e uint64) {
 	c.seq++
-	m.linePieces = m.dramPieces(m.linePieces[:0], s, e, lineState{seq: c.seq})
+	m.linePieces = m.dramPieces(m.linePieces[:0], s, e, newLine(0, c.seq, false))
 	c.lines.assign(s, e, m.linePieces)
 	c.used += e - s
 	c.fifo = append(c.fifo, fillRec{s, e, c.seq, e - s})
@@ -172,7 +197,7 @@ func (c *cache) gone(seq, n uint64) {
 func (m *Memory) writeBack(c *cache, s, e uint64) bool {
 	m.wb = m.wb[:0]
 	c.lines.each(s, e, func(ps, pe uint64, l lineState) bool {
-		if l.dirty {
+		if l.dirty() {
 			m.wb = append(m.wb, span[Version]{ps, pe, l.ver})
 		}
 		return true
@@ -213,13 +238,13 @@ func (m *Memory) writeDRAM(pieces []span[Version]) {
 // clean.
 func (m *Memory) clean(c *cache, s, e uint64) {
 	if m.writeBack(c, s, e) {
-		c.lines.update(s, e, func(l lineState) lineState { l.dirty = false; return l })
+		c.lines.update(s, e, func(l lineState) lineState { return l.withDirty(false) })
 	}
 }
 
 // discard drops the lines of [s, e) (line-aligned), dirty or not.
 func (m *Memory) discard(c *cache, s, e uint64) {
-	c.used -= c.lines.cut(s, e, func(ps, pe uint64, l lineState) { c.gone(l.seq, pe-ps) })
+	c.used -= c.lines.cut(s, e, func(ps, pe uint64, l lineState) { c.gone(l.seq(), pe-ps) })
 }
 
 // flush writes back and drops the lines of [s, e) (line-aligned):
@@ -234,10 +259,10 @@ func (m *Memory) flush(c *cache, s, e uint64) {
 // dirty pieces to m.wb, to be written back.
 func (m *Memory) cutDirty(c *cache, s, e uint64) {
 	c.used -= c.lines.cut(s, e, func(ps, pe uint64, l lineState) {
-		if l.dirty {
+		if l.dirty() {
 			m.wb = append(m.wb, span[Version]{ps, pe, l.ver})
 		}
-		c.gone(l.seq, pe-ps)
+		c.gone(l.seq(), pe-ps)
 	})
 }
 
@@ -253,7 +278,7 @@ func (m *Memory) evict(c *cache) {
 		found := false
 		c.lines.each(r.start, r.end, func(s, e uint64, l lineState) bool {
 			switch {
-			case l.seq != r.seq:
+			case l.seq() != r.seq:
 				return !found
 			case !found:
 				ps, found = s, true
@@ -461,7 +486,7 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 			return false
 		}
 		x = pe
-		l.dirty = true
+		l = l.withDirty(true)
 		if ps < s {
 			pieces = append(pieces, span[lineState]{ps, min(pe, s), l})
 		}
@@ -484,7 +509,7 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 	case !m.general && !hole && x == ls:
 		// No line present: one fill, written as it is made.
 		c.seq++
-		l := lineState{seq: c.seq, dirty: true}
+		l := newLine(0, c.seq, true)
 		pieces = m.dramPieces(pieces[:0], ls, s, l)
 		w := l
 		w.ver = v
