@@ -67,6 +67,7 @@ type cache struct {
 	used      uint64 // bytes of lines present
 	seq       uint64
 	fifo      []fillRec
+	renum     []uint64 // trim's scratch
 	head      int
 	evictions uint64
 }
@@ -151,45 +152,12 @@ func (m *Memory) dramPieces(pieces []span[lineState], s, e uint64, l lineState) 
 }
 
 // gone counts n bytes of the lines of fill seq off its record: they left
-// the cache. The records are in the order of their seq, and a line
-// present has its fill's record (evict and trim drop only records with
-// no line left). The search guesses where seq lies from the seqs at
-// both ends of what is left to search (most records kept are of recent
-// fills, their seqs spread about evenly), then halves what is left, so
-// that it takes a probe or two when the guess is good and twice a
-// binary search's when it is not.
+// the cache. A line present has its fill's record (evict and trim drop
+// only records with no line left), and the records' seqs are
+// consecutive (trim numbers them anew when it drops some), so the
+// record of seq is seq - fifo[0].seq records in.
 func (c *cache) gone(seq, n uint64) {
-	r := c.fifo[c.head:]
-	lo, hi := 0, len(r)
-	for hi-lo > 4 {
-		a, b := r[lo].seq, r[hi-1].seq
-		g := lo
-		if b > a {
-			// (seq-a)*(hi-1-lo)/(b-a) < hi-lo: the quotient fits.
-			ph, pl := bits.Mul64(seq-a, uint64(hi-1-lo))
-			q, _ := bits.Div64(ph, pl, b-a)
-			g += int(q)
-		}
-		for range 2 {
-			switch x := r[g].seq; {
-			case x == seq:
-				r[g].live -= n
-				return
-			case x < seq:
-				lo = g + 1
-			default:
-				hi = g
-			}
-			if lo >= hi {
-				break
-			}
-			g = int(uint(lo+hi) >> 1)
-		}
-	}
-	for r[lo].seq != seq {
-		lo++
-	}
-	r[lo].live -= n
+	c.fifo[seq-c.fifo[0].seq].live -= n
 }
 
 // writeBack copies the dirty bytes of c in [s, e) to DRAM and says
@@ -306,6 +274,15 @@ func (m *Memory) evict(c *cache) {
 
 // trim drops consumed fill records and, when most records are of fills
 // with no line left, those records.
+//
+// The records' seqs stay consecutive (fifo[i].seq = fifo[0].seq + i):
+// a fill takes the seq after the last record's, and when trim drops
+// records from among the others, it numbers those kept anew, in order,
+// from the first one's seq, and their lines with them. The numbering
+// keeps every order and every (in)equality between lines' states, so
+// the spans, the eviction order and all that is seen stay as they were;
+// it costs a pass over the records and one over the lines, once per
+// some lines' worth of fills.
 func (c *cache) trim() {
 	if c.head > 0 && c.head >= len(c.fifo)/2 {
 		n := copy(c.fifo, c.fifo[c.head:])
@@ -315,14 +292,37 @@ func (c *cache) trim() {
 	if len(c.fifo)-c.head <= 2*c.lines.len()+32 {
 		return
 	}
-	w := c.head
-	for _, r := range c.fifo[c.head:] {
-		if r.live > 0 {
-			c.fifo[w] = r
-			w++
+	// renum[i] is the new seq of the record i (old seq base+i) kept;
+	// the records before head have no line left.
+	base := c.fifo[0].seq
+	renum := c.renum[:0]
+	w := 0
+	var first uint64
+	for i, r := range c.fifo {
+		renum = append(renum, 0)
+		if i < c.head || r.live == 0 {
+			continue
+		}
+		if w == 0 {
+			first = r.seq
+		}
+		renum[i] = first + uint64(w)
+		r.seq = renum[i]
+		c.fifo[w] = r
+		w++
+	}
+	c.renum = renum
+	c.fifo, c.head = c.fifo[:w], 0
+	if w == 0 {
+		return
+	}
+	for _, l := range c.lines.leaves {
+		for i := range l.s[:l.n] {
+			x := &l.s[i].v
+			*x = newLine(x.ver, renum[x.seq()-base], x.dirty())
 		}
 	}
-	c.fifo = c.fifo[:w]
+	c.seq = first + uint64(w) - 1
 }
 
 // cacheRead is a CPU of node reading [s, e) through its cache: missing

@@ -193,37 +193,3 @@ func liveFills(c *cache) []fillRec {
 	}
 	return out
 }
-
-// TestGoneFindsItsRecord holds cache.gone's guessing search to the
-// record it must find, over fill records whose seqs are spread evenly,
-// bunched at either end, or both (long-lived old fills before a run of
-// recent ones, as a ring's cache holds them).
-func TestGoneFindsItsRecord(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(5, 5))
-	for trial := range 300 {
-		n := 1 + rnd.IntN(2000)
-		var c cache
-		seq := uint64(rnd.IntN(10))
-		for i := range n {
-			switch {
-			case trial%3 == 0:
-				seq += 1 + uint64(rnd.IntN(3))
-			case i < n/4:
-				seq += 1 + uint64(rnd.IntN(100000))
-			default:
-				seq += 1 + uint64(rnd.IntN(2))
-			}
-			c.fifo = append(c.fifo, fillRec{seq: seq, live: 1 << 20})
-		}
-		c.head = rnd.IntN(n)
-		for range 50 {
-			k := c.head + rnd.IntN(n-c.head)
-			before := slices.Clone(c.fifo)
-			c.gone(c.fifo[k].seq, 3)
-			before[k].live -= 3
-			if !slices.Equal(c.fifo, before) {
-				t.Fatalf("trial %d: gone(seq %d) changed the wrong record", trial, c.fifo[k].seq)
-			}
-		}
-	}
-}

@@ -110,14 +110,15 @@ func (m *Memory) verify() error {
 			}
 		}
 		// Every fill's record counts the bytes its lines hold, and every
-		// line present has its fill's record, the records in seq order.
+		// line present has its fill's record, the records' seqs
+		// consecutive.
 		live := map[uint64]uint64{}
 		for _, sp := range lines {
 			live[sp.v.seq()] += sp.end - sp.start
 		}
 		for k, r := range c.fifo[c.head:] {
-			if k > 0 && c.fifo[c.head+k-1].seq >= r.seq {
-				return fmt.Errorf("cache %d: fill records out of order at seq %d", i, r.seq)
+			if r.seq != c.fifo[0].seq+uint64(c.head+k) {
+				return fmt.Errorf("cache %d: fill record %d has seq %d, not consecutive from %d", i, c.head+k, r.seq, c.fifo[0].seq)
 			}
 			if live[r.seq] != r.live {
 				return fmt.Errorf("cache %d: fill %d holds %d bytes, its record counts %d", i, r.seq, live[r.seq], r.live)
