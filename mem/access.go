@@ -620,20 +620,25 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 			}
 		}
 	}
-	top := m.wbTop[:0]
-	for _, p := range m.wb {
-		if p.start < s {
-			top = append(top, span[Version]{p.start, min(p.end, s), p.v})
+	if len(m.wb) == 0 {
+		// No dirty line in the way: the common case.
+		m.dram.set(s, end, v)
+	} else {
+		top := m.wbTop[:0]
+		for _, p := range m.wb {
+			if p.start < s {
+				top = append(top, span[Version]{p.start, min(p.end, s), p.v})
+			}
 		}
-	}
-	top = append(top, span[Version]{s, end, v})
-	for _, p := range m.wb {
-		if p.end > end {
-			top = append(top, span[Version]{max(p.start, end), p.end, p.v})
+		top = append(top, span[Version]{s, end, v})
+		for _, p := range m.wb {
+			if p.end > end {
+				top = append(top, span[Version]{max(p.start, end), p.end, p.v})
+			}
 		}
+		m.wbTop = top
+		m.writeDRAM(top)
 	}
-	m.wbTop = top
-	m.writeDRAM(top)
 	m.latest.set(s, end, v)
 	m.segs = append(m.segs[:0], PhysRange{pa, size})
 	m.record(v, m.segs, data)
