@@ -367,8 +367,7 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 		return
 	}
 	s, d := uint64(src), uint64(dst)
-	m.cacheRead(node, s, s+size)
-	cached := len(m.cand) == 0 // no line had to be filled
+	cached := !m.cacheRead(node, s, s+size) // no line had to be filled
 	m.checkStale(&r, s, s+size)
 	var data []byte
 	if m.opt.Payload {
@@ -559,7 +558,7 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 		from := 0
 		for _, c := range m.caches {
 			c.lines.each(s, end, func(ps, pe uint64, l lineState) bool {
-				if l.dirty {
+				if l.dirty() {
 					top = append(top, span[Version]{ps, pe, l.ver})
 				}
 				return true
@@ -597,17 +596,49 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 		return 0
 	}
 	s := uint64(pa)
+	v := m.next()
+	a.Version = v
+	// The lines a coherent write snoops are written back (where dirty)
+	// and dropped, then the write lands: DRAM gets both in one write,
+	// the write-backs left only where the device's write does not
+	// cover them. A line is dirty in one cache at most, so the caches'
+	// pieces are disjoint; in address order once sorted, when more
+	// than one cache has some.
+	m.wb = m.wb[:0]
 	if coherent {
+		from := 0
 		for _, c := range m.caches {
 			if c.lines.len() > 0 {
 				cs, ce := c.cover(s, end)
-				m.flush(c, cs, ce)
+				m.cutDirty(c, cs, ce)
+			}
+			if from > 0 && len(m.wb) > from {
+				slices.SortFunc(m.wb, func(a, b span[Version]) int { return cmp.Compare(a.start, b.start) })
+			}
+			if len(m.wb) > 0 {
+				from = len(m.wb)
 			}
 		}
 	}
-	v := m.next()
-	a.Version = v
-	m.dram.set(s, end, v)
+	if len(m.wb) == 0 {
+		// No dirty line in the way: the common case.
+		m.dram.set(s, end, v)
+	} else {
+		top := m.wbTop[:0]
+		for _, p := range m.wb {
+			if p.start < s {
+				top = append(top, span[Version]{p.start, min(p.end, s), p.v})
+			}
+		}
+		top = append(top, span[Version]{s, end, v})
+		for _, p := range m.wb {
+			if p.end > end {
+				top = append(top, span[Version]{max(p.start, end), p.end, p.v})
+			}
+		}
+		m.wbTop = top
+		m.writeDRAM(top)
+	}
 	m.latest.set(s, end, v)
 	m.segs = append(m.segs[:0], PhysRange{pa, size})
 	m.record(v, m.segs, data)

@@ -197,6 +197,10 @@ type Memory struct {
 	latest  spanMap[Version] // the latest write: the logical truth
 	caches  []*cache         // one per node: its last-level cache
 	journal map[Version][]jseg
+	// general makes the CPU accesses and device writes take their
+	// general path where a faster one would do: tests run the same
+	// accesses both ways and compare.
+	general bool
 	// hints is how many anonymous pages are marked for a NUMA hinting
 	// fault (anon.go): 0, the common case, lets CPU accesses skip the
 	// check altogether.
@@ -210,6 +214,9 @@ type Memory struct {
 	// dirty holds a coherent device read's dirty cache lines, under
 	// m.got's spans before overlay lays them over DRAM's (deviceRead).
 	dirty, under []span[Version]
+	// wb holds the dirty pieces a flush writes back; wbTop those and a
+	// device's write, as writeDRAM takes them; wbRun a run of them.
+	wb, wbTop, wbRun []span[Version]
 	// linePieces are the spans a fill or a cached write assigns.
 	linePieces []span[lineState]
 	segs       []PhysRange

@@ -35,7 +35,7 @@ func (m *Memory) CacheLine(node int, pa PhysAddr) (v Version, present, dirty boo
 	c := m.caches[node]
 	// The map holds no zero value: a line present is never lineState{}.
 	if l := c.lines.get(uint64(pa)); l != (lineState{}) {
-		return l.ver, true, l.dirty
+		return l.ver, true, l.dirty()
 	}
 	return 0, false, false
 }
@@ -95,19 +95,38 @@ func (m *Memory) verify() error {
 			// A span may start or end inside a line only where its
 			// neighbour continues the same line: same fill, same dirt.
 			if sp.start%c.line != 0 && (k == 0 || lines[k-1].end != sp.start ||
-				lines[k-1].v.seq != sp.v.seq || lines[k-1].v.dirty != sp.v.dirty) {
+				lines[k-1].v.sd != sp.v.sd) {
 				return fmt.Errorf("cache %d: span [%#x, %#x) starts inside a line alone", i, sp.start, sp.end)
 			}
 			if sp.end%c.line != 0 && (k+1 == len(lines) || lines[k+1].start != sp.end) {
 				return fmt.Errorf("cache %d: span [%#x, %#x) ends inside a line alone", i, sp.start, sp.end)
 			}
-			if sp.v.dirty {
+			if sp.v.dirty() {
 				for j, o := range m.caches {
 					if j != i && o.lines.covered(o.cover(sp.start, sp.end)) > 0 {
 						return fmt.Errorf("cache %d holds [%#x, %#x) dirty while cache %d holds a copy", i, sp.start, sp.end, j)
 					}
 				}
 			}
+		}
+		// Every fill's record counts the bytes its lines hold, and every
+		// line present has its fill's record, the records' seqs
+		// consecutive.
+		live := map[uint64]uint64{}
+		for _, sp := range lines {
+			live[sp.v.seq()] += sp.end - sp.start
+		}
+		for k, r := range c.fifo[c.head:] {
+			if r.seq != c.fifo[0].seq+uint64(c.head+k) {
+				return fmt.Errorf("cache %d: fill record %d has seq %d, not consecutive from %d", i, c.head+k, r.seq, c.fifo[0].seq)
+			}
+			if live[r.seq] != r.live {
+				return fmt.Errorf("cache %d: fill %d holds %d bytes, its record counts %d", i, r.seq, live[r.seq], r.live)
+			}
+			delete(live, r.seq)
+		}
+		if len(live) > 0 {
+			return fmt.Errorf("cache %d: %d fills with lines present have no record", i, len(live))
 		}
 		if used != c.used {
 			return fmt.Errorf("cache %d: %d bytes present, counted %d", i, used, c.used)

@@ -232,7 +232,7 @@ func (r *refMem) compare(m *Memory) error {
 	for node, c := range r.nodes {
 		lines := expand(&m.caches[node].lines, r.base, n)
 		for i, ls := range lines {
-			got := lineWant{ls.ver, ls.seq != 0, ls.dirty}
+			got := lineWant{ls.ver, ls.seq() != 0, ls.dirty()}
 			want := lineWant{}
 			if l := i / r.line; c.present[l] {
 				want = lineWant{c.ver[i], true, c.dirty[l]}

@@ -409,6 +409,33 @@ func (m *spanMap[V]) remove(start, end uint64) {
 	m.set(start, end, zero)
 }
 
+// cut calls f for every span piece inside [start, end), clipped to it,
+// in address order, then makes [start, end) hold the zero value, and
+// returns the number of addresses it removed: each, then remove, in one
+// search. f must not change m.
+func (m *spanMap[V]) cut(start, end uint64, f func(s, e uint64, v V)) uint64 {
+	if start >= end {
+		return 0
+	}
+	li, i := m.seek(start)
+	var n uint64
+	lj, j := li, i
+	for lj < len(m.leaves) {
+		x := &m.leaves[lj].s[j]
+		if x.start >= end {
+			break
+		}
+		s, e := max(x.start, start), min(x.end, end)
+		f(s, e, x.v)
+		n += e - s
+		lj, j = m.next(lj, j)
+	}
+	if n > 0 {
+		m.assignAt(li, i, start, end, nil)
+	}
+	return n
+}
+
 // update replaces the value v of every span piece inside [start, end)
 // with f(v); addresses holding the zero value are left alone. f sees
 // the pieces in address order, each once.

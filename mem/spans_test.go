@@ -191,9 +191,23 @@ func TestSpanMapMatchesReference(t *testing.T) {
 				case op < 600:
 					m[k].set(s, e, v)
 					ref[k].set(s, e, v)
-				case op < 700:
+				case op < 650:
 					m[k].remove(s, e)
 					ref[k].remove(s, e)
+				case op < 700:
+					// cut is each then remove, in one search.
+					var got, want []span[int]
+					var n, wn uint64
+					n = m[k].cut(s, e, func(ps, pe uint64, v int) { got = append(got, span[int]{ps, pe, v}) })
+					ref[k].each(s, e, func(ps, pe uint64, v int) bool {
+						want = append(want, span[int]{ps, pe, v})
+						wn += pe - ps
+						return true
+					})
+					ref[k].remove(s, e)
+					if !slices.Equal(got, want) || n != wn {
+						t.Fatalf("step %d: cut saw %v (%d), the reference %v (%d)", step, got, n, want, wn)
+					}
 				case op < 800:
 					// Pieces inside [s, e), in order, some touching,
 					// some holding the same value.

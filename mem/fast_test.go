@@ -1,0 +1,195 @@
+package mem
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/dmalab/dmalab/platform"
+)
+
+// TestFastPathsMatchGeneral runs the same random accesses on two
+// memories, one taking the fast paths (cacheRead's one walk, cacheWrite's
+// one assignment) and one the general path (Memory.general), and
+// compares after every access what each returned and all of their state:
+// every span of DRAM, latest and each cache (fill seq included), the
+// caches' byte counts, evictions and live fill records. The workloads
+// mix a receive ring's pattern (buffers rewritten by a device, then read
+// whole; descriptors written in part of a line) with random ranges, on
+// caches large enough to keep everything and small enough to evict all
+// the time, with and without a prefetcher.
+func TestFastPathsMatchGeneral(t *testing.T) {
+	tests := []struct {
+		name     string
+		capacity platform.Bytes
+		pf       int
+		ring     bool
+	}{
+		{"ring, large cache, prefetch 1", 32 * miB, 1, true},
+		{"ring, small cache, prefetch 2", 4 * kiB, 2, true},
+		{"random, large cache, prefetch 1", 32 * miB, 1, false},
+		{"random, tiny cache, prefetch 3", 1 * kiB, 3, false},
+		{"random, small cache, no prefetch", 8 * kiB, 0, false},
+	}
+	steps := 4000
+	if testing.Short() {
+		steps = 800
+	}
+	for ti, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec(1*giB, 1*giB)
+			for i := range spec.Nodes {
+				spec.Nodes[i].Cache.Size.V = tc.capacity
+				spec.Nodes[i].Cache.Prefetch.V = tc.pf
+			}
+			const window = 16 * PageSize
+			var ms [2]*Memory
+			var base PhysAddr
+			var uc VirtAddr
+			for k := range ms {
+				ms[k] = newMem(t, spec, Options{Payload: true})
+				ms[k].general = k == 1
+				b, err := ms[k].AllocPages(0, window, ZoneNormal)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u, err := ms[k].Remap(b, window, Uncached)
+				if err != nil {
+					t.Fatal(err)
+				}
+				base, uc = b, u
+			}
+			rnd := rand.New(rand.NewPCG(uint64(ti), 7))
+			for step := range steps {
+				s, e := fastRange(rnd, tc.ring, step, window)
+				node := 0
+				if rnd.IntN(5) == 0 {
+					node = 1
+				}
+				cached := rnd.IntN(10) != 0
+				op := rnd.IntN(12)
+				if tc.ring {
+					op = []int{0, 0, 0, 2, 2, 4, 5, 5, 5, 6, 7, 8}[rnd.IntN(12)]
+				}
+				coh := rnd.IntN(3) != 0
+				d := rnd.IntN(window - (e - s) + 1)
+				data := make([]byte, e-s)
+				for i := range data {
+					data[i] = byte(step + i)
+				}
+				var what string
+				var res [2]string
+				for k, m := range ms {
+					pa := base + PhysAddr(s)
+					size := uint64(e - s)
+					va := m.PhysToVirt(pa)
+					if !cached {
+						va = uc + VirtAddr(s)
+					}
+					switch op {
+					case 0, 1:
+						what = fmt.Sprintf("read node %d [%d, %d) cached %v", node, s, e, cached)
+						buf := make([]byte, size)
+						a := m.ReadBytes(nil, node, va, buf)
+						res[k] = fmt.Sprintf("%+v %x", a, buf)
+					case 2, 3:
+						what = fmt.Sprintf("write node %d [%d, %d) cached %v", node, s, e, cached)
+						res[k] = fmt.Sprint(m.WriteBytes(nil, node, va, data))
+					case 4:
+						what = fmt.Sprintf("device read [%d, %d) coherent %v", s, e, coh)
+						buf := make([]byte, size)
+						a := m.DeviceReadBytes("dev", coh, pa, buf)
+						res[k] = fmt.Sprintf("%+v %x", a, buf)
+					case 5:
+						what = fmt.Sprintf("device write [%d, %d) coherent %v", s, e, coh)
+						res[k] = fmt.Sprint(m.DeviceWriteBytes("dev", coh, pa, data))
+					case 6:
+						what = fmt.Sprintf("clean [%d, %d)", s, e)
+						m.Clean(nil, pa, size)
+					case 7:
+						what = fmt.Sprintf("invalidate [%d, %d)", s, e)
+						m.Invalidate(nil, pa, size)
+					case 8:
+						what = fmt.Sprintf("flush [%d, %d)", s, e)
+						m.Flush(nil, pa, size)
+					default:
+						what = fmt.Sprintf("copy node %d [%d, %d) to %d", node, s, e, d)
+						m.CopyPhys(nil, node, base+PhysAddr(d), pa, size)
+					}
+				}
+				if res[0] != res[1] {
+					t.Fatalf("step %d %s: fast path gave %s, general %s", step, what, res[0], res[1])
+				}
+				if err := sameState(ms[0], ms[1]); err != nil {
+					t.Fatalf("step %d %s: %v", step, what, err)
+				}
+			}
+			for k, m := range ms {
+				if err := m.verify(); err != nil {
+					t.Fatalf("memory %d: %v", k, err)
+				}
+			}
+		})
+	}
+}
+
+// fastRange is an access's range in [0, window): in a ring, mostly a
+// 1500 B buffer (2 KiB apart) or 8 to 32 B of a descriptor of 32 B after
+// the buffers; otherwise random, at times line-aligned.
+func fastRange(rnd *rand.Rand, ring bool, step, window int) (int, int) {
+	if ring {
+		const bufs, stride = 24, 2048
+		if rnd.IntN(3) > 0 {
+			s := (step + rnd.IntN(3)) % bufs * stride
+			return s, s + 1500 - rnd.IntN(2)*700
+		}
+		desc := bufs*stride + rnd.IntN(64)*32
+		if rnd.IntN(2) == 0 {
+			return desc, desc + 32
+		}
+		return desc + 24, desc + 32
+	}
+	s := rnd.IntN(window)
+	e := s + 1 + rnd.IntN(min(window-s, 3000))
+	if rnd.IntN(4) == 0 {
+		s, e = s&^63, min((e+63)&^63, window)
+	}
+	return s, e
+}
+
+// sameState says where a and b's content state differs, nil when it does
+// not.
+func sameState(a, b *Memory) error {
+	if !slices.Equal(a.dram.spans(), b.dram.spans()) {
+		return fmt.Errorf("DRAM differs: %v, general %v", a.dram.spans(), b.dram.spans())
+	}
+	if !slices.Equal(a.latest.spans(), b.latest.spans()) {
+		return fmt.Errorf("latest differs: %v, general %v", a.latest.spans(), b.latest.spans())
+	}
+	for i := range a.caches {
+		ca, cb := a.caches[i], b.caches[i]
+		if !slices.Equal(ca.lines.spans(), cb.lines.spans()) {
+			return fmt.Errorf("cache %d differs: %v, general %v", i, ca.lines.spans(), cb.lines.spans())
+		}
+		if ca.used != cb.used || ca.evictions != cb.evictions || ca.seq != cb.seq {
+			return fmt.Errorf("cache %d: used %d, evictions %d, seq %d; general %d, %d, %d",
+				i, ca.used, ca.evictions, ca.seq, cb.used, cb.evictions, cb.seq)
+		}
+		if la, lb := liveFills(ca), liveFills(cb); !slices.Equal(la, lb) {
+			return fmt.Errorf("cache %d fills %v, general %v", i, la, lb)
+		}
+	}
+	return nil
+}
+
+// liveFills is c's fill records with a line present.
+func liveFills(c *cache) []fillRec {
+	var out []fillRec
+	for _, r := range c.fifo[c.head:] {
+		if r.live > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
