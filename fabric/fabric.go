@@ -135,6 +135,9 @@ type Fabric struct {
 	// loads of every group of the component itself.
 	unsummed   int
 	recomputes uint64
+	// nLone counts the groups of the started flows when loneChanges
+	// holds.
+	nLone int
 	// timer is the one completion event: at timerAt, the earliest end of
 	// an active flow.
 	timer   sim.Handle
@@ -181,7 +184,11 @@ type Fabric struct {
 	// routeCacheMax of them; toward holds the distance arrays of at most
 	// towardCacheMax destinations, oldest replaced first. Both are
 	// cleared by Connect.
-	routes     map[[2]int]Route
+	routes map[[2]int]Route
+	// infos are the routeInfos of the last routes flows took, at most
+	// infoCacheMax, the oldest replaced first (infoNext).
+	infos      []*routeInfo
+	infoNext   int
 	toward     []towardEntry
 	towardNext int
 }

@@ -16,21 +16,14 @@ import (
 // O(groups·hops), not O(flows·hops), and an end O(log members).
 type group struct {
 	groupFields
-	// Storage for the loads and dirs of a short route, so that the
-	// filling and the counters, which visit every group of a component
-	// at each recompute, read them from the group itself rather than
-	// from its first member. Outside groupFields, so that join resetting
-	// a free group does not clear them first: it overwrites the part the
-	// new group uses.
-	loadBuf [8]load
-	dirBuf  [8]dirLoad
 }
 
 // groupFields are a group's fields that join sets anew, all of them.
 type groupFields struct {
-	hops       []Hop // the first member's copy
-	loads      []load
-	dirs       []dirLoad // the link directions its hops carry, for the counters
+	ri         *routeInfo // its members' (loads, dirs, hops)
+	hops       []Hop      // ri.hops
+	loads      []load     // ri.loads
+	dirs       []dirLoad  // ri.dirs: the link directions its hops carry, for the counters
 	cap, share float64
 	hash       uint64 // groupHash, set while hashed
 	seq        uint64 // creation order: the filling visits groups in it
@@ -70,6 +63,9 @@ type groupFields struct {
 	// changed: this recompute set a new rate (kept to its end only
 	// while Hooks are active, for the FlowRate events).
 	changed bool
+	// lone is the count of the recompute whose loneChanges found it a
+	// started flow's group.
+	lone uint64
 }
 
 // dirLoad is a hop's link direction and weight, what the link counters
@@ -115,7 +111,7 @@ func (f *Fabric) join(fl *Flow) *group {
 		}
 		h = groupHash(fl.route.Hops, fl.cap, fl.share)
 		for g := f.groupByHash[h]; g != nil; g = g.sameHash {
-			if g.cap == fl.cap && g.share == fl.share && sameHops(g.hops, fl.route.Hops) {
+			if g.cap == fl.cap && g.share == fl.share && (g.ri == fl.ri || sameHops(g.hops, fl.route.Hops)) {
 				// left is as of fab.last: the offset makes fl's
 				// remaining its bytes now.
 				left := g.left
@@ -135,21 +131,8 @@ func (f *Fabric) join(fl *Flow) *group {
 		seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
 		next: sim.Forever, members: g.members[:0],
 	}
-	g.loads = fl.loads
-	if len(fl.loads) <= len(g.loadBuf) {
-		g.loads = append(g.loadBuf[:0], fl.loads...)
-	}
-	g.unitLoads = true
-	for _, ld := range g.loads {
-		g.unitLoads = g.unitLoads && ld.w == 1
-	}
-	g.dirs = g.dirBuf[:0]
-	if len(g.hops) > len(g.dirBuf) {
-		g.dirs = make([]dirLoad, 0, len(g.hops))
-	}
-	for _, hp := range g.hops {
-		g.dirs = append(g.dirs, dirLoad{st: &hp.Link.dir[hp.Dir], w: hp.weight()})
-	}
+	ri := fl.ri
+	g.ri, g.loads, g.dirs, g.unitLoads = ri, ri.loads, ri.dirs, ri.unitLoads
 	if f.hashed {
 		if f.nActive <= groupMin {
 			// Not computed for a lookup.
@@ -304,7 +287,7 @@ func (g *group) pop() *Flow {
 // nothing else refers to an emptied group.
 func (f *Fabric) reuseGroups() {
 	for i, g := range f.emptied {
-		g.hops, g.loads, g.dirs = nil, nil, nil
+		g.ri, g.hops, g.loads, g.dirs = nil, nil, nil, nil
 		f.freeGroups = append(f.freeGroups, g)
 		f.emptied[i] = nil
 	}
@@ -320,12 +303,7 @@ func (f *Fabric) reuseGroups() {
 // filling summing group by group in creation order would reach.
 func (f *Fabric) countLoads(fl *Flow, sign int32) {
 	if sign > 0 {
-		fl.summed = fl.cap == 0
-		for _, ld := range fl.loads {
-			if t := ld.w * fl.share; !(t == math.Trunc(t) && t <= summedTermMax) {
-				fl.summed = false
-			}
-		}
+		fl.summed = fl.cap == 0 && fl.ri.summable
 	}
 	if !fl.summed {
 		f.unsummed += int(sign)

@@ -60,15 +60,19 @@ func (f *Fabric) recompute() {
 	}
 	f.last = now
 
-	f.component()
 	f.rateChanged = false
-	f.fill()
+	if loneShortcut && f.loneChanges() {
+		f.shareLone()
+	} else {
+		f.component()
+		f.fill()
+		f.clearStats()
+	}
 	changed := f.rateChanged
 
 	// The link counters of the component's directions, and each group's
 	// next end: in one pass over the groups when the component holds
 	// them all, as it does in a busy fabric.
-	f.clearStats()
 	whole := len(f.compGroups) == len(f.groups)
 	if !whole {
 		for _, g := range f.compGroups {
@@ -143,6 +147,166 @@ func (f *Fabric) recompute() {
 	clear(f.someGroups) // drop pointers to groups that may empty
 	f.compGroups, f.someGroups = nil, f.someGroups[:0]
 	f.reuseGroups()
+}
+
+// loneShortcut turns on shareLone. (A variable so that tests can send
+// every recompute through the filling.)
+var loneShortcut = true
+
+// loneChanges reports whether every group that the recompute would share
+// anew is alone on its resources: each started flow's group is the only
+// group with flows on every resource it loads, and every changed
+// resource carries no group but those (a flow that ended was alone on
+// its resources). It marks the started flows' groups (group.lone) with
+// the recompute's count. When it also holds that the component the
+// recompute would share holds no other group (withinAll shares the last
+// discovered component whole, and that may hold groups of other
+// components), shareLone gives every rate, end and counter that the
+// filling would.
+func (f *Fabric) loneChanges() bool {
+	stamp, n := f.recomputes, 0
+	for _, fl := range f.startedFlows {
+		if fl.state != flowActive {
+			continue
+		}
+		g := fl.g
+		for _, ld := range g.loads {
+			for _, m := range f.res[ld.r].members {
+				if m != g && m.n > 0 {
+					return false
+				}
+			}
+		}
+		if g.lone != stamp {
+			g.lone = stamp
+			n++
+		}
+	}
+	for _, r := range f.changedRes {
+		for _, m := range f.res[r].members {
+			if m.n > 0 && m.lone != stamp {
+				return false
+			}
+		}
+	}
+	f.nLone = n
+	return n == len(f.groups) || !f.withinAll()
+}
+
+// shareLone is component, fill and clearStats for a recompute whose
+// changes are all lone (loneChanges): each started flow's group alone
+// on its resources, the resources whose flows ended left with none. A
+// group alone on its resources freezes at the first filling step that
+// reaches it, whatever else the filling shares: the level then is the
+// lowest of its resources' levels, capacity over its summed weights
+// (none of them touched before, and every earlier step at a level no
+// higher), or its cap over its share if that is lower. Ties and the
+// order of the steps change nothing for it. So its rate is computed here
+// in closed form, with the operations the filling would do on the same
+// operands in the same order, and so are the loads its freeze leaves on
+// its resources (their peak utilisation); the resources of ended flows
+// only have their counters cleared. The last discovered component
+// (allEpoch, allRes) is left as component would leave it.
+func (f *Fabric) shareLone() {
+	f.epoch++
+	ep := f.epoch
+	if f.nLone != len(f.groups) {
+		// component would discover the lone groups' resources and the
+		// changed ones, not every group: no component holds them all.
+		f.allEpoch = 0
+	} else if !f.withinAll() {
+		// component would discover every group, and keep the
+		// component in discovery order as the one that holds them all.
+		comp := f.allRes[:0]
+		for _, r := range f.changedRes {
+			f.res[r].epoch = ep
+			comp = append(comp, r)
+		}
+		for _, fl := range f.startedFlows {
+			if fl.state != flowActive {
+				continue
+			}
+			for _, ld := range fl.g.loads {
+				if res := &f.res[ld.r]; res.epoch != ep {
+					res.epoch = ep
+					comp = append(comp, ld.r)
+				}
+			}
+		}
+		for _, r := range comp {
+			f.res[r].allEpoch = ep
+		}
+		f.allEpoch, f.allRes = ep, comp
+	}
+	// The ended flows' resources: members purged, counters cleared (an
+	// empty resource's peak is unchanged: its load is 0).
+	for _, r := range f.changedRes {
+		f.purge(r)
+		f.fst[r].rem = f.res[r].cap
+		f.clearRes(r)
+	}
+	f.changedRes = f.changedRes[:0]
+	cg := f.someGroups[:0]
+	for _, fl := range f.startedFlows {
+		if fl.state != flowActive || fl.g.mark == ep {
+			continue
+		}
+		g := fl.g
+		g.mark = ep
+		cg = append(cg, g)
+		f.shareAlone(g)
+	}
+	f.compGroups, f.someGroups = cg, cg
+}
+
+// shareAlone sets the rate of g, alone on its resources, as the filling
+// would (shareLone), and its resources' counters and peaks. A group of
+// one uncapped flow, the common case, takes its level, rate and the
+// loads its freeze leaves from its route's info, computed once.
+func (f *Fabric) shareAlone(g *group) {
+	ri := g.ri
+	k := float64(g.n)
+	level := ri.level
+	if g.n != 1 {
+		// Each resource's weights summed in load order, × k, as the
+		// filling sums a group's.
+		level = math.Inf(1)
+		for _, r := range ri.res {
+			w := 0.0
+			for _, l := range g.loads {
+				if l.r == r {
+					w += l.w * g.share * k
+				}
+			}
+			level = min(level, f.res[r].cap/w)
+		}
+	}
+	var x float64
+	if g.cap > 0 && g.cap/g.share <= level {
+		x = g.cap
+	} else {
+		x = level * g.share
+	}
+	if x != g.rate {
+		f.setRate(g, x)
+	}
+	if g.n == 1 && x == ri.loneX {
+		for j, r := range ri.res {
+			f.fst[r].rem = ri.loneRem[j]
+			f.clearRes(r)
+		}
+		return
+	}
+	for _, r := range ri.res {
+		rem := f.res[r].cap
+		for _, l := range g.loads {
+			if l.r == r {
+				rem -= l.w * x * k
+			}
+		}
+		f.fst[r].rem = rem
+		f.clearRes(r)
+	}
 }
 
 // endTime is when bytes at rate, from now, are through; sim.Forever when

@@ -65,16 +65,22 @@ func (f *Fabric) advanceStats(dt sim.Time) {
 // advanceStats.
 func (f *Fabric) clearStats() {
 	for _, r := range f.comp {
-		res := &f.res[r]
-		l := res.link
-		if res.dirs == 2 {
-			f.clearDir(l, 0)
-			f.clearDir(l, 1)
-		} else {
-			f.clearDir(l, int(res.dirs))
-		}
-		res.peak = max(res.peak, (res.cap-f.fst[r].rem)/res.cap)
+		f.clearRes(r)
 	}
+}
+
+// clearRes clears the counters of resource r's link directions and
+// raises its peak to the load its filling state leaves on it.
+func (f *Fabric) clearRes(r int32) {
+	res := &f.res[r]
+	l := res.link
+	if res.dirs == 2 {
+		f.clearDir(l, 0)
+		f.clearDir(l, 1)
+	} else {
+		f.clearDir(l, int(res.dirs))
+	}
+	res.peak = max(res.peak, (res.cap-f.fst[r].rem)/res.cap)
 }
 
 func (f *Fabric) clearDir(l *Link, d int) {
