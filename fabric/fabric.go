@@ -136,8 +136,9 @@ type Fabric struct {
 	unsummed   int
 	recomputes uint64
 	// nLone counts the groups of the started flows when loneChanges
-	// holds.
+	// holds; lones counts the recomputes that took shareLone.
 	nLone int
+	lones uint64
 	// timer is the one completion event: at timerAt, the earliest end of
 	// an active flow.
 	timer   sim.Handle

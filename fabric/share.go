@@ -62,6 +62,7 @@ func (f *Fabric) recompute() {
 
 	f.rateChanged = false
 	if loneShortcut && f.loneChanges() {
+		f.lones++
 		f.shareLone()
 	} else {
 		f.component()
