@@ -128,7 +128,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 		o.apply(fl)
 	}
 	lat := ri.lat
-	f.emit(Event{Header: sim.Header{Time: fl.start}, Kind: FlowStart, Flow: fl})
+	f.emit(fl.start, FlowStart, fl, 0)
 	f.latent.push(latentFlow{at: fl.start + lat, fl: fl})
 	f.eng.At(fl.start+lat, f.activateFn)
 	return fl
@@ -202,7 +202,7 @@ func (f *Fabric) activateNext() { f.latent.pop().activate() }
 func (fl *Flow) activate() {
 	f := fl.fab
 	fl.state, fl.activeAt = flowActive, f.eng.Now()
-	f.emit(Event{Header: sim.Header{Time: fl.activeAt}, Kind: FlowActive, Flow: fl})
+	f.emit(fl.activeAt, FlowActive, fl, 0)
 	if fl.bytes == 0 || len(fl.loads) == 0 && fl.cap == 0 {
 		f.finish(fl)
 		return
@@ -273,7 +273,7 @@ func (f *Fabric) onTimer() {
 func (f *Fabric) finish(fl *Flow) {
 	fl.state, fl.endAt = flowDone, f.eng.Now()
 	fl.g, fl.offset, fl.rated = nil, 0, false
-	f.emit(Event{Header: sim.Header{Time: fl.endAt}, Kind: FlowEnd, Flow: fl})
+	f.emit(fl.endAt, FlowEnd, fl, 0)
 	fl.done.Complete()
 }
 

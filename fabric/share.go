@@ -127,7 +127,7 @@ func (f *Fabric) recompute() {
 		}
 		for _, fl := range flows {
 			fl.rated = true
-			f.emit(Event{Header: sim.Header{Time: now}, Kind: FlowRate, Flow: fl, Rate: fl.g.rate})
+			f.emit(now, FlowRate, fl, fl.g.rate)
 		}
 	}
 	for _, fl := range started {
@@ -239,12 +239,16 @@ func (f *Fabric) shareLone() {
 		}
 		f.allEpoch, f.allRes = ep, comp
 	}
-	// The ended flows' resources: members purged, counters cleared (an
-	// empty resource's peak is unchanged: its load is 0).
+	// The changed resources: members purged; those of ended flows left
+	// with none have their counters cleared (an empty resource's peak is
+	// unchanged: its load is 0), the others are a started group's, which
+	// shareAlone clears.
 	for _, r := range f.changedRes {
 		f.purge(r)
-		f.fst[r].rem = f.res[r].cap
-		f.clearRes(r)
+		if len(f.res[r].members) == 0 {
+			f.fst[r].rem = f.res[r].cap
+			f.clearRes(r)
+		}
 	}
 	f.changedRes = f.changedRes[:0]
 	cg := f.someGroups[:0]
