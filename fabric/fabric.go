@@ -139,6 +139,8 @@ type Fabric struct {
 	// holds; lones counts the recomputes that took shareLone.
 	nLone int
 	lones uint64
+	// batched counts the flows that joined a batch (batchJoin).
+	batched uint64
 	// timer is the one completion event: at timerAt, the earliest end of
 	// an active flow.
 	timer   sim.Handle

@@ -219,8 +219,11 @@ func (fl *Flow) activate() {
 		}
 	}
 	f.countLoads(fl, +1)
-	for _, ld := range g.loads {
-		f.changed(ld.r)
+	if !g.batch {
+		// A batch's first flow marked its resources at this instant.
+		for _, ld := range g.loads {
+			f.changed(ld.r)
+		}
 	}
 	f.startedFlows = append(f.startedFlows, fl)
 	f.markDirty()

@@ -19,7 +19,7 @@ import (
 // flow's rate and remaining bytes and of every link's counters at random
 // instants, and the counters at the end, floats as their bits. It also
 // returns how many recomputes took shareLone.
-func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64) {
+func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	fac := Factors{}
 	switch seed % 5 {
@@ -84,15 +84,17 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64) {
 	}
 	var active []*Flow
 	n := 0
-	var start func(r Route, again int)
-	start = func(r Route, again int) {
-		var opts []Option
-		if rng.IntN(5) == 0 {
-			opts = append(opts, MaxRate(float64(1+rng.IntN(40))*1e9))
-		}
-		size := int64(rng.IntN(50000))
+	drawSize := func() int64 {
 		if rng.IntN(20) == 0 {
-			size = 0
+			return 0
+		}
+		return int64(rng.IntN(50000))
+	}
+	var start func(r Route, again int, size int64, capped bool)
+	start = func(r Route, again int, size int64, capped bool) {
+		var opts []Option
+		if capped {
+			opts = append(opts, MaxRate(float64(1+rng.IntN(40))*1e9))
 		}
 		name := fmt.Sprint("f", n)
 		n++
@@ -109,7 +111,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64) {
 			fab.Release(fl)
 			if again > 0 {
 				// Restarted over the same route, as a NIC's wire is.
-				start(r, again-1)
+				start(r, again-1, drawSize(), rng.IntN(5) == 0)
 			}
 		})
 	}
@@ -125,9 +127,12 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64) {
 			// grouped.
 			burst += rng.IntN(4)
 		}
+		size, capped := drawSize(), rng.IntN(5) == 0
 		eng.At(at, func() {
+			// A burst's flows alike, as a DMA engine's writes of one
+			// batch: one group (a batch) when below groupMin.
 			for range burst {
-				start(r, again)
+				start(r, again, size, capped)
 			}
 		})
 	}
@@ -150,7 +155,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64) {
 		t.Fatalf("seed %d: %d flows active at the end", seed, fab.Active())
 	}
 	totalRecomputes += fab.Recomputes()
-	return fmt.Sprintf("%x %d", log.Sum64(), fab.Recomputes()), fab.lones
+	return fmt.Sprintf("%x %d", log.Sum64(), fab.Recomputes()), fab.lones, fab.batched
 }
 
 // TestLoneSameRun: taking shareLone for recomputes whose changes are
@@ -171,12 +176,12 @@ func TestLoneSameRun(t *testing.T) {
 			groupMin = 0
 		}
 		loneShortcut = false
-		want, n := loneRun(t, seed, hooked)
+		want, n, _ := loneRun(t, seed, hooked)
 		if n != 0 {
 			t.Fatalf("seed %d: %d recomputes by shareLone with it off", seed, n)
 		}
 		loneShortcut = true
-		got, n := loneRun(t, seed, hooked)
+		got, n, _ := loneRun(t, seed, hooked)
 		if got != want {
 			t.Fatalf("seed %d (hooked %v, groupMin %d): run %s, through the filling %s", seed, hooked, groupMin, got, want)
 		}
@@ -186,4 +191,37 @@ func TestLoneSameRun(t *testing.T) {
 		t.Errorf("only %d recomputes took shareLone", lones)
 	}
 	t.Logf("%d recomputes took shareLone, of %d", lones, totalRecomputes/2)
+}
+
+// TestBatchSameRun: making one group of the flows alike that become
+// active at one instant (batchJoin) changes nothing a run shows, bit
+// for bit, over random fabrics and bursts of flows alike, with and
+// without hooks; with a low groupMin, the batches are split into their
+// groups when the fabric starts grouping by hash.
+func TestBatchSameRun(t *testing.T) {
+	defBatch, defGroup := batchJoins, groupMin
+	defer func() { batchJoins, groupMin = defBatch, defGroup }()
+	var batched uint64
+	for seed := range uint64(120) {
+		hooked := seed%2 == 1
+		groupMin = defGroup
+		if seed%3 == 2 {
+			groupMin = 3
+		}
+		batchJoins = false
+		want, _, n := loneRun(t, seed, hooked)
+		if n != 0 {
+			t.Fatalf("seed %d: %d flows batched with batchJoins off", seed, n)
+		}
+		batchJoins = true
+		got, _, n := loneRun(t, seed, hooked)
+		if got != want {
+			t.Fatalf("seed %d (hooked %v, groupMin %d): run %s, a group per flow %s", seed, hooked, groupMin, got, want)
+		}
+		batched += n
+	}
+	if batched < 1000 {
+		t.Errorf("only %d flows joined a batch", batched)
+	}
+	t.Logf("%d flows joined a batch", batched)
 }

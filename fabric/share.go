@@ -270,17 +270,19 @@ func (f *Fabric) shareLone() {
 // loads its freeze leaves from its route's info, computed once.
 func (f *Fabric) shareAlone(g *group) {
 	ri := g.ri
-	k := float64(g.n)
+	reps, k := g.reps()
 	level := ri.level
 	if g.n != 1 {
 		// Each resource's weights summed in load order, × k, as the
-		// filling sums a group's.
+		// filling sums a group's (a batch's, once per flow).
 		level = math.Inf(1)
 		for _, r := range ri.res {
 			w := 0.0
-			for _, l := range g.loads {
-				if l.r == r {
-					w += l.w * g.share * k
+			for range reps {
+				for _, l := range g.loads {
+					if l.r == r {
+						w += l.w * g.share * k
+					}
 				}
 			}
 			level = min(level, f.res[r].cap/w)
@@ -304,9 +306,11 @@ func (f *Fabric) shareAlone(g *group) {
 	}
 	for _, r := range ri.res {
 		rem := f.res[r].cap
-		for _, l := range g.loads {
-			if l.r == r {
-				rem -= l.w * x * k
+		for range reps {
+			for _, l := range g.loads {
+				if l.r == r {
+					rem -= l.w * x * k
+				}
 			}
 		}
 		f.fst[r].rem = rem
@@ -504,7 +508,12 @@ func (f *Fabric) fill() {
 			if g.cap > 0 {
 				capped = append(capped, g)
 			}
-			k := float64(g.n)
+			reps, k := g.reps()
+			for range reps - 1 {
+				for _, ld := range g.loads {
+					f.fst[ld.r].w += ld.w * g.share * k
+				}
+			}
 			for _, ld := range g.loads {
 				r := &f.fst[ld.r]
 				// × k: exact for a group of one, which so sums as a
@@ -604,7 +613,14 @@ func (f *Fabric) fill() {
 // many of a resource's groups froze in it.
 func (f *Fabric) freeze(g *group, x float64) {
 	g.frozenAt = f.epoch
-	k := float64(g.n)
+	reps, k := g.reps()
+	for range reps - 1 {
+		for _, ld := range g.loads {
+			fs := &f.fst[ld.r]
+			fs.rem -= ld.w * x * k
+			fs.w -= ld.w * g.share * k
+		}
+	}
 	for _, ld := range g.loads {
 		fs := &f.fst[ld.r]
 		fs.rem -= ld.w * x * k
@@ -624,8 +640,17 @@ func (f *Fabric) freeze(g *group, x float64) {
 // lowest to drop.
 func (f *Fabric) freezeScanned(g *group, x float64) {
 	g.frozenAt = f.epoch
-	k, share := float64(g.n), g.share
+	reps, k := g.reps()
+	share := g.share
 	res, levels := f.fst, f.levels
+	for range reps - 1 {
+		// A batch's flows but its last: their sums only, as a group
+		// of one each (the last sets the levels).
+		for _, ld := range g.loads {
+			r := &res[ld.r]
+			r.rem, r.w = r.rem-ld.w*x*k, r.w-ld.w*share*k
+		}
+	}
 	if g.unitLoads {
 		// 1×x×k is x×k and 1×share×k is share×k, bit for bit.
 		xk, sk := x*k, share*k

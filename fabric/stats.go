@@ -99,6 +99,18 @@ func (f *Fabric) clearDir(l *Link, d int) {
 func (f *Fabric) countStats(g *group) {
 	n, rate := g.n, g.rate
 	k := float64(n)
+	if g.batch {
+		// As many groups of one, one after the other.
+		for range n {
+			for _, d := range g.dirs {
+				d.st.rate += d.w * rate * 1
+			}
+		}
+		for _, d := range g.dirs {
+			d.st.n += int32(n)
+		}
+		return
+	}
 	for _, d := range g.dirs {
 		st := d.st
 		st.n += int32(n)
