@@ -136,6 +136,35 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 			}
 		})
 	}
+	// Bursts that start again, all at once, when their last flow ends,
+	// as a DMA engine's batches of writes over one route.
+	var burst func(r Route, size int64, k, again int)
+	burst = func(r Route, size int64, k, again int) {
+		left := k
+		for range k {
+			name := fmt.Sprint("b", n)
+			n++
+			fl := fab.Start(name, r, size)
+			active = append(active, fl)
+			fl.Done().OnComplete(func() {
+				logf("end %s %v %v\n", fl.name, fl.End(), fl.ActiveAt())
+				for i, a := range active {
+					if a == fl {
+						active = append(active[:i], active[i+1:]...)
+						break
+					}
+				}
+				fab.Release(fl)
+				if left--; left == 0 && again > 0 {
+					burst(r, size, k, again-1)
+				}
+			})
+		}
+	}
+	for range rng.IntN(4) {
+		r, size, k, again := route(), int64(1+rng.IntN(20000)), 2+rng.IntN(8), rng.IntN(40)
+		eng.At(sim.Time(rng.IntN(2000))*100*sim.Nanosecond, func() { burst(r, size, k, again) })
+	}
 	sample := func() {
 		for _, fl := range active {
 			logf("%v %s rate %x left %x\n", eng.Now(), fl.name, bits(fl.Rate()), bits(fl.Remaining()))

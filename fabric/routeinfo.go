@@ -35,6 +35,13 @@ type routeInfo struct {
 	level   float64
 	loneX   float64
 	loneRem []float64
+	// The same for the last batch of flows over the route alone on its
+	// resources, uncapped (shareAlone): its size (0 for none yet), level
+	// and the capacity left on each resource. The only part that
+	// changes, a pure function of the size.
+	batchN     int
+	batchLevel float64
+	batchRem   []float64
 }
 
 // infoCacheMax bounds Fabric.infos: the routes a model uses over and

@@ -167,10 +167,10 @@ var loneShortcut = true
 func (f *Fabric) loneChanges() bool {
 	stamp, n := f.recomputes, 0
 	for _, fl := range f.startedFlows {
-		if fl.state != flowActive {
+		g := fl.g
+		if fl.state != flowActive || g.lone == stamp {
 			continue
 		}
-		g := fl.g
 		for _, ld := range g.loads {
 			for _, m := range f.res[ld.r].members {
 				if m != g && m.n > 0 {
@@ -178,10 +178,8 @@ func (f *Fabric) loneChanges() bool {
 				}
 			}
 		}
-		if g.lone != stamp {
-			g.lone = stamp
-			n++
-		}
+		g.lone = stamp
+		n++
 	}
 	for _, r := range f.changedRes {
 		for _, m := range f.res[r].members {
@@ -217,23 +215,10 @@ func (f *Fabric) shareLone() {
 		f.allEpoch = 0
 	} else if !f.withinAll() {
 		// component would discover every group, and keep the
-		// component in discovery order as the one that holds them all.
-		comp := f.allRes[:0]
-		for _, r := range f.changedRes {
-			f.res[r].epoch = ep
-			comp = append(comp, r)
-		}
-		for _, fl := range f.startedFlows {
-			if fl.state != flowActive {
-				continue
-			}
-			for _, ld := range fl.g.loads {
-				if res := &f.res[ld.r]; res.epoch != ep {
-					res.epoch = ep
-					comp = append(comp, ld.r)
-				}
-			}
-		}
+		// component in discovery order as the one that holds them all:
+		// The changed resources, as the started flows' are among them
+		// (withinAll).
+		comp := append(f.allRes[:0], f.changedRes...)
 		for _, r := range comp {
 			f.res[r].allEpoch = ep
 		}
@@ -271,21 +256,35 @@ func (f *Fabric) shareLone() {
 func (f *Fabric) shareAlone(g *group) {
 	ri := g.ri
 	reps, k := g.reps()
+	fst := f.fst
 	level := ri.level
+	if g.batch && g.cap == 0 && ri.batchN == g.n {
+		// The same batch as the route's last (a DMA engine's burst of
+		// writes, again and again).
+		if x := ri.batchLevel * g.share; x != g.rate {
+			f.setRate(g, x)
+		}
+		for j, r := range ri.res {
+			fst[r].rem = ri.batchRem[j]
+			f.clearRes(r)
+		}
+		return
+	}
 	if g.n != 1 {
 		// Each resource's weights summed in load order, × k, as the
-		// filling sums a group's (a batch's, once per flow).
+		// filling sums a group's (a batch's, once per flow), in the
+		// filling state's w, free outside a filling.
+		for _, r := range ri.res {
+			fst[r].w = 0
+		}
+		for range reps {
+			for _, l := range g.loads {
+				fst[l.r].w += l.w * g.share * k
+			}
+		}
 		level = math.Inf(1)
 		for _, r := range ri.res {
-			w := 0.0
-			for range reps {
-				for _, l := range g.loads {
-					if l.r == r {
-						w += l.w * g.share * k
-					}
-				}
-			}
-			level = min(level, f.res[r].cap/w)
+			level = min(level, f.res[r].cap/fst[r].w)
 		}
 	}
 	var x float64
@@ -299,22 +298,28 @@ func (f *Fabric) shareAlone(g *group) {
 	}
 	if g.n == 1 && x == ri.loneX {
 		for j, r := range ri.res {
-			f.fst[r].rem = ri.loneRem[j]
+			fst[r].rem = ri.loneRem[j]
 			f.clearRes(r)
 		}
 		return
 	}
 	for _, r := range ri.res {
-		rem := f.res[r].cap
-		for range reps {
-			for _, l := range g.loads {
-				if l.r == r {
-					rem -= l.w * x * k
-				}
-			}
+		fst[r].rem = f.res[r].cap
+	}
+	for range reps {
+		for _, l := range g.loads {
+			fst[l.r].rem -= l.w * x * k
 		}
-		f.fst[r].rem = rem
+	}
+	for _, r := range ri.res {
 		f.clearRes(r)
+	}
+	if g.batch && g.cap == 0 {
+		ri.batchN, ri.batchLevel = g.n, level
+		ri.batchRem = ri.batchRem[:0]
+		for _, r := range ri.res {
+			ri.batchRem = append(ri.batchRem, fst[r].rem)
+		}
 	}
 }
 
@@ -460,19 +465,11 @@ func (f *Fabric) withinAll() bool {
 	if f.allEpoch == 0 {
 		return false
 	}
+	// A started flow's resources are changed ones: activate marks them
+	// (a batch's first flow for the batch).
 	for _, r := range f.changedRes {
 		if f.res[r].allEpoch != f.allEpoch {
 			return false
-		}
-	}
-	for _, fl := range f.startedFlows {
-		if fl.state != flowActive {
-			continue
-		}
-		for _, ld := range fl.loads {
-			if f.res[ld.r].allEpoch != f.allEpoch {
-				return false
-			}
 		}
 	}
 	return true
