@@ -139,8 +139,10 @@ type Fabric struct {
 	// holds; lones counts the recomputes that took shareLone.
 	nLone int
 	lones uint64
-	// batched counts the flows that joined a batch (batchJoin).
+	// batched counts the flows that joined a batch (batchJoin), batches
+	// the batches with flows.
 	batched uint64
+	batches int
 	// timer is the one completion event: at timerAt, the earliest end of
 	// an active flow.
 	timer   sim.Handle
@@ -188,10 +190,12 @@ type Fabric struct {
 	// towardCacheMax destinations, oldest replaced first. Both are
 	// cleared by Connect.
 	routes map[[2]int]Route
-	// infos are the routeInfos of the last routes flows took, at most
-	// infoCacheMax, the oldest replaced first (infoNext).
-	infos      []*routeInfo
-	infoNext   int
+	// recent are the routeInfos of the last routes flows took that
+	// were not among them, the oldest replaced first (recentNext);
+	// infoByHops those of routes by the address of their first hop.
+	recent     [infoRecent]*routeInfo
+	recentNext int
+	infoByHops map[*Hop]*routeInfo // lookup only, never iterated
 	toward     []towardEntry
 	towardNext int
 }
@@ -205,6 +209,7 @@ func New(eng *sim.Engine, f Factors) *Fabric {
 		linkByName:  make(map[string]*Link),
 		routes:      make(map[[2]int]Route),
 		groupByHash: make(map[uint64]*group),
+		infoByHops:  make(map[*Hop]*routeInfo),
 		last:        eng.Now(),
 	}
 	fab.recomputeFn, fab.timerFn, fab.activateFn = fab.recompute, fab.onTimer, fab.activateNext

@@ -245,6 +245,10 @@ func (f *Fabric) onTimer() {
 				f.changed(ld.r)
 			}
 			if g.n == 0 {
+				if g.batch {
+					g.batch = false
+					f.batches--
+				}
 				for _, ld := range g.loads {
 					f.res[ld.r].nAll--
 				}

@@ -195,7 +195,10 @@ func (f *Fabric) batchJoin(fl *Flow) *group {
 		g.left != float64(fl.bytes) || g.n == 0 || g.n > 1 && !g.batch {
 		return nil
 	}
-	g.batch = true
+	if !g.batch {
+		g.batch = true
+		f.batches++
+	}
 	f.batched++
 	fl.g, fl.offset = g, 0
 	g.push(fl)
@@ -214,6 +217,7 @@ func (f *Fabric) split(g *group) {
 	flows := slices.Clone(g.members)
 	slices.SortFunc(flows, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
 	g.batch = false
+	f.batches--
 	g.members = append(g.members[:0], flows[0])
 	g.n = 1
 	parts := make([]*group, 0, len(flows))

@@ -44,28 +44,43 @@ type routeInfo struct {
 	batchRem   []float64
 }
 
-// infoCacheMax bounds Fabric.infos: the routes a model uses over and
-// over are few; others cost a derivation per flow, as every flow did
-// before the cache.
-const infoCacheMax = 16
+// Bounds of the routeInfo caches: the last few routes by content
+// (Fabric.recent), enough for the routes a device's stream takes in turn
+// (a NIC's wire, its descriptor fetch, its writes), and by the address
+// of their hops (Fabric.infoByHops) up to infoMapMax, then afresh: a
+// model that keeps its routes (a route table, a DMA engine's channel)
+// passes the same hops each time. A miss costs a derivation, as every
+// flow did before the caches; results never depend on them.
+const (
+	infoRecent = 4
+	infoMapMax = 1 << 12
+)
 
 // info returns the routeInfo of r's hops: a kept one with equal hops, or
-// one made and kept now in place of the oldest. It panics, naming the
-// flow, on a hop with a nil link or a link of another fabric, a bad
-// direction, a negative or non-finite weight.
+// one made and kept now. It panics, naming the flow, on a hop with a nil
+// link or a link of another fabric, a bad direction, a negative or
+// non-finite weight.
 func (f *Fabric) info(name string, r Route) *routeInfo {
-	for _, ri := range f.infos {
-		if sameHops(ri.hops, r.Hops) {
+	for _, ri := range f.recent {
+		if ri != nil && sameHops(ri.hops, r.Hops) {
 			return ri
 		}
 	}
-	ri := f.newInfo(name, r)
-	if len(f.infos) < infoCacheMax {
-		f.infos = append(f.infos, ri)
-	} else {
-		f.infos[f.infoNext] = ri
-		f.infoNext = (f.infoNext + 1) % infoCacheMax
+	var key *Hop
+	if len(r.Hops) > 0 {
+		key = &r.Hops[0]
 	}
+	// The caller may have changed its hops since: equal content only.
+	ri := f.infoByHops[key]
+	if ri == nil || !sameHops(ri.hops, r.Hops) {
+		ri = f.newInfo(name, r)
+		if len(f.infoByHops) >= infoMapMax {
+			clear(f.infoByHops)
+		}
+		f.infoByHops[key] = ri
+	}
+	f.recent[f.recentNext] = ri
+	f.recentNext = (f.recentNext + 1) % infoRecent
 	return ri
 }
 

@@ -74,10 +74,16 @@ func (f *Fabric) recompute() {
 	// The link counters of the component's directions, and each group's
 	// next end: in one pass over the groups when the component holds
 	// them all, as it does in a busy fabric.
-	whole := len(f.compGroups) == len(f.groups)
+	// (A batch's counters in a pass of their own, which keeps the test
+	// for batches out of the pass over every group of a busy fabric.)
+	whole := len(f.compGroups) == len(f.groups) && f.batches == 0
 	if !whole {
 		for _, g := range f.compGroups {
-			f.countStats(g)
+			if g.batch {
+				f.countBatch(g)
+			} else {
+				f.countStats(g)
+			}
 		}
 	}
 	hooks := f.Hooks.Active()
@@ -637,16 +643,10 @@ func (f *Fabric) freeze(g *group, x float64) {
 // lowest to drop.
 func (f *Fabric) freezeScanned(g *group, x float64) {
 	g.frozenAt = f.epoch
-	reps, k := g.reps()
-	share := g.share
+	k, share := float64(g.n), g.share
 	res, levels := f.fst, f.levels
-	for range reps - 1 {
-		// A batch's flows but its last: their sums only, as a group
-		// of one each (the last sets the levels).
-		for _, ld := range g.loads {
-			r := &res[ld.r]
-			r.rem, r.w = r.rem-ld.w*x*k, r.w-ld.w*share*k
-		}
+	if g.batch {
+		k = f.freezeBatch(g, x)
 	}
 	if g.unitLoads {
 		// 1×x×k is x×k and 1×share×k is share×k, bit for bit.
@@ -675,6 +675,21 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 			f.dead = true
 		}
 	}
+}
+
+// freezeBatch takes the terms of batch g's flows but its last off the
+// unfrozen sums, one flow after the other, as groups of one each would
+// be (freezeScanned takes the last, and sets the levels), and returns the
+// k of a group of one.
+func (f *Fabric) freezeBatch(g *group, x float64) float64 {
+	res := f.fst
+	for range g.n - 1 {
+		for _, ld := range g.loads {
+			r := &res[ld.r]
+			r.rem, r.w = r.rem-ld.w*x*1, r.w-ld.w*g.share*1
+		}
+	}
+	return 1
 }
 
 // setRate gives g its new rate x. A group whose rate is unchanged does

@@ -64,8 +64,18 @@ func (f *Fabric) advanceStats(dt sim.Time) {
 // no flows carries nothing (its rate is 0) and leaves f.used at the next
 // advanceStats.
 func (f *Fabric) clearStats() {
+	// clearRes's body, in the loop: a call per resource costs a few per
+	// cent of a busy fabric's recompute.
 	for _, r := range f.comp {
-		f.clearRes(r)
+		res := &f.res[r]
+		l := res.link
+		if res.dirs == 2 {
+			f.clearDir(l, 0)
+			f.clearDir(l, 1)
+		} else {
+			f.clearDir(l, int(res.dirs))
+		}
+		res.peak = max(res.peak, (res.cap-f.fst[r].rem)/res.cap)
 	}
 }
 
@@ -93,28 +103,29 @@ func (f *Fabric) clearDir(l *Link, d int) {
 }
 
 // countStats adds g's flows and new rate to the counters of the link
-// directions it crosses. The recompute counts the component's groups in
+// directions it crosses (countBatch for a batch). The recompute counts the component's groups in
 // creation order, so that the sums are those of a recompute of every
 // group, bit for bit.
 func (f *Fabric) countStats(g *group) {
 	n, rate := g.n, g.rate
 	k := float64(n)
-	if g.batch {
-		// As many groups of one, one after the other.
-		for range n {
-			for _, d := range g.dirs {
-				d.st.rate += d.w * rate * 1
-			}
-		}
-		for _, d := range g.dirs {
-			d.st.n += int32(n)
-		}
-		return
-	}
 	for _, d := range g.dirs {
 		st := d.st
 		st.n += int32(n)
 		// × k: exact for a group of one, which so sums as a flow.
 		st.rate += d.w * rate * k
+	}
+}
+
+// countBatch is countStats for batch g: its flows one after the other,
+// as groups of one.
+func (f *Fabric) countBatch(g *group) {
+	for range g.n {
+		for _, d := range g.dirs {
+			d.st.rate += d.w * g.rate * 1
+		}
+	}
+	for _, d := range g.dirs {
+		d.st.n += int32(g.n)
 	}
 }
