@@ -13,6 +13,10 @@ import (
 // bytes at the rate max-min sharing gives it.
 type Flow struct {
 	flowFields
+	// done is outside flowFields, so that Start resetting a released
+	// flow for reuse does not clear it twice: InitCompletion sets all
+	// of it.
+	done sim.Completion
 }
 
 // flowFields are a Flow's fields that Start sets anew, all of them.
@@ -23,7 +27,6 @@ type flowFields struct {
 	bytes int64
 	cap   float64 // MaxRate; 0 for none
 	tag   any
-	done  sim.Completion
 	ri    *routeInfo // what its route's hops give (loads, share, latency)
 	loads []load     // ri.loads
 
