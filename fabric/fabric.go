@@ -195,6 +195,7 @@ type Fabric struct {
 	// infoByHops those of routes by the address of their first hop.
 	recent     [infoRecent]*routeInfo
 	recentNext int
+	lastInfo   *routeInfo          // the last found
 	infoByHops map[*Hop]*routeInfo // lookup only, never iterated
 	toward     []towardEntry
 	towardNext int

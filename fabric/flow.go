@@ -265,7 +265,9 @@ func (f *Fabric) onTimer() {
 	}
 	// Activation order, as the flows of one group end in the order of
 	// their remaining bytes.
-	slices.SortFunc(ending, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
+	if len(ending) > 1 {
+		slices.SortFunc(ending, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
+	}
 	f.nActive -= len(ending)
 	for i, fl := range ending {
 		ending[i] = nil

@@ -450,6 +450,10 @@ func live(gs []*group) []*group {
 			kept = append(kept, g)
 		}
 	}
-	clear(gs[len(kept):])
+	// A loop, not clear: the tail is a group or two, and clear's call
+	// into the runtime costs more.
+	for i := len(kept); i < len(gs); i++ {
+		gs[i] = nil
+	}
 	return kept
 }

@@ -61,8 +61,14 @@ const (
 // link or a link of another fabric, a bad direction, a negative or
 // non-finite weight.
 func (f *Fabric) info(name string, r Route) *routeInfo {
+	// The last one found first: flows come in runs over one route (a
+	// packet's flows on the wire, a batch's writes).
+	if ri := f.lastInfo; ri != nil && sameHops(ri.hops, r.Hops) {
+		return ri
+	}
 	for _, ri := range f.recent {
 		if ri != nil && sameHops(ri.hops, r.Hops) {
+			f.lastInfo = ri
 			return ri
 		}
 	}
@@ -81,6 +87,7 @@ func (f *Fabric) info(name string, r Route) *routeInfo {
 	}
 	f.recent[f.recentNext] = ri
 	f.recentNext = (f.recentNext + 1) % infoRecent
+	f.lastInfo = ri
 	return ri
 }
 

@@ -136,22 +136,28 @@ func (f *Fabric) recompute() {
 			f.emit(now, FlowRate, fl, fl.g.rate)
 		}
 	}
-	for _, fl := range started {
+	// (Loops rather than clear and append's copy: these lists hold a
+	// flow or a few, and the runtime's calls cost more.)
+	for i, fl := range started {
 		fl.rated = true
+		started[i] = nil
 	}
-	clear(started)
 	f.startedFlows = started[:0]
 	// No list of the fabric holds the flows released before now any
 	// more: they can be reused.
-	f.freeFlows = append(f.freeFlows, f.released...)
-	clear(f.released)
+	for i, fl := range f.released {
+		f.freeFlows = append(f.freeFlows, fl)
+		f.released[i] = nil
+	}
 	f.released = f.released[:0]
 	if hooks {
 		for _, g := range f.compGroups {
 			g.changed = false
 		}
 	}
-	clear(f.someGroups) // drop pointers to groups that may empty
+	for i := range f.someGroups {
+		f.someGroups[i] = nil // drop pointers to groups that may empty
+	}
 	f.compGroups, f.someGroups = nil, f.someGroups[:0]
 	f.reuseGroups()
 }
