@@ -254,3 +254,24 @@ func TestBatchSameRun(t *testing.T) {
 	}
 	t.Logf("%d flows joined a batch", batched)
 }
+
+// TestOptionsPlainValues: an option is a plain value, made without
+// allocating (a DMA transfer makes a MaxRate per flow), and options
+// apply in order, the last of a kind winning.
+func TestOptionsPlainValues(t *testing.T) {
+	var o Option
+	if n := testing.AllocsPerRun(100, func() { o = MaxRate(3e9) }); n != 0 {
+		t.Errorf("MaxRate allocates %v times", n)
+	}
+	tag := &struct{ x int }{}
+	if n := testing.AllocsPerRun(100, func() { o = Tag(tag) }); n != 0 {
+		t.Errorf("Tag of a pointer allocates %v times", n)
+	}
+	_ = o
+	p := newPair(Factors{})
+	l := p.fab.Connect("l", p.a, p.b, 10e9, 0, FullDuplex)
+	fl := p.fab.Start("f", route(l, AtoB), 1e6, MaxRate(1e9), Tag("a"), MaxRate(2e9), Option{}, Tag(tag))
+	if fl.MaxRate() != 2e9 || fl.Tag() != tag {
+		t.Errorf("max rate %v, tag %v: want the last of each", fl.MaxRate(), fl.Tag())
+	}
+}
