@@ -46,10 +46,6 @@ type DMA struct {
 	// freeXfers are the states of finished transient transfers, for
 	// StartTransfer to reuse.
 	freeXfers []*startXfer
-	// rateOpts are the last MaxRate options made (maxRate), rateNext
-	// the slot the next one replaces.
-	rateOpts [4]rateOpt
-	rateNext int
 	// lims are the last routes' limits (limits), limNext the slot the
 	// next one replaces.
 	lims    [4]routeLimits

@@ -467,10 +467,10 @@ func (d *Device) readLimit(t *Transfer, route fabric.Route, buf *[1]fabric.Optio
 		return lead, t.Opts
 	}
 	if len(t.Opts) == 0 {
-		buf[0] = d.dma.maxRate(capRate)
+		buf[0] = fabric.MaxRate(capRate)
 		return lead, buf[:]
 	}
-	return lead, append(slices.Clone(t.Opts), d.dma.maxRate(capRate))
+	return lead, append(slices.Clone(t.Opts), fabric.MaxRate(capRate))
 }
 
 // routeLimits are the machine's limits on a transfer by master over
@@ -509,28 +509,6 @@ func (x *DMA) limits(route fabric.Route, master machine.Master, read bool) *rout
 	}
 	l.copy = m.CopyRate(route, master)
 	return l
-}
-
-// maxRate is fabric.MaxRate(rate), the option made once per rate among
-// the last few and kept: a machine's transfers are capped at a handful
-// of rates (a master's read limit, a copy's), and a migration would
-// otherwise allocate the option's closure each time.
-func (x *DMA) maxRate(rate float64) fabric.Option {
-	for i := range x.rateOpts {
-		if r := &x.rateOpts[i]; r.opt != nil && r.rate == rate {
-			return r.opt
-		}
-	}
-	o := fabric.MaxRate(rate)
-	x.rateOpts[x.rateNext] = rateOpt{rate, o}
-	x.rateNext = (x.rateNext + 1) % len(x.rateOpts)
-	return o
-}
-
-// rateOpt is a kept fabric.MaxRate option (DMA.maxRate).
-type rateOpt struct {
-	rate float64
-	opt  fabric.Option
 }
 
 // route is the path of t's bytes: given, or the endpoints' as its

@@ -292,20 +292,6 @@ func TestPipelinedTranslation(t *testing.T) {
 	}
 }
 
-// TestMaxRateKept: the kept MaxRate options (DMA.maxRate) cap a flow at
-// the rate asked for, whichever rates came before it, more of them than
-// it keeps among them.
-func TestMaxRateKept(t *testing.T) {
-	m, x, _ := xferRig(t, false)
-	rates := []float64{1e9, 2.5e9, 3e9, 1e9, 7e9, 8e9, 9e9, 2.5e9, 1e10, 1e9, 3e9, 3e9, 11e9, 2.5e9}
-	for i, r := range rates {
-		fl := m.Fabric.Start("capped", fabric.Route{}, 0, x.maxRate(r))
-		if got := fl.MaxRate(); got != r {
-			t.Fatalf("draw %d: flow capped at %v, want %v", i, got, r)
-		}
-	}
-}
-
 // TestRouteLimitsKept: the kept limits of a route and master
 // (DMA.limits) are the machine's own ReadLimit and CopyRate for every
 // draw among more routes, masters and directions than it keeps, routes

@@ -51,9 +51,14 @@
 //     the others keep their rates. It works over groups: the active flows
 //     with the same hops, cap and share, which always get the same rate
 //     (from 256 active flows on; below, every flow is its own group and
-//     the arithmetic is that of a filling over flows, bit for bit). A
-//     group keeps its own progress and a heap of its flows by remaining
-//     bytes, so an end costs O(log n). A recompute's cost is O(G) for G
+//     the arithmetic is that of a filling over flows, bit for bit, but
+//     for flows alike that become active at one instant, which share one
+//     group summed flow by flow: the same arithmetic). A group keeps its
+//     own progress and a heap of its flows by remaining bytes, so an end
+//     costs O(log n). When every change is a flow alone on its resources
+//     (or the end of one), the recompute takes the rate the filling would
+//     give it in closed form, with the filling's operations, and fills
+//     nothing. A recompute's cost is O(G) for G
 //     groups (their progress, the earliest end) plus, for the component's
 //     Gc groups of at most H loads and Rc resources, O(Gc·H) to freeze
 //     and count the link directions, O(Gc·H) to set up (O(Rc) when every
@@ -69,7 +74,9 @@
 //     listens, since a hook may keep the flows it sees.
 //   - Routes are computed per pair on demand; at most 64 per-destination
 //     distance arrays and 16,384 routes are cached, so memory does not
-//     grow with the square of the nodes.
+//     grow with the square of the nodes. What a flow's route gives (its
+//     loads, share, latency) is derived once per route and shared by its
+//     flows and groups (at most 4,096 routes kept).
 //   - After every recompute each resource carries at most its effective
 //     capacity (up to float64 rounding), and every transferring flow is
 //     either at its MaxRate or crosses a saturated resource on which no

@@ -48,12 +48,18 @@ func (e Event) String() string {
 	return fmt.Sprintf("%v %v %s", e.Time, e.Kind, e.Flow.name)
 }
 
-// emit delivers ev to f.Hooks from the fabric's own event struct.
-func (f *Fabric) emit(ev Event) {
-	if !f.Hooks.Active() {
-		return
+// emit delivers the event of kind k about fl at t (with its new rate,
+// for FlowRate) to f.Hooks. Small enough to be inlined, so that with no
+// hook listening an event costs a test, not the building of an Event.
+func (f *Fabric) emit(t sim.Time, k EventKind, fl *Flow, rate float64) {
+	if f.Hooks.Active() {
+		f.deliver(t, k, fl, rate)
 	}
-	f.ev = ev
-	f.ev.Component, f.ev.Cause = "fabric", sim.CauseTransfer
+}
+
+// deliver builds the event in the fabric's own event struct and
+// delivers it.
+func (f *Fabric) deliver(t sim.Time, k EventKind, fl *Flow, rate float64) {
+	f.ev = Event{Header: sim.Header{Time: t, Component: "fabric", Cause: sim.CauseTransfer}, Kind: k, Flow: fl, Rate: rate}
 	f.Hooks.Emit(&f.ev)
 }

@@ -135,6 +135,14 @@ type Fabric struct {
 	// loads of every group of the component itself.
 	unsummed   int
 	recomputes uint64
+	// nLone counts the groups of the started flows when loneChanges
+	// holds; lones counts the recomputes that took shareLone.
+	nLone int
+	lones uint64
+	// batched counts the flows that joined a batch (batchJoin), batches
+	// the batches with flows.
+	batched uint64
+	batches int
 	// timer is the one completion event: at timerAt, the earliest end of
 	// an active flow.
 	timer   sim.Handle
@@ -181,7 +189,14 @@ type Fabric struct {
 	// routeCacheMax of them; toward holds the distance arrays of at most
 	// towardCacheMax destinations, oldest replaced first. Both are
 	// cleared by Connect.
-	routes     map[[2]int]Route
+	routes map[[2]int]Route
+	// recent are the routeInfos of the last routes flows took that
+	// were not among them, the oldest replaced first (recentNext);
+	// infoByHops those of routes by the address of their first hop.
+	recent     [infoRecent]*routeInfo
+	recentNext int
+	lastInfo   *routeInfo          // the last found
+	infoByHops map[*Hop]*routeInfo // lookup only, never iterated
 	toward     []towardEntry
 	towardNext int
 }
@@ -195,6 +210,7 @@ func New(eng *sim.Engine, f Factors) *Fabric {
 		linkByName:  make(map[string]*Link),
 		routes:      make(map[[2]int]Route),
 		groupByHash: make(map[uint64]*group),
+		infoByHops:  make(map[*Hop]*routeInfo),
 		last:        eng.Now(),
 	}
 	fab.recomputeFn, fab.timerFn, fab.activateFn = fab.recompute, fab.onTimer, fab.activateNext

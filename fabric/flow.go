@@ -13,12 +13,10 @@ import (
 // bytes at the rate max-min sharing gives it.
 type Flow struct {
 	flowFields
-	// Storage for the hops and loads of a short route, so that Start
-	// allocates them with the flow. Outside flowFields, so that Start
-	// resetting a released flow for reuse does not clear them first: it
-	// overwrites the part the new route uses.
-	hopBuf  [8]Hop
-	loadBuf [8]load
+	// done is outside flowFields, so that Start resetting a released
+	// flow for reuse does not clear it twice: InitCompletion sets all
+	// of it.
+	done sim.Completion
 }
 
 // flowFields are a Flow's fields that Start sets anew, all of them.
@@ -29,8 +27,8 @@ type flowFields struct {
 	bytes int64
 	cap   float64 // MaxRate; 0 for none
 	tag   any
-	done  sim.Completion
-	loads []load
+	ri    *routeInfo // what its route's hops give (loads, share, latency)
+	loads []load     // ri.loads
 
 	state                  flowState
 	start, activeAt, endAt sim.Time // endAt: the end, once done
@@ -65,8 +63,30 @@ const (
 	flowReleased // given back (Fabric.Release), waiting to be reused
 )
 
-// Option tunes a flow at Start.
-type Option func(*Flow)
+// Option tunes a flow at Start: MaxRate or Tag. It is a plain value, so
+// that making one allocates nothing.
+type Option struct {
+	kind optionKind
+	rate float64
+	tag  any
+}
+
+type optionKind uint8
+
+const (
+	optNone optionKind = iota
+	optMaxRate
+	optTag
+)
+
+func (o Option) apply(fl *Flow) {
+	switch o.kind {
+	case optMaxRate:
+		fl.cap = o.rate
+	case optTag:
+		fl.tag = o.tag
+	}
+}
 
 // MaxRate caps the flow at rate bytes/s whatever the links could give it:
 // a CPU thread's memcpy rate, a DMA engine's issue rate. rate must be
@@ -75,11 +95,11 @@ func MaxRate(rate float64) Option {
 	if !(rate > 0) || math.IsInf(rate, 0) {
 		panic(fmt.Sprintf("fabric: MaxRate %v B/s must be positive and finite", rate))
 	}
-	return func(fl *Flow) { fl.cap = rate }
+	return Option{kind: optMaxRate, rate: rate}
 }
 
 // Tag attaches user data to the flow, for observers (Flow.Tag).
-func Tag(v any) Option { return func(fl *Flow) { fl.tag = v } }
+func Tag(v any) Option { return Option{kind: optTag, tag: v} }
 
 // Start begins a flow of bytes over r now. It is observed as FlowStart at
 // once; FlowActive follows after r's latency × the latency factor, then
@@ -105,46 +125,13 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 		start: f.eng.Now(),
 	}
 	f.eng.InitCompletion(&fl.done, "flow ", name)
-	if n := len(r.Hops); n > 0 && n <= len(fl.hopBuf) {
-		fl.route.Hops = append(fl.hopBuf[:0:n], r.Hops...)
-	} else {
-		fl.route.Hops = append([]Hop(nil), r.Hops...)
-	}
+	ri := f.info(name, r)
+	fl.ri, fl.route.Hops, fl.loads, fl.share = ri, ri.hops, ri.loads, ri.share
 	for _, o := range opt {
-		o(fl)
+		o.apply(fl)
 	}
-	nl := len(r.Hops)
-	if f.fac.Cross > 0 {
-		nl *= 2
-	}
-	if nl <= len(fl.loadBuf) {
-		fl.loads = fl.loadBuf[:0:nl]
-	} else {
-		fl.loads = make([]load, 0, nl)
-	}
-	for i, h := range r.Hops {
-		switch w := h.Weight; {
-		case h.Link == nil || h.Link.fab != f:
-			panic(fmt.Sprintf("fabric: flow %q: hop %d: link is nil or of another fabric", name, i))
-		case h.Dir != AtoB && h.Dir != BtoA:
-			panic(fmt.Sprintf("fabric: flow %q: hop %d over %s: bad direction %v", name, i, h.Link.name, h.Dir))
-		case w < 0 || math.IsNaN(w) || math.IsInf(w, 0):
-			panic(fmt.Sprintf("fabric: flow %q: hop %d over %s: weight %v must be finite and not negative", name, i, h.Link.name, w))
-		}
-		w := h.weight()
-		fl.loads = append(fl.loads, load{h.Link.res[h.Dir], w})
-		if c := f.fac.Cross; c > 0 {
-			// On a Shared link the reverse direction is the same
-			// resource, which so sees (1+Cross)×Weight.
-			fl.loads = append(fl.loads, load{h.Link.res[h.Dir.Reverse()], c * w})
-		}
-	}
-	lat := r.Latency()
-	fl.share = f.share(r, lat)
-	if f.fac.Latency != 1 {
-		lat = sim.Time(math.Round(float64(lat) * f.fac.Latency))
-	}
-	f.emit(Event{Header: sim.Header{Time: fl.start}, Kind: FlowStart, Flow: fl})
+	lat := ri.lat
+	f.emit(fl.start, FlowStart, fl, 0)
 	f.latent.push(latentFlow{at: fl.start + lat, fl: fl})
 	f.eng.At(fl.start+lat, f.activateFn)
 	return fl
@@ -218,7 +205,7 @@ func (f *Fabric) activateNext() { f.latent.pop().activate() }
 func (fl *Flow) activate() {
 	f := fl.fab
 	fl.state, fl.activeAt = flowActive, f.eng.Now()
-	f.emit(Event{Header: sim.Header{Time: fl.activeAt}, Kind: FlowActive, Flow: fl})
+	f.emit(fl.activeAt, FlowActive, fl, 0)
 	if fl.bytes == 0 || len(fl.loads) == 0 && fl.cap == 0 {
 		f.finish(fl)
 		return
@@ -235,8 +222,11 @@ func (fl *Flow) activate() {
 		}
 	}
 	f.countLoads(fl, +1)
-	for _, ld := range g.loads {
-		f.changed(ld.r)
+	if !g.batch {
+		// A batch's first flow marked its resources at this instant.
+		for _, ld := range g.loads {
+			f.changed(ld.r)
+		}
 	}
 	f.startedFlows = append(f.startedFlows, fl)
 	f.markDirty()
@@ -258,6 +248,10 @@ func (f *Fabric) onTimer() {
 				f.changed(ld.r)
 			}
 			if g.n == 0 {
+				if g.batch {
+					g.batch = false
+					f.batches--
+				}
 				for _, ld := range g.loads {
 					f.res[ld.r].nAll--
 				}
@@ -271,7 +265,9 @@ func (f *Fabric) onTimer() {
 	}
 	// Activation order, as the flows of one group end in the order of
 	// their remaining bytes.
-	slices.SortFunc(ending, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
+	if len(ending) > 1 {
+		slices.SortFunc(ending, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
+	}
 	f.nActive -= len(ending)
 	for i, fl := range ending {
 		ending[i] = nil
@@ -289,7 +285,7 @@ func (f *Fabric) onTimer() {
 func (f *Fabric) finish(fl *Flow) {
 	fl.state, fl.endAt = flowDone, f.eng.Now()
 	fl.g, fl.offset, fl.rated = nil, 0, false
-	f.emit(Event{Header: sim.Header{Time: fl.endAt}, Kind: FlowEnd, Flow: fl})
+	f.emit(fl.endAt, FlowEnd, fl, 0)
 	fl.done.Complete()
 }
 

@@ -1,7 +1,9 @@
 package fabric
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/dmalab/dmalab/sim"
 )
@@ -16,21 +18,14 @@ import (
 // O(groups·hops), not O(flows·hops), and an end O(log members).
 type group struct {
 	groupFields
-	// Storage for the loads and dirs of a short route, so that the
-	// filling and the counters, which visit every group of a component
-	// at each recompute, read them from the group itself rather than
-	// from its first member. Outside groupFields, so that join resetting
-	// a free group does not clear them first: it overwrites the part the
-	// new group uses.
-	loadBuf [8]load
-	dirBuf  [8]dirLoad
 }
 
 // groupFields are a group's fields that join sets anew, all of them.
 type groupFields struct {
-	hops       []Hop // the first member's copy
-	loads      []load
-	dirs       []dirLoad // the link directions its hops carry, for the counters
+	ri         *routeInfo // its members' (loads, dirs, hops)
+	hops       []Hop      // ri.hops
+	loads      []load     // ri.loads
+	dirs       []dirLoad  // ri.dirs: the link directions its hops carry, for the counters
 	cap, share float64
 	hash       uint64 // groupHash, set while hashed
 	seq        uint64 // creation order: the filling visits groups in it
@@ -70,6 +65,28 @@ type groupFields struct {
 	// changed: this recompute set a new rate (kept to its end only
 	// while Hooks are active, for the FlowRate events).
 	changed bool
+	// lone is the count of the recompute whose loneChanges found it a
+	// started flow's group.
+	lone uint64
+	// born is Fabric.recomputes when it was made: while no recompute
+	// has run since, its flows became active at this instant and have
+	// no rate yet.
+	born uint64
+	// batch: the group stands for as many groups of one flow as it has
+	// flows (batchJoin), and the filling and the counters sum its flows
+	// one by one, as they would those groups, not × n.
+	batch bool
+}
+
+// reps is how a group's flows enter a filling's and the counters' sums:
+// reps times a term × k, one after the other. A group's n flows enter
+// once, × n (exact for a group of one, which so sums as a flow); a
+// batch's one by one, as n groups of one would.
+func (g *group) reps() (int, float64) {
+	if g.batch {
+		return g.n, 1
+	}
+	return 1, float64(g.n)
 }
 
 // dirLoad is a hop's link direction and weight, what the link counters
@@ -115,7 +132,7 @@ func (f *Fabric) join(fl *Flow) *group {
 		}
 		h = groupHash(fl.route.Hops, fl.cap, fl.share)
 		for g := f.groupByHash[h]; g != nil; g = g.sameHash {
-			if g.cap == fl.cap && g.share == fl.share && sameHops(g.hops, fl.route.Hops) {
+			if g.cap == fl.cap && g.share == fl.share && (g.ri == fl.ri || sameHops(g.hops, fl.route.Hops)) {
 				// left is as of fab.last: the offset makes fl's
 				// remaining its bytes now.
 				left := g.left
@@ -128,28 +145,18 @@ func (f *Fabric) join(fl *Flow) *group {
 			}
 		}
 	}
+	if g := f.batchJoin(fl); g != nil {
+		return g
+	}
 	f.groupSeq++
 	g := reuse(&f.freeGroups)
 	g.groupFields = groupFields{
 		hops: fl.route.Hops, cap: fl.cap, share: fl.share,
 		seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
-		next: sim.Forever, members: g.members[:0],
+		next: sim.Forever, members: g.members[:0], born: f.recomputes,
 	}
-	g.loads = fl.loads
-	if len(fl.loads) <= len(g.loadBuf) {
-		g.loads = append(g.loadBuf[:0], fl.loads...)
-	}
-	g.unitLoads = true
-	for _, ld := range g.loads {
-		g.unitLoads = g.unitLoads && ld.w == 1
-	}
-	g.dirs = g.dirBuf[:0]
-	if len(g.hops) > len(g.dirBuf) {
-		g.dirs = make([]dirLoad, 0, len(g.hops))
-	}
-	for _, hp := range g.hops {
-		g.dirs = append(g.dirs, dirLoad{st: &hp.Link.dir[hp.Dir], w: hp.weight()})
-	}
+	ri := fl.ri
+	g.ri, g.loads, g.dirs, g.unitLoads = ri, ri.loads, ri.dirs, ri.unitLoads
 	if f.hashed {
 		if f.nActive <= groupMin {
 			// Not computed for a lookup.
@@ -162,6 +169,87 @@ func (f *Fabric) join(fl *Flow) *group {
 	fl.g, fl.offset = g, 0
 	g.push(fl)
 	return g
+}
+
+// batchJoin puts fl, which becomes active below groupMin, in the group
+// made last if that group would be one just like fl's: made at this
+// instant (no recompute since), for flows of fl's route, size and share,
+// uncapped. Such groups, made one after the other, freeze at the same
+// filling step, one after the other, at the same rate, and end at the
+// same instant; so one group that sums its flows one by one (a batch)
+// gives every rate, end and counter that they would, bit for bit, for
+// the cost of one: a DMA engine that starts a burst of writes at once
+// shares one group where it had a group per write. It returns nil when
+// fl needs a group of its own.
+//
+// Groups are looked up by hash only once the fabric has held more than
+// groupMin active flows (hashAll), where a flow would join the last
+// of those groups; hashAll so splits batches first (split), and no
+// batch is made while groups are registered.
+func (f *Fabric) batchJoin(fl *Flow) *group {
+	if f.hashed || fl.cap != 0 || len(f.groups) == 0 || !batchJoins {
+		return nil
+	}
+	g := f.groups[len(f.groups)-1]
+	if g.born != f.recomputes || g.ri != fl.ri || g.cap != 0 || g.share != fl.share ||
+		g.left != float64(fl.bytes) || g.n == 0 || g.n > 1 && !g.batch {
+		return nil
+	}
+	if !g.batch {
+		g.batch = true
+		f.batches++
+	}
+	f.batched++
+	fl.g, fl.offset = g, 0
+	g.push(fl)
+	return g
+}
+
+// batchJoins turns on batchJoin. (A variable so that tests can give
+// every flow below groupMin a group of its own.)
+var batchJoins = true
+
+// split makes batch g the groups of one flow it stands for: g keeps its
+// first flow, and a group for each of the others, in activation order,
+// follows it in f.groups and in the members of each of its resources,
+// as they would have been made.
+func (f *Fabric) split(g *group) {
+	flows := slices.Clone(g.members)
+	slices.SortFunc(flows, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
+	g.batch = false
+	f.batches--
+	g.members = append(g.members[:0], flows[0])
+	g.n = 1
+	parts := make([]*group, 0, len(flows))
+	parts = append(parts, g)
+	for _, fl := range flows[1:] {
+		f.groupSeq++
+		p := reuse(&f.freeGroups)
+		members := p.members[:0]
+		p.groupFields = g.groupFields
+		p.seq = f.groupSeq
+		p.members = append(members, fl)
+		fl.g = p
+		parts = append(parts, p)
+	}
+	i := slices.Index(f.groups, g)
+	f.groups = slices.Insert(f.groups, i+1, parts[1:]...)
+	for _, r := range g.ri.res {
+		res := &f.res[r]
+		at := slices.Index(res.members, g)
+		c := 0
+		for at+c < len(res.members) && res.members[at+c] == g {
+			c++
+		}
+		block := make([]*group, 0, c*len(parts))
+		for _, p := range parts {
+			for range c {
+				block = append(block, p)
+			}
+		}
+		res.members = slices.Replace(res.members, at, at+c, block...)
+		res.nAll += int32(c * (len(parts) - 1))
+	}
 }
 
 // register makes g, whose hash is set, the first of the registered
@@ -179,6 +267,11 @@ func (f *Fabric) register(g *group) {
 // same group either way.
 func (f *Fabric) hashAll() {
 	f.hashed = true
+	for i := 0; i < len(f.groups); i++ {
+		if g := f.groups[i]; g.batch {
+			f.split(g)
+		}
+	}
 	for _, g := range f.groups {
 		if g.n > 0 && !g.hashed {
 			g.hash = groupHash(g.hops, g.cap, g.share)
@@ -304,7 +397,7 @@ func (g *group) pop() *Flow {
 // nothing else refers to an emptied group.
 func (f *Fabric) reuseGroups() {
 	for i, g := range f.emptied {
-		g.hops, g.loads, g.dirs = nil, nil, nil
+		g.ri, g.hops, g.loads, g.dirs = nil, nil, nil, nil
 		f.freeGroups = append(f.freeGroups, g)
 		f.emptied[i] = nil
 	}
@@ -320,12 +413,7 @@ func (f *Fabric) reuseGroups() {
 // filling summing group by group in creation order would reach.
 func (f *Fabric) countLoads(fl *Flow, sign int32) {
 	if sign > 0 {
-		fl.summed = fl.cap == 0
-		for _, ld := range fl.loads {
-			if t := ld.w * fl.share; !(t == math.Trunc(t) && t <= summedTermMax) {
-				fl.summed = false
-			}
-		}
+		fl.summed = fl.cap == 0 && fl.ri.summable
 	}
 	if !fl.summed {
 		f.unsummed += int(sign)
@@ -362,6 +450,10 @@ func live(gs []*group) []*group {
 			kept = append(kept, g)
 		}
 	}
-	clear(gs[len(kept):])
+	// A loop, not clear: the tail is a group or two, and clear's call
+	// into the runtime costs more.
+	for i := len(kept); i < len(gs); i++ {
+		gs[i] = nil
+	}
 	return kept
 }

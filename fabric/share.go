@@ -60,19 +60,30 @@ func (f *Fabric) recompute() {
 	}
 	f.last = now
 
-	f.component()
 	f.rateChanged = false
-	f.fill()
+	if loneShortcut && f.loneChanges() {
+		f.lones++
+		f.shareLone()
+	} else {
+		f.component()
+		f.fill()
+		f.clearStats()
+	}
 	changed := f.rateChanged
 
 	// The link counters of the component's directions, and each group's
 	// next end: in one pass over the groups when the component holds
 	// them all, as it does in a busy fabric.
-	f.clearStats()
-	whole := len(f.compGroups) == len(f.groups)
+	// (A batch's counters in a pass of their own, which keeps the test
+	// for batches out of the pass over every group of a busy fabric.)
+	whole := len(f.compGroups) == len(f.groups) && f.batches == 0
 	if !whole {
 		for _, g := range f.compGroups {
-			f.countStats(g)
+			if g.batch {
+				f.countBatch(g)
+			} else {
+				f.countStats(g)
+			}
 		}
 	}
 	hooks := f.Hooks.Active()
@@ -122,27 +133,206 @@ func (f *Fabric) recompute() {
 		}
 		for _, fl := range flows {
 			fl.rated = true
-			f.emit(Event{Header: sim.Header{Time: now}, Kind: FlowRate, Flow: fl, Rate: fl.g.rate})
+			f.emit(now, FlowRate, fl, fl.g.rate)
 		}
 	}
-	for _, fl := range started {
+	// (Loops rather than clear and append's copy: these lists hold a
+	// flow or a few, and the runtime's calls cost more.)
+	for i, fl := range started {
 		fl.rated = true
+		started[i] = nil
 	}
-	clear(started)
 	f.startedFlows = started[:0]
 	// No list of the fabric holds the flows released before now any
 	// more: they can be reused.
-	f.freeFlows = append(f.freeFlows, f.released...)
-	clear(f.released)
+	for i, fl := range f.released {
+		f.freeFlows = append(f.freeFlows, fl)
+		f.released[i] = nil
+	}
 	f.released = f.released[:0]
 	if hooks {
 		for _, g := range f.compGroups {
 			g.changed = false
 		}
 	}
-	clear(f.someGroups) // drop pointers to groups that may empty
+	for i := range f.someGroups {
+		f.someGroups[i] = nil // drop pointers to groups that may empty
+	}
 	f.compGroups, f.someGroups = nil, f.someGroups[:0]
 	f.reuseGroups()
+}
+
+// loneShortcut turns on shareLone. (A variable so that tests can send
+// every recompute through the filling.)
+var loneShortcut = true
+
+// loneChanges reports whether every group that the recompute would share
+// anew is alone on its resources: each started flow's group is the only
+// group with flows on every resource it loads, and every changed
+// resource carries no group but those (a flow that ended was alone on
+// its resources). It marks the started flows' groups (group.lone) with
+// the recompute's count. When it also holds that the component the
+// recompute would share holds no other group (withinAll shares the last
+// discovered component whole, and that may hold groups of other
+// components), shareLone gives every rate, end and counter that the
+// filling would.
+func (f *Fabric) loneChanges() bool {
+	stamp, n := f.recomputes, 0
+	for _, fl := range f.startedFlows {
+		g := fl.g
+		if fl.state != flowActive || g.lone == stamp {
+			continue
+		}
+		for _, ld := range g.loads {
+			for _, m := range f.res[ld.r].members {
+				if m != g && m.n > 0 {
+					return false
+				}
+			}
+		}
+		g.lone = stamp
+		n++
+	}
+	for _, r := range f.changedRes {
+		for _, m := range f.res[r].members {
+			if m.n > 0 && m.lone != stamp {
+				return false
+			}
+		}
+	}
+	f.nLone = n
+	return n == len(f.groups) || !f.withinAll()
+}
+
+// shareLone is component, fill and clearStats for a recompute whose
+// changes are all lone (loneChanges): each started flow's group alone
+// on its resources, the resources whose flows ended left with none. A
+// group alone on its resources freezes at the first filling step that
+// reaches it, whatever else the filling shares: the level then is the
+// lowest of its resources' levels, capacity over its summed weights
+// (none of them touched before, and every earlier step at a level no
+// higher), or its cap over its share if that is lower. Ties and the
+// order of the steps change nothing for it. So its rate is computed here
+// in closed form, with the operations the filling would do on the same
+// operands in the same order, and so are the loads its freeze leaves on
+// its resources (their peak utilisation); the resources of ended flows
+// only have their counters cleared. The last discovered component
+// (allEpoch, allRes) is left as component would leave it.
+func (f *Fabric) shareLone() {
+	f.epoch++
+	ep := f.epoch
+	if f.nLone != len(f.groups) {
+		// component would discover the lone groups' resources and the
+		// changed ones, not every group: no component holds them all.
+		f.allEpoch = 0
+	} else if !f.withinAll() {
+		// component would discover every group, and keep the
+		// component in discovery order as the one that holds them all:
+		// The changed resources, as the started flows' are among them
+		// (withinAll).
+		comp := append(f.allRes[:0], f.changedRes...)
+		for _, r := range comp {
+			f.res[r].allEpoch = ep
+		}
+		f.allEpoch, f.allRes = ep, comp
+	}
+	// The changed resources: members purged; those of ended flows left
+	// with none have their counters cleared (an empty resource's peak is
+	// unchanged: its load is 0), the others are a started group's, which
+	// shareAlone clears.
+	for _, r := range f.changedRes {
+		f.purge(r)
+		if len(f.res[r].members) == 0 {
+			f.fst[r].rem = f.res[r].cap
+			f.clearRes(r)
+		}
+	}
+	f.changedRes = f.changedRes[:0]
+	cg := f.someGroups[:0]
+	for _, fl := range f.startedFlows {
+		if fl.state != flowActive || fl.g.mark == ep {
+			continue
+		}
+		g := fl.g
+		g.mark = ep
+		cg = append(cg, g)
+		f.shareAlone(g)
+	}
+	f.compGroups, f.someGroups = cg, cg
+}
+
+// shareAlone sets the rate of g, alone on its resources, as the filling
+// would (shareLone), and its resources' counters and peaks. A group of
+// one uncapped flow, the common case, takes its level, rate and the
+// loads its freeze leaves from its route's info, computed once.
+func (f *Fabric) shareAlone(g *group) {
+	ri := g.ri
+	reps, k := g.reps()
+	fst := f.fst
+	level := ri.level
+	if g.batch && g.cap == 0 && ri.batchN == g.n {
+		// The same batch as the route's last (a DMA engine's burst of
+		// writes, again and again).
+		if x := ri.batchLevel * g.share; x != g.rate {
+			f.setRate(g, x)
+		}
+		for j, r := range ri.res {
+			fst[r].rem = ri.batchRem[j]
+			f.clearRes(r)
+		}
+		return
+	}
+	if g.n != 1 {
+		// Each resource's weights summed in load order, × k, as the
+		// filling sums a group's (a batch's, once per flow), in the
+		// filling state's w, free outside a filling.
+		for _, r := range ri.res {
+			fst[r].w = 0
+		}
+		for range reps {
+			for _, l := range g.loads {
+				fst[l.r].w += l.w * g.share * k
+			}
+		}
+		level = math.Inf(1)
+		for _, r := range ri.res {
+			level = min(level, f.res[r].cap/fst[r].w)
+		}
+	}
+	var x float64
+	if g.cap > 0 && g.cap/g.share <= level {
+		x = g.cap
+	} else {
+		x = level * g.share
+	}
+	if x != g.rate {
+		f.setRate(g, x)
+	}
+	if g.n == 1 && x == ri.loneX {
+		for j, r := range ri.res {
+			fst[r].rem = ri.loneRem[j]
+			f.clearRes(r)
+		}
+		return
+	}
+	for _, r := range ri.res {
+		fst[r].rem = f.res[r].cap
+	}
+	for range reps {
+		for _, l := range g.loads {
+			fst[l.r].rem -= l.w * x * k
+		}
+	}
+	for _, r := range ri.res {
+		f.clearRes(r)
+	}
+	if g.batch && g.cap == 0 {
+		ri.batchN, ri.batchLevel = g.n, level
+		ri.batchRem = ri.batchRem[:0]
+		for _, r := range ri.res {
+			ri.batchRem = append(ri.batchRem, fst[r].rem)
+		}
+	}
 }
 
 // endTime is when bytes at rate, from now, are through; sim.Forever when
@@ -287,19 +477,11 @@ func (f *Fabric) withinAll() bool {
 	if f.allEpoch == 0 {
 		return false
 	}
+	// A started flow's resources are changed ones: activate marks them
+	// (a batch's first flow for the batch).
 	for _, r := range f.changedRes {
 		if f.res[r].allEpoch != f.allEpoch {
 			return false
-		}
-	}
-	for _, fl := range f.startedFlows {
-		if fl.state != flowActive {
-			continue
-		}
-		for _, ld := range fl.loads {
-			if f.res[ld.r].allEpoch != f.allEpoch {
-				return false
-			}
 		}
 	}
 	return true
@@ -335,7 +517,12 @@ func (f *Fabric) fill() {
 			if g.cap > 0 {
 				capped = append(capped, g)
 			}
-			k := float64(g.n)
+			reps, k := g.reps()
+			for range reps - 1 {
+				for _, ld := range g.loads {
+					f.fst[ld.r].w += ld.w * g.share * k
+				}
+			}
 			for _, ld := range g.loads {
 				r := &f.fst[ld.r]
 				// × k: exact for a group of one, which so sums as a
@@ -435,7 +622,14 @@ func (f *Fabric) fill() {
 // many of a resource's groups froze in it.
 func (f *Fabric) freeze(g *group, x float64) {
 	g.frozenAt = f.epoch
-	k := float64(g.n)
+	reps, k := g.reps()
+	for range reps - 1 {
+		for _, ld := range g.loads {
+			fs := &f.fst[ld.r]
+			fs.rem -= ld.w * x * k
+			fs.w -= ld.w * g.share * k
+		}
+	}
 	for _, ld := range g.loads {
 		fs := &f.fst[ld.r]
 		fs.rem -= ld.w * x * k
@@ -457,6 +651,9 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 	g.frozenAt = f.epoch
 	k, share := float64(g.n), g.share
 	res, levels := f.fst, f.levels
+	if g.batch {
+		k = f.freezeBatch(g, x)
+	}
 	if g.unitLoads {
 		// 1×x×k is x×k and 1×share×k is share×k, bit for bit.
 		xk, sk := x*k, share*k
@@ -484,6 +681,21 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 			f.dead = true
 		}
 	}
+}
+
+// freezeBatch takes the terms of batch g's flows but its last off the
+// unfrozen sums, one flow after the other, as groups of one each would
+// be (freezeScanned takes the last, and sets the levels), and returns the
+// k of a group of one.
+func (f *Fabric) freezeBatch(g *group, x float64) float64 {
+	res := f.fst
+	for range g.n - 1 {
+		for _, ld := range g.loads {
+			r := &res[ld.r]
+			r.rem, r.w = r.rem-ld.w*x*1, r.w-ld.w*g.share*1
+		}
+	}
+	return 1
 }
 
 // setRate gives g its new rate x. A group whose rate is unchanged does

@@ -64,6 +64,8 @@ func (f *Fabric) advanceStats(dt sim.Time) {
 // no flows carries nothing (its rate is 0) and leaves f.used at the next
 // advanceStats.
 func (f *Fabric) clearStats() {
+	// clearRes's body, in the loop: a call per resource costs a few per
+	// cent of a busy fabric's recompute.
 	for _, r := range f.comp {
 		res := &f.res[r]
 		l := res.link
@@ -77,6 +79,20 @@ func (f *Fabric) clearStats() {
 	}
 }
 
+// clearRes clears the counters of resource r's link directions and
+// raises its peak to the load its filling state leaves on it.
+func (f *Fabric) clearRes(r int32) {
+	res := &f.res[r]
+	l := res.link
+	if res.dirs == 2 {
+		f.clearDir(l, 0)
+		f.clearDir(l, 1)
+	} else {
+		f.clearDir(l, int(res.dirs))
+	}
+	res.peak = max(res.peak, (res.cap-f.fst[r].rem)/res.cap)
+}
+
 func (f *Fabric) clearDir(l *Link, d int) {
 	st := &l.dir[d]
 	st.rate, st.n = 0, 0
@@ -87,7 +103,7 @@ func (f *Fabric) clearDir(l *Link, d int) {
 }
 
 // countStats adds g's flows and new rate to the counters of the link
-// directions it crosses. The recompute counts the component's groups in
+// directions it crosses (countBatch for a batch). The recompute counts the component's groups in
 // creation order, so that the sums are those of a recompute of every
 // group, bit for bit.
 func (f *Fabric) countStats(g *group) {
@@ -98,5 +114,18 @@ func (f *Fabric) countStats(g *group) {
 		st.n += int32(n)
 		// × k: exact for a group of one, which so sums as a flow.
 		st.rate += d.w * rate * k
+	}
+}
+
+// countBatch is countStats for batch g: its flows one after the other,
+// as groups of one.
+func (f *Fabric) countBatch(g *group) {
+	for range g.n {
+		for _, d := range g.dirs {
+			d.st.rate += d.w * g.rate * 1
+		}
+	}
+	for _, d := range g.dirs {
+		d.st.n += int32(g.n)
 	}
 }

@@ -1,0 +1,277 @@
+package fabric
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dmalab/dmalab/sim"
+)
+
+// loneRun drives a random fabric (a sparse forest of links, so that many
+// flows run alone on their resources, with shared links, routes that
+// cross a link both ways or twice, weights, Load hops and caps) through
+// random flows, some restarted over their route from their completion
+// as a NIC's wire is, and returns a log of everything a run shows: every
+// flow's end and rate changes (when hooked), samples of every active
+// flow's rate and remaining bytes and of every link's counters at random
+// instants, and the counters at the end, floats as their bits. It also
+// returns how many recomputes took shareLone.
+func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	fac := Factors{}
+	switch seed % 5 {
+	case 1:
+		fac.Cross = 0.05
+	case 2:
+		fac.WeightS = 20537
+	case 3:
+		fac.Latency, fac.Bandwidth = 1.5, 0.9
+	}
+	eng := sim.New(seed)
+	fab := New(eng, fac)
+	nn := 6 + rng.IntN(30)
+	nodes := make([]*Node, nn)
+	for i := range nodes {
+		nodes[i] = fab.Node(fmt.Sprint("n", i))
+	}
+	var links []*Link
+	for i := 1; i < nn; i++ {
+		if rng.IntN(3) == 0 {
+			// A new tree of the forest.
+			continue
+		}
+		sh := FullDuplex
+		if rng.IntN(4) == 0 {
+			sh = Shared
+		}
+		links = append(links, fab.Connect(fmt.Sprint("l", len(links)), nodes[i], nodes[rng.IntN(i)],
+			float64(1+rng.IntN(50))*1e9, sim.Time(rng.IntN(3))*100*sim.Nanosecond, sh))
+	}
+	if len(links) == 0 {
+		links = append(links, fab.Connect("l", nodes[0], nodes[1], 1e9, 0, FullDuplex))
+	}
+	log := fnv.New64a()
+	logf := func(format string, args ...any) { fmt.Fprintf(log, format, args...) }
+	bits := math.Float64bits
+	if hooked {
+		fab.Hooks.Hook(func(ev *Event) {
+			logf("%v %v %s %x\n", ev.Time, ev.Kind, ev.Flow.name, bits(ev.Rate))
+		})
+	}
+	route := func() Route {
+		var r Route
+		for range 10 {
+			if rr, err := fab.Route(nodes[rng.IntN(nn)], nodes[rng.IntN(nn)]); err == nil && len(rr.Hops) > 0 {
+				r = rr
+				break
+			}
+		}
+		if rng.IntN(4) == 0 {
+			// A hand-built hop: a weight (2 or a fraction, as a DMA's
+			// route carries its TLP overheads), a Load hop, maybe back
+			// over a link the route crosses.
+			l := links[rng.IntN(len(links))]
+			if len(r.Hops) > 0 && rng.IntN(2) == 0 {
+				l = r.Hops[0].Link
+			}
+			w := []float64{0, 2, 0.02857142857142857}[rng.IntN(3)]
+			r.Hops = append(r.Hops, Hop{Link: l, Dir: Dir(rng.IntN(2)), Weight: w, Load: rng.IntN(2) == 0})
+		}
+		return r
+	}
+	var active []*Flow
+	n := 0
+	drawSize := func() int64 {
+		if rng.IntN(20) == 0 {
+			return 0
+		}
+		return int64(rng.IntN(50000))
+	}
+	var start func(r Route, again int, size int64, capped bool)
+	start = func(r Route, again int, size int64, capped bool) {
+		var opts []Option
+		if capped {
+			opts = append(opts, MaxRate(float64(1+rng.IntN(40))*1e9))
+		}
+		name := fmt.Sprint("f", n)
+		n++
+		fl := fab.Start(name, r, size, opts...)
+		active = append(active, fl)
+		fl.Done().OnComplete(func() {
+			logf("end %s %v %v\n", fl.name, fl.End(), fl.ActiveAt())
+			for i, a := range active {
+				if a == fl {
+					active = append(active[:i], active[i+1:]...)
+					break
+				}
+			}
+			fab.Release(fl)
+			if again > 0 {
+				// Restarted over the same route, as a NIC's wire is.
+				start(r, again-1, drawSize(), rng.IntN(5) == 0)
+			}
+		})
+	}
+	for range 40 + rng.IntN(60) {
+		at := sim.Time(rng.IntN(2000)) * 100 * sim.Nanosecond
+		r, again := route(), 0
+		if rng.IntN(3) == 0 {
+			again = rng.IntN(50)
+		}
+		burst := 1
+		if rng.IntN(4) == 0 {
+			// Flows over one route at once: a group of several when
+			// grouped.
+			burst += rng.IntN(4)
+		}
+		size, capped := drawSize(), rng.IntN(5) == 0
+		eng.At(at, func() {
+			// A burst's flows alike, as a DMA engine's writes of one
+			// batch: one group (a batch) when below groupMin.
+			for range burst {
+				start(r, again, size, capped)
+			}
+		})
+	}
+	// Bursts that start again, all at once, when their last flow ends,
+	// as a DMA engine's batches of writes over one route.
+	var burst func(r Route, size int64, k, again int)
+	burst = func(r Route, size int64, k, again int) {
+		left := k
+		for range k {
+			name := fmt.Sprint("b", n)
+			n++
+			fl := fab.Start(name, r, size)
+			active = append(active, fl)
+			fl.Done().OnComplete(func() {
+				logf("end %s %v %v\n", fl.name, fl.End(), fl.ActiveAt())
+				for i, a := range active {
+					if a == fl {
+						active = append(active[:i], active[i+1:]...)
+						break
+					}
+				}
+				fab.Release(fl)
+				if left--; left == 0 && again > 0 {
+					burst(r, size, k, again-1)
+				}
+			})
+		}
+	}
+	for range rng.IntN(4) {
+		r, size, k, again := route(), int64(1+rng.IntN(20000)), 2+rng.IntN(8), rng.IntN(40)
+		eng.At(sim.Time(rng.IntN(2000))*100*sim.Nanosecond, func() { burst(r, size, k, again) })
+	}
+	sample := func() {
+		for _, fl := range active {
+			logf("%v %s rate %x left %x\n", eng.Now(), fl.name, bits(fl.Rate()), bits(fl.Remaining()))
+		}
+		for _, l := range links {
+			s := l.Stats()
+			logf("%v %s %x %x %v %v %x %x\n", eng.Now(), l.name, bits(s.Bytes[0]), bits(s.Bytes[1]),
+				s.Busy[0], s.Busy[1], bits(s.PeakUtil[0]), bits(s.PeakUtil[1]))
+		}
+	}
+	for range 30 {
+		eng.At(sim.Time(rng.IntN(4000))*100*sim.Nanosecond, sample)
+	}
+	eng.Run()
+	sample()
+	if fab.Active() != 0 {
+		t.Fatalf("seed %d: %d flows active at the end", seed, fab.Active())
+	}
+	totalRecomputes += fab.Recomputes()
+	return fmt.Sprintf("%x %d", log.Sum64(), fab.Recomputes()), fab.lones, fab.batched
+}
+
+// TestLoneSameRun: taking shareLone for recomputes whose changes are
+// all flows alone on their resources changes nothing a run shows (every
+// end, rate, remaining byte count and link counter, bit for bit, and the
+// count of recomputes), over random fabrics and flows, with and without
+// hooks, with flows one per group and grouped.
+var totalRecomputes uint64
+
+func TestLoneSameRun(t *testing.T) {
+	defLone, defGroup := loneShortcut, groupMin
+	defer func() { loneShortcut, groupMin = defLone, defGroup }()
+	var lones uint64
+	for seed := range uint64(120) {
+		hooked := seed%2 == 1
+		groupMin = defGroup
+		if seed%3 == 2 {
+			groupMin = 0
+		}
+		loneShortcut = false
+		want, n, _ := loneRun(t, seed, hooked)
+		if n != 0 {
+			t.Fatalf("seed %d: %d recomputes by shareLone with it off", seed, n)
+		}
+		loneShortcut = true
+		got, n, _ := loneRun(t, seed, hooked)
+		if got != want {
+			t.Fatalf("seed %d (hooked %v, groupMin %d): run %s, through the filling %s", seed, hooked, groupMin, got, want)
+		}
+		lones += n
+	}
+	if lones < 20000 {
+		t.Errorf("only %d recomputes took shareLone", lones)
+	}
+	t.Logf("%d recomputes took shareLone, of %d", lones, totalRecomputes/2)
+}
+
+// TestBatchSameRun: making one group of the flows alike that become
+// active at one instant (batchJoin) changes nothing a run shows, bit
+// for bit, over random fabrics and bursts of flows alike, with and
+// without hooks; with a low groupMin, the batches are split into their
+// groups when the fabric starts grouping by hash.
+func TestBatchSameRun(t *testing.T) {
+	defBatch, defGroup := batchJoins, groupMin
+	defer func() { batchJoins, groupMin = defBatch, defGroup }()
+	var batched uint64
+	for seed := range uint64(120) {
+		hooked := seed%2 == 1
+		groupMin = defGroup
+		if seed%3 == 2 {
+			groupMin = 3
+		}
+		batchJoins = false
+		want, _, n := loneRun(t, seed, hooked)
+		if n != 0 {
+			t.Fatalf("seed %d: %d flows batched with batchJoins off", seed, n)
+		}
+		batchJoins = true
+		got, _, n := loneRun(t, seed, hooked)
+		if got != want {
+			t.Fatalf("seed %d (hooked %v, groupMin %d): run %s, a group per flow %s", seed, hooked, groupMin, got, want)
+		}
+		batched += n
+	}
+	if batched < 1000 {
+		t.Errorf("only %d flows joined a batch", batched)
+	}
+	t.Logf("%d flows joined a batch", batched)
+}
+
+// TestOptionsPlainValues: an option is a plain value, made without
+// allocating (a DMA transfer makes a MaxRate per flow), and options
+// apply in order, the last of a kind winning.
+func TestOptionsPlainValues(t *testing.T) {
+	var o Option
+	if n := testing.AllocsPerRun(100, func() { o = MaxRate(3e9) }); n != 0 {
+		t.Errorf("MaxRate allocates %v times", n)
+	}
+	tag := &struct{ x int }{}
+	if n := testing.AllocsPerRun(100, func() { o = Tag(tag) }); n != 0 {
+		t.Errorf("Tag of a pointer allocates %v times", n)
+	}
+	_ = o
+	p := newPair(Factors{})
+	l := p.fab.Connect("l", p.a, p.b, 10e9, 0, FullDuplex)
+	fl := p.fab.Start("f", route(l, AtoB), 1e6, MaxRate(1e9), Tag("a"), MaxRate(2e9), Option{}, Tag(tag))
+	if fl.MaxRate() != 2e9 || fl.Tag() != tag {
+		t.Errorf("max rate %v, tag %v: want the last of each", fl.MaxRate(), fl.Tag())
+	}
+}

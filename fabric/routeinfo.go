@@ -1,0 +1,183 @@
+package fabric
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dmalab/dmalab/sim"
+)
+
+// routeInfo is what Start derives from a route's hops: the resources its
+// flow loads, the link directions it counts on, its share, its latency,
+// and the rate and loads of a flow alone on its resources. A model sends
+// flows over a few routes again and again (a NIC's wire, a DMA engine's
+// route to memory), so the fabric keeps the last few (Fabric.infos) and
+// a flow over one of them shares it: nothing of it is derived again, and
+// nothing of it is copied into the flow or its group. It never changes
+// once made (a link's ends, capacity and latency never do), and the
+// flows and groups that hold it keep it alive.
+type routeInfo struct {
+	hops  []Hop // its own copy
+	loads []load
+	dirs  []dirLoad // the link directions its hops carry, for the counters
+	share float64
+	lat   sim.Time // the route's latency × the latency factor
+	// unitLoads: every load's weight is 1 (group.unitLoads).
+	unitLoads bool
+	// summable: every term weight × share is a small integer, so that an
+	// uncapped flow's loads go in the kept sums (countLoads).
+	summable bool
+	// The filling of a flow alone on its resources, uncapped (shareAlone):
+	// its distinct resources in first-load order, the level it freezes
+	// at (the lowest capacity / summed weights of them), its rate there,
+	// and the capacity that freeze leaves on each resource.
+	res     []int32
+	level   float64
+	loneX   float64
+	loneRem []float64
+	// The same for the last batch of flows over the route alone on its
+	// resources, uncapped (shareAlone): its size (0 for none yet), level
+	// and the capacity left on each resource. The only part that
+	// changes, a pure function of the size.
+	batchN     int
+	batchLevel float64
+	batchRem   []float64
+}
+
+// Bounds of the routeInfo caches: the last few routes by content
+// (Fabric.recent), enough for the routes a device's stream takes in turn
+// (a NIC's wire, its descriptor fetch, its writes), and by the address
+// of their hops (Fabric.infoByHops) up to infoMapMax, then afresh: a
+// model that keeps its routes (a route table, a DMA engine's channel)
+// passes the same hops each time. A miss costs a derivation, as every
+// flow did before the caches; results never depend on them.
+const (
+	infoRecent = 4
+	infoMapMax = 1 << 12
+)
+
+// info returns the routeInfo of r's hops: a kept one with equal hops, or
+// one made and kept now. It panics, naming the flow, on a hop with a nil
+// link or a link of another fabric, a bad direction, a negative or
+// non-finite weight.
+func (f *Fabric) info(name string, r Route) *routeInfo {
+	// The last one found first: flows come in runs over one route (a
+	// packet's flows on the wire, a batch's writes).
+	if ri := f.lastInfo; ri != nil && sameHops(ri.hops, r.Hops) {
+		return ri
+	}
+	for _, ri := range f.recent {
+		if ri != nil && sameHops(ri.hops, r.Hops) {
+			f.lastInfo = ri
+			return ri
+		}
+	}
+	var key *Hop
+	if len(r.Hops) > 0 {
+		key = &r.Hops[0]
+	}
+	// The caller may have changed its hops since: equal content only.
+	ri := f.infoByHops[key]
+	if ri == nil || !sameHops(ri.hops, r.Hops) {
+		ri = f.newInfo(name, r)
+		if len(f.infoByHops) >= infoMapMax {
+			clear(f.infoByHops)
+		}
+		f.infoByHops[key] = ri
+	}
+	f.recent[f.recentNext] = ri
+	f.recentNext = (f.recentNext + 1) % infoRecent
+	f.lastInfo = ri
+	return ri
+}
+
+// newInfo derives r's routeInfo.
+func (f *Fabric) newInfo(name string, r Route) *routeInfo {
+	ri := &routeInfo{hops: append([]Hop(nil), r.Hops...)}
+	nl := len(r.Hops)
+	if f.fac.Cross > 0 {
+		nl *= 2
+	}
+	ri.loads = make([]load, 0, nl)
+	ri.dirs = make([]dirLoad, 0, len(r.Hops))
+	for i, h := range r.Hops {
+		switch w := h.Weight; {
+		case h.Link == nil || h.Link.fab != f:
+			panic(fmt.Sprintf("fabric: flow %q: hop %d: link is nil or of another fabric", name, i))
+		case h.Dir != AtoB && h.Dir != BtoA:
+			panic(fmt.Sprintf("fabric: flow %q: hop %d over %s: bad direction %v", name, i, h.Link.name, h.Dir))
+		case w < 0 || math.IsNaN(w) || math.IsInf(w, 0):
+			panic(fmt.Sprintf("fabric: flow %q: hop %d over %s: weight %v must be finite and not negative", name, i, h.Link.name, w))
+		}
+		w := h.weight()
+		ri.loads = append(ri.loads, load{h.Link.res[h.Dir], w})
+		if c := f.fac.Cross; c > 0 {
+			// On a Shared link the reverse direction is the same
+			// resource, which so sees (1+Cross)×Weight.
+			ri.loads = append(ri.loads, load{h.Link.res[h.Dir.Reverse()], c * w})
+		}
+		ri.dirs = append(ri.dirs, dirLoad{st: &h.Link.dir[h.Dir], w: w})
+	}
+	lat := r.Latency()
+	ri.share = f.share(r, lat)
+	if f.fac.Latency != 1 {
+		lat = sim.Time(math.Round(float64(lat) * f.fac.Latency))
+	}
+	ri.lat = lat
+	ri.unitLoads, ri.summable = true, true
+	for _, ld := range ri.loads {
+		ri.unitLoads = ri.unitLoads && ld.w == 1
+		if t := ld.w * ri.share; !(t == math.Trunc(t) && t <= summedTermMax) {
+			ri.summable = false
+		}
+	}
+	// A flow alone: the filling sums each resource's weights in load
+	// order (ld.w × share × 1 each, as for a group of one flow), and
+	// freezes the flow at the lowest level of its resources.
+	ri.level = math.Inf(1)
+	var ws []float64
+	for i, ld := range ri.loads {
+		if seenLoad(ri.loads[:i], ld.r) {
+			continue
+		}
+		w := 0.0
+		for _, l := range ri.loads[i:] {
+			if l.r == ld.r {
+				w += l.w * ri.share * 1
+			}
+		}
+		ri.res = append(ri.res, ld.r)
+		ws = append(ws, w)
+		ri.level = min(ri.level, f.res[ld.r].cap/w)
+	}
+	ri.loneX = ri.level * ri.share
+	ri.loneRem = ri.rems(f, ri.loneX, 1)
+	return ri
+}
+
+// rems are the capacities that the freeze of k flows over the route at
+// rate x leaves on its distinct resources, by the filling's operations
+// (freeze, freezeScanned) in load order.
+func (ri *routeInfo) rems(f *Fabric, x, k float64) []float64 {
+	rems := make([]float64, len(ri.res))
+	for j, r := range ri.res {
+		rem := f.res[r].cap
+		for _, l := range ri.loads {
+			if l.r == r {
+				rem -= l.w * x * k
+			}
+		}
+		rems[j] = rem
+	}
+	return rems
+}
+
+// seenLoad reports whether loads has one on resource r.
+func seenLoad(loads []load, r int32) bool {
+	for _, l := range loads {
+		if l.r == r {
+			return true
+		}
+	}
+	return false
+}
