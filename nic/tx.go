@@ -54,6 +54,7 @@ type txPacket struct {
 
 func (n *NIC) startTx() {
 	n.tx.proc = n.m.Engine.Spawn(n.opt.Device+"-tx", n.txDriver)
+	n.tx.proc.RunAhead()
 	n.attach(n.tx.proc, n.opt.TxCore)
 }
 
@@ -76,6 +77,7 @@ func (n *NIC) txDriver(p *sim.Proc) {
 	}
 	if !o.Polling {
 		tx.irq = ch.RequestIRQ(n.txClean)
+		tx.irq.RunAhead()
 		n.attach(tx.irq, o.TxCore)
 	}
 	mode := dmaengine.Interrupt

@@ -40,6 +40,11 @@ type Engine struct {
 	// pool keeps the coroutines of processes that returned, for the
 	// next processes to run on (coroPool).
 	pool *coroPool
+	// ahead is the process whose Sleep runs the loop's events on its own
+	// coroutine now (Proc.RunAhead), nil when none does; aheads counts
+	// the sleeps that ended so.
+	ahead  *Proc
+	aheads uint64
 }
 
 type event struct {
@@ -137,7 +142,20 @@ func (e *Engine) release(ev *event) {
 
 // Step runs the next event, if any, and reports whether it ran one. It
 // is no run loop, even when an event of one calls it.
-func (e *Engine) Step() bool { return e.step(Forever, 0) }
+func (e *Engine) Step() bool {
+	e.noLoopAhead()
+	return e.step(Forever, 0)
+}
+
+// noLoopAhead panics when an event run ahead by a sleeping process
+// (Proc.RunAhead) runs the engine itself: the sleeper's resume may be
+// among the events that loop would run, and a coroutine cannot resume
+// itself.
+func (e *Engine) noLoopAhead() {
+	if e.ahead != nil {
+		panic("sim: an event ran the engine (Step, Run, RunUntil or Guard) while process " + e.ahead.name + " ran events ahead in its sleep (Proc.RunAhead)")
+	}
+}
 
 // step runs the next event if it is at or before limit. A run loop
 // calls it with the most events that may have fired when the loop would
@@ -185,12 +203,55 @@ func (e *Engine) skipAhead(n uint64, d Time) bool {
 	return true
 }
 
+// runAhead runs, on the coroutine of p, which sleeps until its resume
+// own (already queued), the events that the loop under way would run
+// before own, one by one as the loop would (step, with the loop's limit
+// and event budget, no process running); then, if the loop would run own
+// next, it takes own off the queue as step would (the clock, the fired
+// count) and reports true: p goes on without having left its coroutine.
+// It reports false when the loop would stop first (its limit, its
+// budget): own stays queued and p must block. The events run in the
+// order, at the times and with the loop state they would have had; only
+// the stack they run on differs, which no model sees, apart from an
+// event that runs the engine itself (noLoopAhead).
+func (e *Engine) runAhead(p *Proc, own *event) bool {
+	e.ahead, e.running = p, nil
+	p.state, p.waiting = procBlocked, asleep{}
+	ok := false
+	for {
+		lp := e.loop
+		top := e.queue[0] // own is queued: never empty
+		if top.at > lp.limit || e.fired >= lp.stop {
+			break
+		}
+		if top == own {
+			last := len(e.queue) - 1
+			e.swap(0, last)
+			e.queue = e.queue[:last]
+			if last > 0 {
+				e.down(0)
+			}
+			e.now = own.at
+			e.release(own)
+			e.fired++
+			e.aheads++
+			ok = true
+			break
+		}
+		e.step(lp.limit, lp.stop)
+	}
+	e.ahead, e.running = nil, &p.process
+	p.state, p.waiting = procRunning, nil
+	return ok
+}
+
 // sleepShortcut turns skipAhead on. (A variable so that tests can run the
 // same model with every resume through the event loop.)
 var sleepShortcut = true
 
 // Run runs events until none is left.
 func (e *Engine) Run() {
+	e.noLoopAhead()
 	outer := e.loop
 	defer func() { e.loop = outer }()
 	for e.step(Forever, math.MaxUint64) {
@@ -200,6 +261,7 @@ func (e *Engine) Run() {
 // RunUntil runs every event at or before t, then sets the clock to t (if
 // t is not in the past).
 func (e *Engine) RunUntil(t Time) {
+	e.noLoopAhead()
 	outer := e.loop
 	defer func() { e.loop = outer }()
 	for e.step(t, math.MaxUint64) {

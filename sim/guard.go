@@ -81,6 +81,7 @@ func (e *LimitError) Unwrap() error { return ErrLimit }
 // event budget stopped it (the events left are not run; Close ends the
 // processes).
 func (e *Engine) Guard(l Limits) error {
+	e.noLoopAhead()
 	horizon := l.Horizon
 	if horizon <= 0 {
 		horizon = DefaultHorizon
