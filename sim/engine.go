@@ -15,11 +15,23 @@ import (
 // An Engine is not safe for concurrent use: models run on one goroutine
 // at a time (processes are coroutines, not threads).
 type Engine struct {
-	now   Time
-	seq   uint64
-	queue []*event
-	free  []*event
-	rng   *rand.Rand
+	now Time
+	seq uint64
+	// queue is a heap of the events scheduled for a later instant than
+	// the one they were scheduled at; lane[laneHead:] are those
+	// scheduled for the very instant they were scheduled at (a process
+	// woken, a recompute at once), which is now, in the order they were
+	// scheduled. Every event of the heap due now was scheduled before
+	// the clock reached now, so before every event of the lane: the heap's
+	// events due now run first, then the lane's, then the heap's later
+	// ones, which is (time, sequence number) order without the heap's
+	// work for the lane's events. The lane is empty whenever the clock
+	// moves.
+	queue    []*event
+	lane     []*event
+	laneHead int
+	free     []*event
+	rng      *rand.Rand
 
 	running *process // the process executing now, nil in event context
 	live    []*process
@@ -51,8 +63,11 @@ type event struct {
 	at  Time
 	seq uint64
 	fn  func()
-	idx int // position in the heap, -1 once out of it
+	idx int // position in the heap, inLane in the lane, -1 once out of both
 }
+
+// inLane is the idx of an event in the lane.
+const inLane = math.MaxInt
 
 // runLoop describes the loop (Run, RunUntil, Guard) that runs the event
 // under way: after it, the loop runs the first event of the queue if
@@ -101,10 +116,48 @@ func (e *Engine) At(t Time, fn func()) Handle {
 		ev = new(event)
 	}
 	e.seq++
+	if t == e.now && sameInstantLane {
+		*ev = event{at: t, seq: e.seq, fn: fn, idx: inLane}
+		e.lane = append(e.lane, ev)
+		return Handle{ev, ev.seq}
+	}
 	*ev = event{at: t, seq: e.seq, fn: fn, idx: len(e.queue)}
 	e.queue = append(e.queue, ev)
 	e.up(ev.idx)
 	return Handle{ev, ev.seq}
+}
+
+// sameInstantLane turns the lane on. (A variable so that tests can run
+// the same model with every event through the heap.)
+var sameInstantLane = true
+
+// next is the event the engine runs next, nil when none is queued.
+func (e *Engine) next() *event {
+	if len(e.queue) > 0 && (e.queue[0].at == e.now || e.laneHead == len(e.lane)) {
+		return e.queue[0]
+	}
+	if e.laneHead < len(e.lane) {
+		return e.lane[e.laneHead]
+	}
+	return nil
+}
+
+// take removes ev, which next returned, from the lane or the heap.
+func (e *Engine) take(ev *event) {
+	if ev.idx == inLane {
+		e.lane[e.laneHead] = nil
+		e.laneHead++
+		if e.laneHead == len(e.lane) {
+			e.lane, e.laneHead = e.lane[:0], 0
+		}
+		return
+	}
+	last := len(e.queue) - 1
+	e.swap(0, last)
+	e.queue = e.queue[:last]
+	if last > 0 {
+		e.down(0)
+	}
 }
 
 // After schedules fn d after now.
@@ -116,6 +169,20 @@ func (e *Engine) Cancel(h Handle) bool {
 	ev := h.ev
 	if ev == nil || ev.seq != h.seq || ev.idx < 0 {
 		return false
+	}
+	if ev.idx == inLane {
+		i := e.laneHead
+		for e.lane[i] != ev {
+			i++
+		}
+		copy(e.lane[i:], e.lane[i+1:])
+		e.lane[len(e.lane)-1] = nil
+		e.lane = e.lane[:len(e.lane)-1]
+		if e.laneHead == len(e.lane) {
+			e.lane, e.laneHead = e.lane[:0], 0
+		}
+		e.release(ev)
+		return true
 	}
 	i, last := ev.idx, len(e.queue)-1
 	if i != last {
@@ -162,16 +229,11 @@ func (e *Engine) noLoopAhead() {
 // run another (stop), which the event finds in e.loop; Step, which is no
 // loop, with 0.
 func (e *Engine) step(limit Time, stop uint64) bool {
-	if len(e.queue) == 0 || e.queue[0].at > limit {
+	ev := e.next()
+	if ev == nil || ev.at > limit {
 		return false
 	}
-	ev := e.queue[0]
-	last := len(e.queue) - 1
-	e.swap(0, last)
-	e.queue = e.queue[:last]
-	if last > 0 {
-		e.down(0)
-	}
+	e.take(ev)
 	e.now = ev.at
 	fn := ev.fn
 	e.release(ev)
@@ -193,7 +255,7 @@ func (e *Engine) step(limit Time, stop uint64) bool {
 func (e *Engine) skipAhead(n uint64, d Time) bool {
 	t := e.now + d
 	if n == 0 || e.fired >= e.loop.stop || e.loop.stop-e.fired < n || !sleepShortcut || t > e.loop.limit || t < e.now ||
-		len(e.queue) > 0 && e.queue[0].at <= t {
+		len(e.queue) > 0 && e.queue[0].at <= t || e.laneHead < len(e.lane) {
 		return false
 	}
 	e.seq += n
@@ -220,17 +282,12 @@ func (e *Engine) runAhead(p *Proc, own *event) bool {
 	ok := false
 	for {
 		lp := e.loop
-		top := e.queue[0] // own is queued: never empty
+		top := e.next() // own is queued: never nil
 		if top.at > lp.limit || e.fired >= lp.stop {
 			break
 		}
 		if top == own {
-			last := len(e.queue) - 1
-			e.swap(0, last)
-			e.queue = e.queue[:last]
-			if last > 0 {
-				e.down(0)
-			}
+			e.take(own)
 			e.now = own.at
 			e.release(own)
 			e.fired++

@@ -348,7 +348,7 @@ func (e *Engine) Close() {
 		}
 	}
 	e.live = nil
-	e.queue = nil
+	e.queue, e.lane, e.laneHead = nil, nil, 0
 	e.pool.close()
 }
 
