@@ -51,7 +51,9 @@ func (n *NIC) startRx() {
 	// event of the NIC, its engine, the DMA layer, memory or the fabric
 	// runs the engine: their sleeps run those events ahead rather than
 	// switching coroutines (sim.Proc.RunAhead).
-	n.rx.proc.RunAhead()
+	if runAhead {
+		n.rx.proc.RunAhead()
+	}
 	n.attach(n.rx.proc, n.opt.RxCore)
 }
 
@@ -87,7 +89,9 @@ func (n *NIC) rxDriver(p *sim.Proc) {
 	ch.IssuePending(p)
 	if !o.Polling {
 		rx.irq = ch.RequestIRQ(n.napi)
-		rx.irq.RunAhead()
+		if runAhead {
+			rx.irq.RunAhead()
+		}
 		n.attach(rx.irq, o.RxCore)
 	}
 	// The link comes up: the generator starts.

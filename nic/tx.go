@@ -54,7 +54,9 @@ type txPacket struct {
 
 func (n *NIC) startTx() {
 	n.tx.proc = n.m.Engine.Spawn(n.opt.Device+"-tx", n.txDriver)
-	n.tx.proc.RunAhead()
+	if runAhead {
+		n.tx.proc.RunAhead()
+	}
 	n.attach(n.tx.proc, n.opt.TxCore)
 }
 
@@ -77,7 +79,9 @@ func (n *NIC) txDriver(p *sim.Proc) {
 	}
 	if !o.Polling {
 		tx.irq = ch.RequestIRQ(n.txClean)
-		tx.irq.RunAhead()
+		if runAhead {
+			tx.irq.RunAhead()
+		}
 		n.attach(tx.irq, o.TxCore)
 	}
 	mode := dmaengine.Interrupt
