@@ -145,13 +145,23 @@ func (e *Engine) next() *event {
 // take removes ev, which next returned, from the lane or the heap.
 func (e *Engine) take(ev *event) {
 	if ev.idx == inLane {
-		e.lane[e.laneHead] = nil
-		e.laneHead++
-		if e.laneHead == len(e.lane) {
-			e.lane, e.laneHead = e.lane[:0], 0
-		}
+		e.takeLane()
 		return
 	}
+	e.popHeap()
+}
+
+// takeLane removes the lane's first event.
+func (e *Engine) takeLane() {
+	e.lane[e.laneHead] = nil
+	e.laneHead++
+	if e.laneHead == len(e.lane) {
+		e.lane, e.laneHead = e.lane[:0], 0
+	}
+}
+
+// popHeap removes the heap's first event.
+func (e *Engine) popHeap() {
 	last := len(e.queue) - 1
 	e.swap(0, last)
 	e.queue = e.queue[:last]
@@ -233,7 +243,17 @@ func (e *Engine) step(limit Time, stop uint64) bool {
 	if ev == nil || ev.at > limit {
 		return false
 	}
-	e.take(ev)
+	if ev.idx == inLane {
+		e.takeLane()
+	} else {
+		// popHeap, written out: the run loop's hottest path.
+		last := len(e.queue) - 1
+		e.swap(0, last)
+		e.queue = e.queue[:last]
+		if last > 0 {
+			e.down(0)
+		}
+	}
 	e.now = ev.at
 	fn := ev.fn
 	e.release(ev)
