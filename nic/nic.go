@@ -265,6 +265,10 @@ func (n *NIC) fail(err error) {
 	}
 }
 
+// runAhead marks the driver's processes sim.Proc.RunAhead. (A variable
+// so that tests can run the same model with every sleep switching.)
+var runAhead = true
+
 // attach accounts p's CPU time to core.
 func (n *NIC) attach(p *sim.Proc, core int) {
 	if n.opt.Cores != nil {

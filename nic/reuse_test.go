@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dmalab/dmalab/dma"
+	"github.com/dmalab/dmalab/dmaengine"
 	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
 )
@@ -78,6 +79,57 @@ func TestAllocsPerPacket(t *testing.T) {
 			t.Errorf("%v: %.2f allocations per packet, want at most 2", dir, per)
 		} else {
 			t.Logf("%v: %.2f allocations per packet", dir, per)
+		}
+	}
+}
+
+// TestRunAheadChangesNothing: the driver's processes running the
+// device's events ahead in their sleeps (sim.Proc.RunAhead) give the
+// same results, event counts and per-core CPU time as every sleep
+// switching out to the engine, in both directions, with interrupts and
+// polling, with and without payload, Sync and Lossy, on a port slow
+// enough to hold the wire and one fast enough to fill the buffer.
+func TestRunAheadChangesNothing(t *testing.T) {
+	defer func() { runAhead = true }()
+	run := func(platformName string, payload bool, o Options) (Result, uint64, []uint64) {
+		m, err := machine.NewWithOptions(platformFor(t, platformName), 1, machine.Options{Payload: payload})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		d, err := dma.New(m, m.Mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Cores = dmaengine.NewCores(2)
+		r, err := Run(m, m.Mem, d, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cpu []uint64
+		for c := range o.Cores.Len() {
+			cpu = append(cpu, uint64(o.Cores.Busy(c)))
+		}
+		return r, m.Engine.Fired(), cpu
+	}
+	for i, o := range []Options{
+		{Dir: Both, Packets: 400, Ring: 32},
+		{Dir: Both, Packets: 300, Ring: 16, Polling: true},
+		{Dir: Rx, Packets: 300, Ring: 8, Sync: true, Budget: 4, Touch: 128},
+		{Dir: Rx, Packets: 300, Ring: 8, Lossy: true, FIFO: 4096},
+		{Dir: Tx, Packets: 300, Ring: 8, FIFO: 4096},
+	} {
+		for _, name := range []string{"2s-4gpu-pcie", "2s-4gpu-pcie/noncoherent", "2s-4gpu-pcie/1g"} {
+			for _, payload := range []bool{false, true} {
+				runAhead = false
+				a, na, ca := run(name, payload, o)
+				runAhead = true
+				b, nb, cb := run(name, payload, o)
+				if !reflect.DeepEqual(a, b) || na != nb || !reflect.DeepEqual(ca, cb) {
+					t.Errorf("options %d, %s, payload %v: runs with and without run-ahead differ:\n%+v (%d events, cpu %v)\n%+v (%d events, cpu %v)",
+						i, name, payload, a, na, ca, b, nb, cb)
+				}
+			}
 		}
 	}
 }

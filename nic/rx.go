@@ -47,6 +47,13 @@ type rxBuf struct {
 
 func (n *NIC) startRx() {
 	n.rx.proc = n.m.Engine.Spawn(n.opt.Device+"-rx", n.rxDriver)
+	// The driver's processes sleep between the device's events, and no
+	// event of the NIC, its engine, the DMA layer, memory or the fabric
+	// runs the engine: their sleeps run those events ahead rather than
+	// switching coroutines (sim.Proc.RunAhead).
+	if runAhead {
+		n.rx.proc.RunAhead()
+	}
 	n.attach(n.rx.proc, n.opt.RxCore)
 }
 
@@ -82,6 +89,9 @@ func (n *NIC) rxDriver(p *sim.Proc) {
 	ch.IssuePending(p)
 	if !o.Polling {
 		rx.irq = ch.RequestIRQ(n.napi)
+		if runAhead {
+			rx.irq.RunAhead()
+		}
 		n.attach(rx.irq, o.RxCore)
 	}
 	// The link comes up: the generator starts.

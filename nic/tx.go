@@ -54,6 +54,9 @@ type txPacket struct {
 
 func (n *NIC) startTx() {
 	n.tx.proc = n.m.Engine.Spawn(n.opt.Device+"-tx", n.txDriver)
+	if runAhead {
+		n.tx.proc.RunAhead()
+	}
 	n.attach(n.tx.proc, n.opt.TxCore)
 }
 
@@ -76,6 +79,9 @@ func (n *NIC) txDriver(p *sim.Proc) {
 	}
 	if !o.Polling {
 		tx.irq = ch.RequestIRQ(n.txClean)
+		if runAhead {
+			tx.irq.RunAhead()
+		}
 		n.attach(tx.irq, o.TxCore)
 	}
 	mode := dmaengine.Interrupt

@@ -33,6 +33,18 @@
 // doorbell, each a Sleep for its CPU time) costs no switch.
 // SleepAlone takes several such sleeps at once, for a model that knows
 // what its short steps do and that nothing else can run between them.
+// A Proc marked RunAhead goes further: when other events are due before
+// its sleep ends, it runs them itself, on its own coroutine, in the
+// order and at the times the loop would, up to its own resume, and goes
+// on without a switch; the price is a promise that no event run so runs
+// the engine itself (the engine panics if one does). A NIC's driver and
+// interrupt handler, which sleep between the device's events, are such
+// processes.
+//
+// Events due at the very instant they are scheduled (a process woken, a
+// recompute at once) wait in a FIFO lane instead of the heap: the heap's
+// events due at that instant were all scheduled before it, so the lane
+// after them is still (time, sequence) order.
 //
 // A Proc that returns leaves its coroutine to the engine, which runs the
 // next Proc to start on it (a few are kept; Close ends them, as does

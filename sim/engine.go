@@ -15,11 +15,23 @@ import (
 // An Engine is not safe for concurrent use: models run on one goroutine
 // at a time (processes are coroutines, not threads).
 type Engine struct {
-	now   Time
-	seq   uint64
-	queue []*event
-	free  []*event
-	rng   *rand.Rand
+	now Time
+	seq uint64
+	// queue is a heap of the events scheduled for a later instant than
+	// the one they were scheduled at; lane[laneHead:] are those
+	// scheduled for the very instant they were scheduled at (a process
+	// woken, a recompute at once), which is now, in the order they were
+	// scheduled. Every event of the heap due now was scheduled before
+	// the clock reached now, so before every event of the lane: the heap's
+	// events due now run first, then the lane's, then the heap's later
+	// ones, which is (time, sequence number) order without the heap's
+	// work for the lane's events. The lane is empty whenever the clock
+	// moves.
+	queue    []*event
+	lane     []*event
+	laneHead int
+	free     []*event
+	rng      *rand.Rand
 
 	running *process // the process executing now, nil in event context
 	live    []*process
@@ -40,14 +52,22 @@ type Engine struct {
 	// pool keeps the coroutines of processes that returned, for the
 	// next processes to run on (coroPool).
 	pool *coroPool
+	// ahead is the process whose Sleep runs the loop's events on its own
+	// coroutine now (Proc.RunAhead), nil when none does; aheads counts
+	// the sleeps that ended so.
+	ahead  *Proc
+	aheads uint64
 }
 
 type event struct {
 	at  Time
 	seq uint64
 	fn  func()
-	idx int // position in the heap, -1 once out of it
+	idx int // position in the heap, inLane in the lane, -1 once out of both
 }
+
+// inLane is the idx of an event in the lane.
+const inLane = math.MaxInt
 
 // runLoop describes the loop (Run, RunUntil, Guard) that runs the event
 // under way: after it, the loop runs the first event of the queue if
@@ -96,10 +116,58 @@ func (e *Engine) At(t Time, fn func()) Handle {
 		ev = new(event)
 	}
 	e.seq++
+	if t == e.now && sameInstantLane {
+		*ev = event{at: t, seq: e.seq, fn: fn, idx: inLane}
+		e.lane = append(e.lane, ev)
+		return Handle{ev, ev.seq}
+	}
 	*ev = event{at: t, seq: e.seq, fn: fn, idx: len(e.queue)}
 	e.queue = append(e.queue, ev)
 	e.up(ev.idx)
 	return Handle{ev, ev.seq}
+}
+
+// sameInstantLane turns the lane on. (A variable so that tests can run
+// the same model with every event through the heap.)
+var sameInstantLane = true
+
+// next is the event the engine runs next, nil when none is queued.
+func (e *Engine) next() *event {
+	if len(e.queue) > 0 && (e.queue[0].at == e.now || e.laneHead == len(e.lane)) {
+		return e.queue[0]
+	}
+	if e.laneHead < len(e.lane) {
+		return e.lane[e.laneHead]
+	}
+	return nil
+}
+
+// take removes ev, which next returned, from the lane or the heap.
+func (e *Engine) take(ev *event) {
+	if ev.idx == inLane {
+		e.takeLane()
+		return
+	}
+	e.popHeap()
+}
+
+// takeLane removes the lane's first event.
+func (e *Engine) takeLane() {
+	e.lane[e.laneHead] = nil
+	e.laneHead++
+	if e.laneHead == len(e.lane) {
+		e.lane, e.laneHead = e.lane[:0], 0
+	}
+}
+
+// popHeap removes the heap's first event.
+func (e *Engine) popHeap() {
+	last := len(e.queue) - 1
+	e.swap(0, last)
+	e.queue = e.queue[:last]
+	if last > 0 {
+		e.down(0)
+	}
 }
 
 // After schedules fn d after now.
@@ -111,6 +179,20 @@ func (e *Engine) Cancel(h Handle) bool {
 	ev := h.ev
 	if ev == nil || ev.seq != h.seq || ev.idx < 0 {
 		return false
+	}
+	if ev.idx == inLane {
+		i := e.laneHead
+		for e.lane[i] != ev {
+			i++
+		}
+		copy(e.lane[i:], e.lane[i+1:])
+		e.lane[len(e.lane)-1] = nil
+		e.lane = e.lane[:len(e.lane)-1]
+		if e.laneHead == len(e.lane) {
+			e.lane, e.laneHead = e.lane[:0], 0
+		}
+		e.release(ev)
+		return true
 	}
 	i, last := ev.idx, len(e.queue)-1
 	if i != last {
@@ -137,22 +219,40 @@ func (e *Engine) release(ev *event) {
 
 // Step runs the next event, if any, and reports whether it ran one. It
 // is no run loop, even when an event of one calls it.
-func (e *Engine) Step() bool { return e.step(Forever, 0) }
+func (e *Engine) Step() bool {
+	e.noLoopAhead()
+	return e.step(Forever, 0)
+}
+
+// noLoopAhead panics when an event run ahead by a sleeping process
+// (Proc.RunAhead) runs the engine itself: the sleeper's resume may be
+// among the events that loop would run, and a coroutine cannot resume
+// itself.
+func (e *Engine) noLoopAhead() {
+	if e.ahead != nil {
+		panic("sim: an event ran the engine (Step, Run, RunUntil or Guard) while process " + e.ahead.name + " ran events ahead in its sleep (Proc.RunAhead)")
+	}
+}
 
 // step runs the next event if it is at or before limit. A run loop
 // calls it with the most events that may have fired when the loop would
 // run another (stop), which the event finds in e.loop; Step, which is no
 // loop, with 0.
 func (e *Engine) step(limit Time, stop uint64) bool {
-	if len(e.queue) == 0 || e.queue[0].at > limit {
+	ev := e.next()
+	if ev == nil || ev.at > limit {
 		return false
 	}
-	ev := e.queue[0]
-	last := len(e.queue) - 1
-	e.swap(0, last)
-	e.queue = e.queue[:last]
-	if last > 0 {
-		e.down(0)
+	if ev.idx == inLane {
+		e.takeLane()
+	} else {
+		// popHeap, written out: the run loop's hottest path.
+		last := len(e.queue) - 1
+		e.swap(0, last)
+		e.queue = e.queue[:last]
+		if last > 0 {
+			e.down(0)
+		}
 	}
 	e.now = ev.at
 	fn := ev.fn
@@ -175,7 +275,7 @@ func (e *Engine) step(limit Time, stop uint64) bool {
 func (e *Engine) skipAhead(n uint64, d Time) bool {
 	t := e.now + d
 	if n == 0 || e.fired >= e.loop.stop || e.loop.stop-e.fired < n || !sleepShortcut || t > e.loop.limit || t < e.now ||
-		len(e.queue) > 0 && e.queue[0].at <= t {
+		len(e.queue) > 0 && e.queue[0].at <= t || e.laneHead < len(e.lane) {
 		return false
 	}
 	e.seq += n
@@ -185,12 +285,50 @@ func (e *Engine) skipAhead(n uint64, d Time) bool {
 	return true
 }
 
+// runAhead runs, on the coroutine of p, which sleeps until its resume
+// own (already queued), the events that the loop under way would run
+// before own, one by one as the loop would (step, with the loop's limit
+// and event budget, no process running); then, if the loop would run own
+// next, it takes own off the queue as step would (the clock, the fired
+// count) and reports true: p goes on without having left its coroutine.
+// It reports false when the loop would stop first (its limit, its
+// budget): own stays queued and p must block. The events run in the
+// order, at the times and with the loop state they would have had; only
+// the stack they run on differs, which no model sees, apart from an
+// event that runs the engine itself (noLoopAhead).
+func (e *Engine) runAhead(p *Proc, own *event) bool {
+	e.ahead, e.running = p, nil
+	p.state, p.waiting = procBlocked, asleep{}
+	ok := false
+	for {
+		lp := e.loop
+		top := e.next() // own is queued: never nil
+		if top.at > lp.limit || e.fired >= lp.stop {
+			break
+		}
+		if top == own {
+			e.take(own)
+			e.now = own.at
+			e.release(own)
+			e.fired++
+			e.aheads++
+			ok = true
+			break
+		}
+		e.step(lp.limit, lp.stop)
+	}
+	e.ahead, e.running = nil, &p.process
+	p.state, p.waiting = procRunning, nil
+	return ok
+}
+
 // sleepShortcut turns skipAhead on. (A variable so that tests can run the
 // same model with every resume through the event loop.)
 var sleepShortcut = true
 
 // Run runs events until none is left.
 func (e *Engine) Run() {
+	e.noLoopAhead()
 	outer := e.loop
 	defer func() { e.loop = outer }()
 	for e.step(Forever, math.MaxUint64) {
@@ -200,6 +338,7 @@ func (e *Engine) Run() {
 // RunUntil runs every event at or before t, then sets the clock to t (if
 // t is not in the past).
 func (e *Engine) RunUntil(t Time) {
+	e.noLoopAhead()
 	outer := e.loop
 	defer func() { e.loop = outer }()
 	for e.step(t, math.MaxUint64) {

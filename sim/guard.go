@@ -81,6 +81,7 @@ func (e *LimitError) Unwrap() error { return ErrLimit }
 // event budget stopped it (the events left are not run; Close ends the
 // processes).
 func (e *Engine) Guard(l Limits) error {
+	e.noLoopAhead()
 	horizon := l.Horizon
 	if horizon <= 0 {
 		horizon = DefaultHorizon
@@ -93,15 +94,15 @@ func (e *Engine) Guard(l Limits) error {
 	outer := e.loop
 	defer func() { e.loop = outer }()
 	for {
-		if l.Events > 0 && e.fired-start >= l.Events && len(e.queue) > 0 {
-			return &LimitError{At: e.now, Next: e.queue[0].at, Horizon: horizon, Events: l.Events, Blocked: e.Blocked()}
+		if next := e.next(); l.Events > 0 && e.fired-start >= l.Events && next != nil {
+			return &LimitError{At: e.now, Next: next.at, Horizon: horizon, Events: l.Events, Blocked: e.Blocked()}
 		}
 		if !e.step(horizon, stop) {
 			break
 		}
 	}
-	if len(e.queue) > 0 {
-		return &LimitError{At: e.now, Next: e.queue[0].at, Horizon: horizon, Blocked: e.Blocked()}
+	if next := e.next(); next != nil {
+		return &LimitError{At: e.now, Next: next.at, Horizon: horizon, Blocked: e.Blocked()}
 	}
 	if len(e.live) > 0 {
 		return &StallError{At: e.now, Blocked: e.Blocked()}

@@ -163,16 +163,16 @@ func TestSleepInlineLimits(t *testing.T) {
 		ref := New(1)
 		ref.Spawn("a", body)
 		var fired uint64
-		for ref.queue[0].at <= max(l.Horizon, 0) || l.Horizon == 0 {
+		for ref.next().at <= max(l.Horizon, 0) || l.Horizon == 0 {
 			if l.Events > 0 && fired >= l.Events {
 				break
 			}
 			ref.Step()
 			fired++
 		}
-		if e.Now() != ref.Now() || e.Fired() != ref.Fired() || le.Next != ref.queue[0].at {
+		if e.Now() != ref.Now() || e.Fired() != ref.Fired() || le.Next != ref.next().at {
 			t.Errorf("%+v: stopped at %v after %d events (next %v), stepped %v after %d (next %v)",
-				l, e.Now(), e.Fired(), le.Next, ref.Now(), ref.Fired(), ref.queue[0].at)
+				l, e.Now(), e.Fired(), le.Next, ref.Now(), ref.Fired(), ref.next().at)
 		}
 		e.Close()
 		ref.Close()

@@ -46,6 +46,8 @@ type Proc struct {
 	// process spawned but not yet run costs no stack.
 	body func(*Proc)
 	co   *coro
+	// ahead: its sleeps may run the loop's events ahead (RunAhead).
+	ahead bool
 }
 
 type procState uint8
@@ -188,12 +190,38 @@ func (p *process) negativeSleep(d Time) {
 // switches.
 func (p *Proc) Sleep(d Time) {
 	p.charge(d)
-	if p.state == procRunning && p.e.running == &p.process && p.e.skipAhead(1, d) {
-		return
+	e := p.e
+	if p.state == procRunning && e.running == &p.process {
+		if e.skipAhead(1, d) {
+			return
+		}
+		if p.ahead && e.ahead == nil && e.loop.stop > 0 && sleepShortcut {
+			if e.runAhead(p, e.After(d, p.resumeFn).ev) {
+				return
+			}
+			p.block(asleep{})
+			return
+		}
 	}
-	p.e.After(d, p.resumeFn)
+	e.After(d, p.resumeFn)
 	p.block(asleep{})
 }
+
+// RunAhead lets p's sleeps run the events due before their end on p's
+// own coroutine, as the run loop would run them, instead of switching out
+// to the loop and back (two coroutine switches a sleep): when another
+// event is due before a sleep ends, p runs it, and every event after it
+// up to its own resume, then goes on, as long as the loop under way
+// (Run, RunUntil, Guard) would have run them; where the loop would stop
+// first, p blocks as usual. The events run in the same order, at the same
+// times, with no process running, so nothing else changes. The caller
+// promises that no event run meanwhile runs the engine itself (Step, Run,
+// RunUntil, Guard from an event): the engine panics if one does, since
+// that loop could have to resume p, whose coroutine is the one running.
+// A sleep of a process resumed by another's run ahead (an event run so
+// woke it) switches as usual. For hot processes of hardware models (a
+// driver's interrupt handler) that sleep between device events.
+func (p *Proc) RunAhead() { p.ahead = true }
 
 // SleepAlone is n calls of Sleep, d in all, made at once when each would
 // go on without leaving the coroutine (nothing else due before their
@@ -320,7 +348,7 @@ func (e *Engine) Close() {
 		}
 	}
 	e.live = nil
-	e.queue = nil
+	e.queue, e.lane, e.laneHead = nil, nil, 0
 	e.pool.close()
 }
 

@@ -133,6 +133,9 @@ func (r *diffRun) spawn(by diffSpawner, prog int) diffProcess {
 func (r *diffRun) body(i int) func(*Proc) {
 	prog := r.progs[i]
 	return func(p *Proc) {
+		if diffAhead {
+			p.RunAhead()
+		}
 		children := map[int]diffProcess{}
 		for pc, op := range prog.ops {
 			r.logf("%s %d op %d/%d/%d", prog.name, pc, op.kind, op.d, op.k)
