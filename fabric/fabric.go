@@ -192,11 +192,11 @@ type Fabric struct {
 	routes map[[2]int]Route
 	// recent are the routeInfos of the last routes flows took that
 	// were not among them, the oldest replaced first (recentNext);
-	// infoByHops those of routes by the address of their first hop.
+	// infoByHops those of routes by their hops' content (hopsKey).
 	recent     [infoRecent]*routeInfo
 	recentNext int
-	lastInfo   *routeInfo          // the last found
-	infoByHops map[*Hop]*routeInfo // lookup only, never iterated
+	lastInfo   *routeInfo            // the last found
+	infoByHops map[uint64]*routeInfo // lookup only, never iterated
 	toward     []towardEntry
 	towardNext int
 }
@@ -210,7 +210,7 @@ func New(eng *sim.Engine, f Factors) *Fabric {
 		linkByName:  make(map[string]*Link),
 		routes:      make(map[[2]int]Route),
 		groupByHash: make(map[uint64]*group),
-		infoByHops:  make(map[*Hop]*routeInfo),
+		infoByHops:  make(map[uint64]*routeInfo),
 		last:        eng.Now(),
 	}
 	fab.recomputeFn, fab.timerFn, fab.activateFn = fab.recompute, fab.onTimer, fab.activateNext

@@ -275,3 +275,48 @@ func TestOptionsPlainValues(t *testing.T) {
 		t.Errorf("max rate %v, tag %v: want the last of each", fl.MaxRate(), fl.Tag())
 	}
 }
+
+// TestInfoByContent: a route's info is found by its hops' content, so a
+// route built afresh per flow (equal hops in a new slice) shares the info
+// already derived, however many other routes came in between, and hops
+// that differ in link, direction, weight or load mark do not. Each
+// derivation past the first of five routes is counted by the routeInfo
+// pointers seen.
+func TestInfoByContent(t *testing.T) {
+	p := newPair(Factors{})
+	l := p.fab.Connect("l", p.a, p.b, 10e9, 1*us, FullDuplex)
+	m := p.fab.Connect("m", p.a, p.b, 10e9, 1*us, FullDuplex)
+	variants := []func() []Hop{
+		func() []Hop { return []Hop{{Link: l, Dir: AtoB}, {Link: m, Dir: BtoA}} },
+		func() []Hop { return []Hop{{Link: l, Dir: AtoB}, {Link: m, Dir: AtoB}} },
+		func() []Hop { return []Hop{{Link: m, Dir: AtoB}, {Link: m, Dir: BtoA}} },
+		func() []Hop { return []Hop{{Link: l, Dir: AtoB}, {Link: m, Dir: BtoA, Weight: 2}} },
+		func() []Hop { return []Hop{{Link: l, Dir: AtoB}, {Link: m, Dir: BtoA, Load: true}} },
+	}
+	first := make([]*routeInfo, len(variants))
+	for round := range 3 {
+		for i, v := range variants {
+			ri := p.fab.info("f", Route{Hops: v()})
+			if round == 0 {
+				for j, o := range first[:i] {
+					if o == ri {
+						t.Fatalf("variant %d got variant %d's info", i, j)
+					}
+				}
+				first[i] = ri
+			} else if ri != first[i] {
+				t.Errorf("round %d: variant %d derived again, want the kept info", round, i)
+			}
+		}
+	}
+	// The key tells the variants apart (a clash is allowed but would
+	// make one of them derive each time).
+	keys := map[uint64]int{}
+	for i, v := range variants {
+		k := hopsKey(v())
+		if j, ok := keys[k]; ok {
+			t.Errorf("variants %d and %d share key %#x", j, i, k)
+		}
+		keys[k] = i
+	}
+}

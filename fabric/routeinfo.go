@@ -42,14 +42,42 @@ type routeInfo struct {
 	batchN     int
 	batchLevel float64
 	batchRem   []float64
+
+	// buf backs the slices above for a route of up to infoInline hops,
+	// so that deriving one (a model that looks a route up per flow, or
+	// has more routes than the caches keep, derives one per flow) is one
+	// allocation.
+	buf struct {
+		hops  [infoInline]Hop
+		loads [2 * infoInline]load
+		dirs  [infoInline]dirLoad
+		res   [2 * infoInline]int32
+		rem   [2 * infoInline]float64
+	}
+}
+
+// infoInline is the longest route whose routeInfo's slices are held in
+// the routeInfo itself: a host-to-host route of a two-level tree has
+// four hops. Longer routes take their slices apart (six allocations);
+// they are the ones a machine's devices keep and the caches find.
+const infoInline = 4
+
+// inlineOr returns an empty slice of capacity n: buf's array when n fits
+// in it, a new one otherwise.
+func inlineOr[T any](buf []T, n int) []T {
+	if n <= len(buf) {
+		return buf[:0:n]
+	}
+	return make([]T, 0, n)
 }
 
 // Bounds of the routeInfo caches: the last few routes by content
 // (Fabric.recent), enough for the routes a device's stream takes in turn
 // (a NIC's wire, its descriptor fetch, its writes), and by the address
-// of their hops (Fabric.infoByHops) up to infoMapMax, then afresh: a
-// model that keeps its routes (a route table, a DMA engine's channel)
-// passes the same hops each time. A miss costs a derivation, as every
+// of their hops (Fabric.infoByHops, by a hash of the hops' links,
+// directions, weights and load marks) up to infoMapMax, then afresh: a
+// model that keeps its routes (a route table, a DMA engine's channel) or
+// looks them up per flow passes equal hops each time. A miss costs a derivation, as every
 // flow did before the caches; results never depend on them.
 const (
 	infoRecent = 4
@@ -72,11 +100,9 @@ func (f *Fabric) info(name string, r Route) *routeInfo {
 			return ri
 		}
 	}
-	var key *Hop
-	if len(r.Hops) > 0 {
-		key = &r.Hops[0]
-	}
-	// The caller may have changed its hops since: equal content only.
+	// The caller may have changed its hops since, or built equal ones
+	// afresh (a route looked up per flow): found by content.
+	key := hopsKey(r.Hops)
 	ri := f.infoByHops[key]
 	if ri == nil || !sameHops(ri.hops, r.Hops) {
 		ri = f.newInfo(name, r)
@@ -91,15 +117,39 @@ func (f *Fabric) info(name string, r Route) *routeInfo {
 	return ri
 }
 
+// hopsKey hashes hops' content (FNV-1a over each hop's link index,
+// direction, weight bits and load mark): equal hops, equal keys. Two
+// routes with one key are told apart by sameHops; the later replaces the
+// earlier in the map.
+func hopsKey(hops []Hop) uint64 {
+	const prime = 1099511628211
+	k := uint64(14695981039346656037)
+	for _, h := range hops {
+		idx := uint64(0)
+		if h.Link != nil {
+			idx = uint64(h.Link.index) + 1
+		}
+		load := uint64(0)
+		if h.Load {
+			load = 1
+		}
+		for _, x := range [...]uint64{idx, uint64(h.Dir), math.Float64bits(h.Weight), load} {
+			k = (k ^ x) * prime
+		}
+	}
+	return k
+}
+
 // newInfo derives r's routeInfo.
 func (f *Fabric) newInfo(name string, r Route) *routeInfo {
-	ri := &routeInfo{hops: append([]Hop(nil), r.Hops...)}
+	ri := &routeInfo{}
+	ri.hops = append(inlineOr(ri.buf.hops[:], len(r.Hops)), r.Hops...)
 	nl := len(r.Hops)
 	if f.fac.Cross > 0 {
 		nl *= 2
 	}
-	ri.loads = make([]load, 0, nl)
-	ri.dirs = make([]dirLoad, 0, len(r.Hops))
+	ri.loads = inlineOr(ri.buf.loads[:], nl)
+	ri.dirs = inlineOr(ri.buf.dirs[:], len(r.Hops))
 	for i, h := range r.Hops {
 		switch w := h.Weight; {
 		case h.Link == nil || h.Link.fab != f:
@@ -135,7 +185,7 @@ func (f *Fabric) newInfo(name string, r Route) *routeInfo {
 	// order (ld.w × share × 1 each, as for a group of one flow), and
 	// freezes the flow at the lowest level of its resources.
 	ri.level = math.Inf(1)
-	var ws []float64
+	ri.res = inlineOr(ri.buf.res[:], len(ri.loads))
 	for i, ld := range ri.loads {
 		if seenLoad(ri.loads[:i], ld.r) {
 			continue
@@ -147,19 +197,18 @@ func (f *Fabric) newInfo(name string, r Route) *routeInfo {
 			}
 		}
 		ri.res = append(ri.res, ld.r)
-		ws = append(ws, w)
 		ri.level = min(ri.level, f.res[ld.r].cap/w)
 	}
 	ri.loneX = ri.level * ri.share
-	ri.loneRem = ri.rems(f, ri.loneX, 1)
+	ri.loneRem = ri.rems(f, ri.loneX, 1, inlineOr(ri.buf.rem[:], len(ri.res)))
 	return ri
 }
 
 // rems are the capacities that the freeze of k flows over the route at
 // rate x leaves on its distinct resources, by the filling's operations
-// (freeze, freezeScanned) in load order.
-func (ri *routeInfo) rems(f *Fabric, x, k float64) []float64 {
-	rems := make([]float64, len(ri.res))
+// (freeze, freezeScanned) in load order, appended to rems.
+func (ri *routeInfo) rems(f *Fabric, x, k float64, rems []float64) []float64 {
+	rems = rems[:len(ri.res)]
 	for j, r := range ri.res {
 		rem := f.res[r].cap
 		for _, l := range ri.loads {
