@@ -195,27 +195,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 var totalRecomputes uint64
 
 func TestLoneSameRun(t *testing.T) {
-	defLone, defGroup := loneShortcut, groupMin
-	defer func() { loneShortcut, groupMin = defLone, defGroup }()
-	var lones uint64
-	for seed := range uint64(120) {
-		hooked := seed%2 == 1
-		groupMin = defGroup
-		if seed%3 == 2 {
-			groupMin = 0
-		}
-		loneShortcut = false
-		want, n, _ := loneRun(t, seed, hooked)
-		if n != 0 {
-			t.Fatalf("seed %d: %d recomputes by shareLone with it off", seed, n)
-		}
-		loneShortcut = true
-		got, n, _ := loneRun(t, seed, hooked)
-		if got != want {
-			t.Fatalf("seed %d (hooked %v, groupMin %d): run %s, through the filling %s", seed, hooked, groupMin, got, want)
-		}
-		lones += n
-	}
+	lones := toggledRuns(t, &loneShortcut, 0, "shareLone", func(lones, _ uint64) uint64 { return lones })
 	if lones < 20000 {
 		t.Errorf("only %d recomputes took shareLone", lones)
 	}
@@ -228,31 +208,42 @@ func TestLoneSameRun(t *testing.T) {
 // without hooks; with a low groupMin, the batches are split into their
 // groups when the fabric starts grouping by hash.
 func TestBatchSameRun(t *testing.T) {
-	defBatch, defGroup := batchJoins, groupMin
-	defer func() { batchJoins, groupMin = defBatch, defGroup }()
-	var batched uint64
-	for seed := range uint64(120) {
-		hooked := seed%2 == 1
-		groupMin = defGroup
-		if seed%3 == 2 {
-			groupMin = 3
-		}
-		batchJoins = false
-		want, _, n := loneRun(t, seed, hooked)
-		if n != 0 {
-			t.Fatalf("seed %d: %d flows batched with batchJoins off", seed, n)
-		}
-		batchJoins = true
-		got, _, n := loneRun(t, seed, hooked)
-		if got != want {
-			t.Fatalf("seed %d (hooked %v, groupMin %d): run %s, a group per flow %s", seed, hooked, groupMin, got, want)
-		}
-		batched += n
-	}
+	batched := toggledRuns(t, &batchJoins, 3, "batchJoin", func(_, batched uint64) uint64 { return batched })
 	if batched < 1000 {
 		t.Errorf("only %d flows joined a batch", batched)
 	}
 	t.Logf("%d flows joined a batch", batched)
+}
+
+// toggledRuns runs loneRun for 120 seeds (every other one hooked, every
+// third with groupMin at lowGroupMin) with the shortcut *on off, then
+// on, and fails unless both runs show the same; it returns the sum over
+// the runs with it on of what count picks from loneRun's counts
+// (recomputes by shareLone, flows batched), which must be 0 with it off.
+func toggledRuns(t *testing.T, on *bool, lowGroupMin int, name string, count func(lones, batched uint64) uint64) uint64 {
+	t.Helper()
+	defOn, defGroup := *on, groupMin
+	defer func() { *on, groupMin = defOn, defGroup }()
+	var total uint64
+	for seed := range uint64(120) {
+		hooked := seed%2 == 1
+		groupMin = defGroup
+		if seed%3 == 2 {
+			groupMin = lowGroupMin
+		}
+		*on = false
+		want, l, b := loneRun(t, seed, hooked)
+		if n := count(l, b); n != 0 {
+			t.Fatalf("seed %d: %d uses of %s with it off", seed, n, name)
+		}
+		*on = true
+		got, l, b := loneRun(t, seed, hooked)
+		if got != want {
+			t.Fatalf("seed %d (hooked %v, groupMin %d): with %s %s, without %s", seed, hooked, groupMin, name, got, want)
+		}
+		total += count(l, b)
+	}
+	return total
 }
 
 // TestOptionsPlainValues: an option is a plain value, made without

@@ -358,13 +358,7 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 		g.lru.pushBack(c)
 	}
 	b.dropRemote(&changed)
-	if !revoked.Empty() {
-		d.stats.Revocations += int64(revoked.Count())
-		if d.observed() {
-			d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindRevoke, Processor: dest,
-				Addr: b.addr(revoked.First()), Bytes: int64(revoked.Count()) * PageSize})
-		}
-	}
+	d.revoke(p, b, revoked, dest)
 	d.mapAccessedBy(p, b, changed)
 
 	// Thrashing detection sees the copies made for faults and the
@@ -663,13 +657,7 @@ func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMa
 		g.lru.pushBack(c)
 	}
 	b.dropRemote(&changed)
-	if !revoked.Empty() {
-		d.stats.Revocations += int64(revoked.Count())
-		if d.observed() {
-			d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindRevoke, Processor: to,
-				Addr: b.addr(revoked.First()), Bytes: int64(revoked.Count()) * PageSize})
-		}
-	}
+	d.revoke(p, b, revoked, to)
 	// No page of the block was AccessedBy, but advice given while the
 	// pages moved may have made some.
 	d.mapAccessedBy(p, b, changed)
@@ -689,4 +677,18 @@ func (d *Driver) countMigration(m PageMask, cause Cause) {
 	}
 	d.stats.Migrations[cause]++
 	d.stats.MigratedBytes[cause] += int64(m.Count()) * PageSize
+}
+
+// revoke counts the read-duplicated copies that a migration of b to dest
+// took away (the pages of revoked, which dest now holds alone) and
+// reports them, one KindRevoke event from the first such page.
+func (d *Driver) revoke(p *sim.Proc, b *vaBlock, revoked PageMask, dest Processor) {
+	if revoked.Empty() {
+		return
+	}
+	d.stats.Revocations += int64(revoked.Count())
+	if d.observed() {
+		d.emit(Event{Header: sim.Header{Time: d.eng.Now(), Proc: procName(p)}, Kind: KindRevoke, Processor: dest,
+			Addr: b.addr(revoked.First()), Bytes: int64(revoked.Count()) * PageSize})
+	}
 }
