@@ -405,10 +405,29 @@ func ExampleEngine_SpawnStep() {
 // horizons, by RunUntil and by Run, give the same runs as with every
 // resume through the event loop, and the shortcut is taken.
 func TestSleepShortcut(t *testing.T) {
-	drives := []struct {
-		name  string
-		drive func(seed uint64) func(*Engine, func(string)) string
-	}{
+	taken := diffDrives(t, loopDrives(true), "the shortcut",
+		func(on bool) { sleepShortcut = on },
+		func(e *Engine) uint64 { return e.shortcuts })
+	if taken == 0 {
+		t.Fatal("no sleep took the shortcut")
+	}
+	t.Logf("%d shortcuts", taken)
+}
+
+// loopDrive runs a differential program's engine one way (drive, made
+// per seed) and describes how it stopped.
+type loopDrive struct {
+	name  string
+	drive func(seed uint64) func(*Engine, func(string)) string
+}
+
+// loopDrives are the ways to run an engine that a shortcut of the event
+// loop must be invisible under: Guard with a generous budget, with a
+// small budget (then again), with a horizon, and RunUntil in steps, then
+// Step, then Run. With stepEvent, an event there runs Step itself (no
+// loop then; not allowed while a process runs ahead).
+func loopDrives(stepEvent bool) []loopDrive {
+	return []loopDrive{
 		{"guard", func(uint64) func(*Engine, func(string)) string {
 			return func(e *Engine, logf func(string)) string {
 				return fmt.Sprintf("guard: %v", e.Guard(Limits{Events: 100_000}))
@@ -428,8 +447,9 @@ func TestSleepShortcut(t *testing.T) {
 		{"until", func(seed uint64) func(*Engine, func(string)) string {
 			return func(e *Engine, logf func(string)) string {
 				var b strings.Builder
-				// An event that runs one itself: no loop then.
-				e.At(Time(seed%4), func() { e.Step(); logf("stepped") })
+				if stepEvent {
+					e.At(Time(seed%4), func() { e.Step(); logf("stepped") })
+				}
 				for _, t := range []Time{Time(seed % 5), 6, 6, Time(7 + seed%9)} {
 					e.RunUntil(t)
 					fmt.Fprintf(&b, "until %v: now %v, %d events; ", t, e.Now(), e.Fired())
@@ -441,25 +461,32 @@ func TestSleepShortcut(t *testing.T) {
 			}
 		}},
 	}
-	var taken uint64
+}
+
+// diffDrives runs the differential programs of 300 seeds under each
+// drive, every resume through the loop or a mix of stepped processes,
+// with a shortcut off (set(false)) and on (set(true)), fails on the
+// first difference, and returns the sum of count over the runs with it
+// on. It leaves the shortcut on.
+func diffDrives(t *testing.T, drives []loopDrive, name string, set func(on bool), count func(*Engine) uint64) uint64 {
+	t.Helper()
+	defer set(true)
+	var total uint64
 	for _, d := range drives {
 		for seed := range uint64(300) {
 			mix := func(i int) bool { return (uint64(i)*7+seed)%3 == 0 }
 			for _, stepped := range []func(int) bool{func(int) bool { return false }, mix} {
-				sleepShortcut = false
+				set(false)
 				want := runDiffBy(seed, stepped, d.drive(seed))
-				sleepShortcut = true
+				set(true)
 				var e *Engine
 				got := runDiffBy(seed, stepped, func(x *Engine, logf func(string)) string { e = x; return d.drive(seed)(x, logf) })
 				if got != want {
-					t.Fatalf("%s, seed %d: the run with the shortcut differs\n%s", d.name, seed, firstDiff(want, got))
+					t.Fatalf("%s, seed %d: the run with %s differs\n%s", d.name, seed, name, firstDiff(want, got))
 				}
-				taken += e.shortcuts
+				total += count(e)
 			}
 		}
 	}
-	if taken == 0 {
-		t.Fatal("no sleep took the shortcut")
-	}
-	t.Logf("%d shortcuts", taken)
+	return total
 }
