@@ -175,22 +175,26 @@ func sharedRef(b *vaBlock) PageMask {
 	return twice
 }
 
+// randomPages is nil a quarter of the time, else up to four random runs
+// of pages (empty with none).
+func randomPages(r *rand.Rand) *PageMask {
+	if r.IntN(4) == 0 {
+		return nil
+	}
+	m := new(PageMask)
+	for range r.IntN(5) {
+		lo := r.IntN(PagesPerBlock)
+		m.SetRange(lo, lo+1+r.IntN(PagesPerBlock-lo))
+	}
+	return m
+}
+
 // TestSharedOneGPU: shared on a block of a one-GPU machine is the
 // general loop's, for 2,000 random residencies (either mask missing,
 // empty, or random).
 func TestSharedOneGPU(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	randMask := func() *PageMask {
-		if r.IntN(4) == 0 {
-			return nil
-		}
-		m := new(PageMask)
-		for range r.IntN(5) {
-			lo := r.IntN(PagesPerBlock)
-			m.SetRange(lo, lo+1+r.IntN(PagesPerBlock-lo))
-		}
-		return m
-	}
+	randMask := func() *PageMask { return randomPages(r) }
 	overlaps := 0
 	for range 2000 {
 		var b vaBlock
@@ -214,17 +218,7 @@ func TestSharedOneGPU(t *testing.T) {
 // remote mappings included).
 func TestAccessPair(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	randMask := func() *PageMask {
-		if r.IntN(4) == 0 {
-			return nil
-		}
-		m := new(PageMask)
-		for range r.IntN(5) {
-			lo := r.IntN(PagesPerBlock)
-			m.SetRange(lo, lo+1+r.IntN(PagesPerBlock-lo))
-		}
-		return m
-	}
+	randMask := func() *PageMask { return randomPages(r) }
 	for range 2000 {
 		n := 2 + r.IntN(2)
 		b := vaBlock{resident: make([]*PageMask, n), remote: make([]*PageMask, n)}
