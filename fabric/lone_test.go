@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/dmalab/dmalab/sim"
@@ -84,6 +85,12 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 	}
 	var active []*Flow
 	n := 0
+	// ended logs fl's end, takes it out of active and gives it back.
+	ended := func(fl *Flow) {
+		logf("end %s %v %v\n", fl.name, fl.End(), fl.ActiveAt())
+		active = slices.DeleteFunc(active, func(a *Flow) bool { return a == fl })
+		fab.Release(fl)
+	}
 	drawSize := func() int64 {
 		if rng.IntN(20) == 0 {
 			return 0
@@ -101,14 +108,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 		fl := fab.Start(name, r, size, opts...)
 		active = append(active, fl)
 		fl.Done().OnComplete(func() {
-			logf("end %s %v %v\n", fl.name, fl.End(), fl.ActiveAt())
-			for i, a := range active {
-				if a == fl {
-					active = append(active[:i], active[i+1:]...)
-					break
-				}
-			}
-			fab.Release(fl)
+			ended(fl)
 			if again > 0 {
 				// Restarted over the same route, as a NIC's wire is.
 				start(r, again-1, drawSize(), rng.IntN(5) == 0)
@@ -147,14 +147,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 			fl := fab.Start(name, r, size)
 			active = append(active, fl)
 			fl.Done().OnComplete(func() {
-				logf("end %s %v %v\n", fl.name, fl.End(), fl.ActiveAt())
-				for i, a := range active {
-					if a == fl {
-						active = append(active[:i], active[i+1:]...)
-						break
-					}
-				}
-				fab.Release(fl)
+				ended(fl)
 				if left--; left == 0 && again > 0 {
 					burst(r, size, k, again-1)
 				}

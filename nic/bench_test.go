@@ -73,7 +73,7 @@ func BenchmarkRxStream64GiB(b *testing.B) {
 // mode), sampling the heap every 10 ms of virtual time, and returns the
 // largest HeapInuse seen.
 func rxRun(b *testing.B, spec *platform.Spec, size uint64, packets int) (peak uint64) {
-	m, d := benchMachine(b, spec)
+	m, d := newMachine(b, spec, machine.Options{})
 	defer m.Close()
 	n, err := Start(m, m.Mem, d, Options{Dir: Rx, PacketSize: size, Packets: packets})
 	if err != nil {
@@ -140,7 +140,7 @@ func benchPackets(b *testing.B, run func(packets int)) {
 // txRun sends packets of size from 2s-4gpu-pcie's nic0 (no payload
 // mode).
 func txRun(b *testing.B, spec *platform.Spec, size uint64, packets int) {
-	m, d := benchMachine(b, spec)
+	m, d := newMachine(b, spec, machine.Options{})
 	defer m.Close()
 	r, err := Run(m, m.Mem, d, Options{Dir: Tx, PacketSize: size, Packets: packets})
 	if err != nil {
@@ -217,17 +217,18 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// benchMachine builds spec's machine and its DMA layer; the caller
-// closes the machine.
-func benchMachine(b *testing.B, spec *platform.Spec) (*machine.Machine, *dma.DMA) {
-	m, err := machine.New(spec, 1)
+// newMachine builds spec's machine (seed 1, with opt) and its DMA
+// layer; the caller closes the machine.
+func newMachine(tb testing.TB, spec *platform.Spec, opt machine.Options) (*machine.Machine, *dma.DMA) {
+	tb.Helper()
+	m, err := machine.NewWithOptions(spec, 1, opt)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	d, err := dma.New(m, m.Mem)
 	if err != nil {
 		m.Close()
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return m, d
 }

@@ -18,15 +18,8 @@ import (
 // events, in both directions, with and without payload.
 func TestReuseChangesNothing(t *testing.T) {
 	run := func(payload, hooked bool) (Result, uint64) {
-		m, err := machine.NewWithOptions(platformFor(t, "2s-4gpu-pcie/noncoherent"), 1, machine.Options{Payload: payload})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, d := newMachine(t, platformFor(t, "2s-4gpu-pcie/noncoherent"), machine.Options{Payload: payload})
 		defer m.Close()
-		d, err := dma.New(m, m.Mem)
-		if err != nil {
-			t.Fatal(err)
-		}
 		if hooked {
 			m.Fabric.Hooks.Hook(func(*fabric.Event) {})
 			d.Hooks.Hook(func(*dma.Event) {})
@@ -57,15 +50,8 @@ func TestAllocsPerPacket(t *testing.T) {
 	spec := platformFor(t, "2s-4gpu-pcie")
 	for _, dir := range []Dir{Rx, Tx} {
 		mallocs := func(packets int) uint64 {
-			m, err := machine.New(spec, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, d := newMachine(t, spec, machine.Options{})
 			defer m.Close()
-			d, err := dma.New(m, m.Mem)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			if _, err := Run(m, m.Mem, d, Options{Dir: dir, PacketSize: 1500, Packets: packets}); err != nil {
@@ -92,15 +78,8 @@ func TestAllocsPerPacket(t *testing.T) {
 func TestRunAheadChangesNothing(t *testing.T) {
 	defer func() { runAhead = true }()
 	run := func(platformName string, payload bool, o Options) (Result, uint64, []uint64) {
-		m, err := machine.NewWithOptions(platformFor(t, platformName), 1, machine.Options{Payload: payload})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, d := newMachine(t, platformFor(t, platformName), machine.Options{Payload: payload})
 		defer m.Close()
-		d, err := dma.New(m, m.Mem)
-		if err != nil {
-			t.Fatal(err)
-		}
 		o.Cores = dmaengine.NewCores(2)
 		r, err := Run(m, m.Mem, d, o)
 		if err != nil {
