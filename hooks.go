@@ -56,11 +56,7 @@ func (s *System) hookers() []sim.Hooker {
 func (s *System) attribute() {
 	t := &report.TimeSplit{}
 	s.Result.Time = t
-	s.DMA.Hooks.Hook(func(e *dma.Event) {
-		if e.Op != dma.OpTransfer {
-			return
-		}
-		i := e.Transfer
+	s.DMA.Transfers.Hook(func(i *dma.TransferInfo) {
 		t.Transfers++
 		t.Call += i.Overhead.Seconds()
 		t.Queue += i.Queue.Seconds()

@@ -29,16 +29,25 @@ type DMA struct {
 
 	// Hooks receives every Event, in the order they happen. An event
 	// is valid only during the call (the layer reuses it).
-	Hooks   sim.Hooks[Event]
-	devices map[string]*Device
+	Hooks sim.Hooks[Event]
+	// Transfers receives every transfer's info as it ends, the one
+	// Hooks' OpTransfer event carries, and nothing else: a listener
+	// that needs only transfers (the run's time split by cause) does
+	// not make the layer build an event for every call and access,
+	// format their calls, or keep transfers' state from being reused,
+	// as a hook on Hooks does. The info is valid only during the call.
+	Transfers sim.Hooks[TransferInfo]
+	devices   map[string]*Device
 
 	// tlb is the swiotlb pool, nil until some device needs it.
 	tlb *swiotlb
 	// dramTop is the highest DRAM address of the machine.
 	dramTop mem.PhysAddr
-	// call is scratch for Event.Call; ev for the event being emitted.
+	// call is scratch for Event.Call; ev for the event being emitted;
+	// info for the info a blocking transfer hands to Transfers.
 	call callFmt
 	ev   Event
+	info TransferInfo
 	// peers are the peer memory windows (peer.go); crossSocket the
 	// efficiency of cross-socket peer traffic, 0 to refuse it.
 	peers       []PeerMemory

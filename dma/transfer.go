@@ -223,13 +223,18 @@ func (d *Device) Transfer(p *sim.Proc, t *Transfer) (TransferInfo, error) {
 		d.writeRanges(writes, data)
 	}
 	release()
+	if d.dma.Transfers.Active() {
+		// Through a copy, so that info does not escape.
+		d.dma.info = info
+		d.dma.Transfers.Emit(&d.dma.info)
+	}
 	if d.dma.observed() {
 		// The event keeps a pointer to the info; a copy of its own
 		// lets info stay on the stack when nobody observes, instead of
 		// an allocation per transfer.
 		ip := new(TransferInfo)
 		*ip = info
-		d.report(ip)
+		d.event(ip)
 	}
 	return info, err
 }
@@ -595,8 +600,17 @@ func (d *Device) writeRanges(ranges []mem.PhysRange, data []byte) {
 	}
 }
 
-// report emits the OpTransfer event.
+// report hands info to the Transfers hooks and emits the OpTransfer
+// event.
 func (d *Device) report(info *TransferInfo) {
+	if d.dma.Transfers.Active() {
+		d.dma.Transfers.Emit(info)
+	}
+	d.event(info)
+}
+
+// event emits the OpTransfer event of info, if anyone listens.
+func (d *Device) event(info *TransferInfo) {
 	if !d.dma.observed() {
 		return
 	}
