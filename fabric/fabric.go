@@ -176,9 +176,9 @@ type Fabric struct {
 	scan     bool    // fill scans live instead of keeping heap
 	moved    []int32 // resources whose level changed in this filling step
 	capped   []*group
-	// used are the link-direction slots (link index*2 + dir) that carried
-	// flows at the last recompute, or still do; dirState.inUsed marks them.
-	used   []int32
+	// used are the link directions that carried flows at the last
+	// recompute, or still do; dirState.inUsed marks them.
+	used   []*dirState
 	ending []*Flow
 
 	// released are the flows given back since the last recompute;

@@ -150,13 +150,16 @@ func (f *Fabric) join(fl *Flow) *group {
 	}
 	f.groupSeq++
 	g := reuse(&f.freeGroups)
-	g.groupFields = groupFields{
-		hops: fl.route.Hops, cap: fl.cap, share: fl.share,
-		seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
-		next: sim.Forever, members: g.members[:0], born: f.recomputes,
+	if resetGroups {
+		g.groupFields = groupFields{members: g.members[:0]}
 	}
+	// The fields that a freed group holds otherwise than a new one; the
+	// others are as a new group's (freedGroup says why).
 	ri := fl.ri
-	g.ri, g.loads, g.dirs, g.unitLoads = ri, ri.loads, ri.dirs, ri.unitLoads
+	g.ri, g.hops, g.loads, g.dirs, g.unitLoads = ri, ri.hops, ri.loads, ri.dirs, ri.unitLoads
+	g.cap, g.share, g.seq, g.born = fl.cap, fl.share, f.groupSeq, f.recomputes
+	g.rate, g.left, g.leftAt, g.setAt = 0, float64(fl.bytes), float64(fl.bytes), f.eng.Now()
+	g.next, g.members = sim.Forever, g.members[:0]
 	if f.hashed {
 		if f.nActive <= groupMin {
 			// Not computed for a lookup.
@@ -392,11 +395,39 @@ func (g *group) pop() *Flow {
 	return top
 }
 
+// resetGroups makes join clear every field of a group it takes from
+// the free ones, as it once did. (A variable so that tests can check that
+// the fields join leaves as a freed group has them change nothing.)
+var resetGroups = false
+
+// checkFreed makes reuseGroups check every group it frees (freedGroup),
+// and the recompute every released flow it frees. (A variable for
+// tests.)
+var checkFreed = false
+
+// freedGroup reports whether g, emptied, has the fields that join does
+// not set as a new group has them, or as good as: n 0, its members none
+// (push sets n and newTop); not hashed (unregister clears it) nor a
+// batch (onTimer clears it when the batch empties); no changed rate
+// (every recompute clears it for the groups whose rate it set, and a
+// group's rate is set only by a recompute). Its hash and sameHash are
+// set by register before any use, its topOffset when newTop is handled,
+// before any use. Its mark, frozenAt (recompute epochs) and lone (a
+// count of recomputes) are older than the recompute that freed it, which
+// neither marked it (it had no flows) nor, being past, will any later
+// one: the values the checks compare them with only grow.
+func freedGroup(g *group) bool {
+	return g.n == 0 && len(g.members) == 0 && !g.hashed && !g.batch && !g.changed
+}
+
 // reuseGroups makes the groups emptied before this recompute available to
 // join: the recompute has purged them from every resource's members, and
 // nothing else refers to an emptied group.
 func (f *Fabric) reuseGroups() {
 	for i, g := range f.emptied {
+		if checkFreed && !freedGroup(g) {
+			panic("fabric: a freed group holds state of its past life")
+		}
 		g.ri, g.hops, g.loads, g.dirs = nil, nil, nil, nil
 		f.freeGroups = append(f.freeGroups, g)
 		f.emptied[i] = nil

@@ -61,7 +61,7 @@ func (f *Fabric) recompute() {
 	f.last = now
 
 	f.rateChanged = false
-	if loneShortcut && f.loneChanges() {
+	if loneShortcut && f.loneChangesChecked() {
 		f.lones++
 		f.shareLone()
 	} else {
@@ -146,6 +146,9 @@ func (f *Fabric) recompute() {
 	// No list of the fabric holds the flows released before now any
 	// more: they can be reused.
 	for i, fl := range f.released {
+		if checkFreed && (fl.g != nil || fl.offset != 0 || fl.rated) {
+			panic("fabric: a released flow holds state of its past life")
+		}
 		f.freeFlows = append(f.freeFlows, fl)
 		f.released[i] = nil
 	}
@@ -176,33 +179,60 @@ var loneShortcut = true
 // discovered component whole, and that may hold groups of other
 // components), shareLone gives every rate, end and counter that the
 // filling would.
+//
+// It reads the resources' counts of loads of groups with flows
+// (resource.nAll), not their members: a started group g is alone on
+// resource r when r's count is g's own loads on r (routeInfo.resLoads).
+// Each changed resource with a count is then either one of a lone
+// group's, which are all changed (activate marks them) and no two lone
+// groups share, or one that another group loads: so every changed
+// resource carries no group but the lone ones when the changed
+// resources with a count number exactly the lone groups' resources.
 func (f *Fabric) loneChanges() bool {
-	stamp, n := f.recomputes, 0
+	stamp, n, owned := f.recomputes, 0, 0
 	for _, fl := range f.startedFlows {
 		g := fl.g
 		if fl.state != flowActive || g.lone == stamp {
 			continue
 		}
-		for _, ld := range g.loads {
-			for _, m := range f.res[ld.r].members {
-				if m != g && m.n > 0 {
-					return false
-				}
+		ri := g.ri
+		for j, r := range ri.res {
+			if f.res[r].nAll != ri.resLoads[j] {
+				return false
 			}
 		}
 		g.lone = stamp
 		n++
+		owned += len(ri.res)
 	}
 	for _, r := range f.changedRes {
-		for _, m := range f.res[r].members {
-			if m.n > 0 && m.lone != stamp {
-				return false
-			}
+		if f.res[r].nAll != 0 {
+			owned--
 		}
+	}
+	if owned != 0 {
+		return false
 	}
 	f.nLone = n
 	return n == len(f.groups) || !f.withinAll()
 }
+
+// loneChangesChecked is loneChanges, compared with loneChangesRef's
+// answer when a test sets it.
+func (f *Fabric) loneChangesChecked() bool {
+	if loneChangesRef == nil {
+		return f.loneChanges()
+	}
+	want := loneChangesRef(f)
+	if got := f.loneChanges(); got != want {
+		panic(fmt.Sprintf("fabric: loneChanges %v, its reference %v", got, want))
+	}
+	return want
+}
+
+// loneChangesRef, when a test sets it, answers what loneChanges must,
+// from the resources' members (the way loneChanges first did).
+var loneChangesRef func(*Fabric) bool
 
 // shareLone is component, fill and clearStats for a recompute whose
 // changes are all lone (loneChanges): each started flow's group alone
@@ -237,14 +267,14 @@ func (f *Fabric) shareLone() {
 		f.allEpoch, f.allRes = ep, comp
 	}
 	// The changed resources: members purged; those of ended flows left
-	// with none have their counters cleared (an empty resource's peak is
-	// unchanged: its load is 0), the others are a started group's, which
-	// shareAlone clears.
+	// with none have their counters cleared, the others are a started
+	// group's, which shareAlone clears. An empty resource's peak is
+	// unchanged: clearRes would raise it to (cap − cap) / cap, +0, and
+	// a peak is never below +0 (max(+0, −0) is +0).
 	for _, r := range f.changedRes {
 		f.purge(r)
 		if len(f.res[r].members) == 0 {
-			f.fst[r].rem = f.res[r].cap
-			f.clearRes(r)
+			f.clearDirs(r)
 		}
 	}
 	f.changedRes = f.changedRes[:0]
@@ -277,8 +307,8 @@ func (f *Fabric) shareAlone(g *group) {
 			f.setRate(g, x)
 		}
 		for j, r := range ri.res {
-			fst[r].rem = ri.batchRem[j]
-			f.clearRes(r)
+			res := f.clearDirs(r)
+			res.peak = max(res.peak, ri.batchPeak[j])
 		}
 		return
 	}
@@ -310,8 +340,8 @@ func (f *Fabric) shareAlone(g *group) {
 	}
 	if g.n == 1 && x == ri.loneX {
 		for j, r := range ri.res {
-			fst[r].rem = ri.loneRem[j]
-			f.clearRes(r)
+			res := f.clearDirs(r)
+			res.peak = max(res.peak, ri.lonePeak[j])
 		}
 		return
 	}
@@ -328,9 +358,10 @@ func (f *Fabric) shareAlone(g *group) {
 	}
 	if g.batch && g.cap == 0 {
 		ri.batchN, ri.batchLevel = g.n, level
-		ri.batchRem = ri.batchRem[:0]
+		ri.batchPeak = ri.batchPeak[:0]
 		for _, r := range ri.res {
-			ri.batchRem = append(ri.batchRem, fst[r].rem)
+			c := f.res[r].cap
+			ri.batchPeak = append(ri.batchPeak, (c-fst[r].rem)/c)
 		}
 	}
 }
