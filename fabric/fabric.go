@@ -117,9 +117,9 @@ type Fabric struct {
 	nActive     int
 	groupByHash map[uint64]*group // chained by group.sameHash; lookup only, never iterated
 	groupSeq    uint64
-	// emptied are groups emptied since the last recompute, freeGroups
-	// those free to reuse.
-	emptied, freeGroups []*group
+	// freeGroups are the groups emptied, reusable once a recompute has
+	// run since (pool.ready).
+	freeGroups pool[group]
 	// last is when the active flows' progress and the link counters were
 	// last brought up to date.
 	last sim.Time
@@ -181,9 +181,9 @@ type Fabric struct {
 	used   []*dirState
 	ending []*Flow
 
-	// released are the flows given back since the last recompute;
-	// freeFlows those free to reuse (Release).
-	released, freeFlows []*Flow
+	// freeFlows are the flows given back (Release), reusable once a
+	// recompute has run since.
+	freeFlows pool[Flow]
 
 	// routes caches finished routes by (from, to) node index, at most
 	// routeCacheMax of them; toward holds the distance arrays of at most

@@ -118,9 +118,12 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	if bytes < 0 {
 		panic(fmt.Sprintf("fabric: flow %q: negative size %d", name, bytes))
 	}
-	fl := reuse(&f.freeFlows)
+	fl := f.freeFlows.take()
 	if resetFlows {
 		fl.flowFields = flowFields{}
+	}
+	if checkFreed && (fl.g != nil || fl.offset != 0 || fl.rated) {
+		panic("fabric: a released flow holds state of its past life")
 	}
 	// The fields a released flow holds otherwise than a new one: finish
 	// left g nil, offset 0 and rated false; activate sets seq and summed
@@ -365,7 +368,7 @@ func (f *Fabric) Release(fl *Flow) {
 		return
 	}
 	fl.state = flowReleased
-	f.released = append(f.released, fl)
+	f.freeFlows.put(fl)
 }
 
 // Name is the name given at Start.

@@ -143,16 +143,6 @@ func (f *Fabric) recompute() {
 		started[i] = nil
 	}
 	f.startedFlows = started[:0]
-	// No list of the fabric holds the flows released before now any
-	// more: they can be reused.
-	for i, fl := range f.released {
-		if checkFreed && (fl.g != nil || fl.offset != 0 || fl.rated) {
-			panic("fabric: a released flow holds state of its past life")
-		}
-		f.freeFlows = append(f.freeFlows, fl)
-		f.released[i] = nil
-	}
-	f.released = f.released[:0]
 	if hooks {
 		for _, g := range f.compGroups {
 			g.changed = false
@@ -162,7 +152,10 @@ func (f *Fabric) recompute() {
 		f.someGroups[i] = nil // drop pointers to groups that may empty
 	}
 	f.compGroups, f.someGroups = nil, f.someGroups[:0]
-	f.reuseGroups()
+	// No list of the fabric holds the flows released before now, or the
+	// groups emptied before now, any more: they can be reused.
+	f.freeFlows.release()
+	f.freeGroups.release()
 }
 
 // loneShortcut turns on shareLone. (A variable so that tests can send
@@ -494,7 +487,7 @@ func (f *Fabric) component() {
 func (f *Fabric) purge(r int32) {
 	res := &f.res[r]
 	res.changedMark = false
-	if len(f.emptied) == 0 {
+	if f.freeGroups.waiting() == 0 {
 		// No group emptied since the last recompute, which dropped
 		// those emptied before it.
 		return
