@@ -65,14 +65,14 @@ func TestLoneChangesByCounts(t *testing.T) {
 	t.Logf("lone %d times, not %d", yes, no)
 }
 
-// TestReuseSameRun: the fields that Start and join leave as a released
-// flow or a freed group holds them (not cleared, as they once were),
-// and a batch's ending members taken at once rather than popped one by
-// one, change nothing a run shows, bit for bit, over the random runs
-// of TestLoneSameRun (hooked and not, grouped and not, batches split);
-// and every freed group and released flow holds what Start and join
-// count on (checkFreed).
-func TestReuseSameRun(t *testing.T) {
+// TestShortcutsSameRun: the fields that Start and join leave as a
+// released flow or a freed group holds them (not cleared, as they once
+// were), and a batch's ending members taken at once rather than popped
+// one by one, change nothing a run shows, bit for bit, over the random
+// runs of TestLoneSameRun (hooked and not, grouped and not, batches
+// split); and every freed group and released flow holds what Start and
+// join count on (checkFreed).
+func TestShortcutsSameRun(t *testing.T) {
 	defer func(g int) {
 		resetGroups, resetFlows, wholeBatches, checkFreed, groupMin = false, false, true, false, g
 	}(groupMin)
@@ -88,7 +88,7 @@ func TestReuseSameRun(t *testing.T) {
 		resetGroups, resetFlows, wholeBatches = false, false, true
 		got, _, _ := loneRun(t, seed, hooked)
 		if got != want {
-			t.Fatalf("seed %d (hooked %v, groupMin %d): %s, with every field cleared %s", seed, hooked, groupMin, got, want)
+			t.Fatalf("seed %d (hooked %v, groupMin %d): %s, without the shortcuts %s", seed, hooked, groupMin, got, want)
 		}
 	}
 }
