@@ -139,6 +139,10 @@ type Fabric struct {
 	// holds; lones counts the recomputes that took shareLone.
 	nLone int
 	lones uint64
+	// loneWithin is withinAll, as loneChanges found it; counted: this
+	// recompute's shareLone counted its groups' flows and rates on the
+	// link counters.
+	loneWithin, counted bool
 	// batched counts the flows that joined a batch (batchJoin), batches
 	// the batches with flows.
 	batched uint64

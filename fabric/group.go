@@ -422,7 +422,6 @@ func freedGroup(g *group) bool {
 	return g.n == 0 && len(g.members) == 0 && !g.hashed && !g.batch && !g.changed
 }
 
-
 // countLoads adds (sign +1) or takes away (−1) flow fl, which joins or
 // leaves its group, to or from the sums that a filling starts from
 // (resource.wAll, resource.nAll), or counts it as a flow whose loads the

@@ -41,6 +41,9 @@ type routeInfo struct {
 	loneX    float64
 	resLoads []int32
 	lonePeak []float64
+	// resDirs are the link directions of res (both for a Shared link's
+	// one resource), whose counters a lone group's recompute clears.
+	resDirs []*dirState
 	// The same for the last batch of flows over the route alone on its
 	// resources, uncapped (shareAlone): its size (0 for none yet), level
 	// and the utilisation its freeze leaves on each resource. The only
@@ -60,6 +63,7 @@ type routeInfo struct {
 		res   [2 * infoInline]int32
 		cnt   [2 * infoInline]int32
 		peak  [2 * infoInline]float64
+		rdirs [4 * infoInline]*dirState
 	}
 }
 
@@ -211,6 +215,16 @@ func (f *Fabric) newInfo(name string, r Route) *routeInfo {
 	}
 	ri.loneX = ri.level * ri.share
 	ri.lonePeak = ri.peaks(f, ri.rems(f, ri.loneX, 1, inlineOr(ri.buf.peak[:], len(ri.res))))
+	ri.resDirs = inlineOr(ri.buf.rdirs[:], 2*len(ri.res))
+	for _, r := range ri.res {
+		// In clearDirs's order.
+		res := &f.res[r]
+		if res.dirs == 2 {
+			ri.resDirs = append(ri.resDirs, &res.link.dir[0], &res.link.dir[1])
+		} else {
+			ri.resDirs = append(ri.resDirs, &res.link.dir[res.dirs])
+		}
+	}
 	return ri
 }
 

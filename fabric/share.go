@@ -60,7 +60,7 @@ func (f *Fabric) recompute() {
 	}
 	f.last = now
 
-	f.rateChanged = false
+	f.rateChanged, f.counted = false, false
 	if loneShortcut && f.loneChangesChecked() {
 		f.lones++
 		f.shareLone()
@@ -76,8 +76,9 @@ func (f *Fabric) recompute() {
 	// them all, as it does in a busy fabric.
 	// (A batch's counters in a pass of their own, which keeps the test
 	// for batches out of the pass over every group of a busy fabric.)
-	whole := len(f.compGroups) == len(f.groups) && f.batches == 0
-	if !whole {
+	// (shareLone counted its groups.)
+	whole := len(f.compGroups) == len(f.groups) && f.batches == 0 && !f.counted
+	if !whole && !f.counted {
 		for _, g := range f.compGroups {
 			if g.batch {
 				f.countBatch(g)
@@ -198,16 +199,28 @@ func (f *Fabric) loneChanges() bool {
 		n++
 		owned += len(ri.res)
 	}
+	// In the same pass, each changed resource purged (as component
+	// would, which so finds it done if this recompute takes the filling)
+	// and withinAll's test.
+	within, purge := f.allEpoch != 0, f.freeGroups.waiting() > 0
 	for _, r := range f.changedRes {
-		if f.res[r].nAll != 0 {
+		res := &f.res[r]
+		res.changedMark = false
+		if purge {
+			res.members = live(res.members)
+		}
+		if res.nAll != 0 {
 			owned--
+		}
+		if res.allEpoch != f.allEpoch {
+			within = false
 		}
 	}
 	if owned != 0 {
 		return false
 	}
-	f.nLone = n
-	return n == len(f.groups) || !f.withinAll()
+	f.nLone, f.loneWithin = n, within
+	return n == len(f.groups) || !within
 }
 
 // loneChangesChecked is loneChanges, compared with loneChangesRef's
@@ -248,7 +261,7 @@ func (f *Fabric) shareLone() {
 		// component would discover the lone groups' resources and the
 		// changed ones, not every group: no component holds them all.
 		f.allEpoch = 0
-	} else if !f.withinAll() {
+	} else if !f.loneWithin {
 		// component would discover every group, and keep the
 		// component in discovery order as the one that holds them all:
 		// The changed resources, as the started flows' are among them
@@ -259,14 +272,14 @@ func (f *Fabric) shareLone() {
 		}
 		f.allEpoch, f.allRes = ep, comp
 	}
-	// The changed resources: members purged; those of ended flows left
-	// with none have their counters cleared, the others are a started
-	// group's, which shareAlone clears. An empty resource's peak is
-	// unchanged: clearRes would raise it to (cap − cap) / cap, +0, and
-	// a peak is never below +0 (max(+0, −0) is +0).
+	// The changed resources, purged by loneChanges: those of ended flows
+	// left with none (no loads counted) have their counters cleared, the
+	// others are a started group's, which shareAlone clears. An empty
+	// resource's peak is unchanged: clearRes would raise it to
+	// (cap − cap) / cap, +0, and a peak is never below +0 (max(+0, −0)
+	// is +0).
 	for _, r := range f.changedRes {
-		f.purge(r)
-		if len(f.res[r].members) == 0 {
+		if f.res[r].nAll == 0 {
 			f.clearDirs(r)
 		}
 	}
@@ -282,13 +295,42 @@ func (f *Fabric) shareLone() {
 		f.shareAlone(g)
 	}
 	f.compGroups, f.someGroups = cg, cg
+	f.counted = true
 }
 
 // shareAlone sets the rate of g, alone on its resources, as the filling
-// would (shareLone), and its resources' counters and peaks. A group of
-// one uncapped flow, the common case, takes its level, rate and the
-// loads its freeze leaves from its route's info, computed once.
+// would (shareLone), its resources' peaks, and their counters: cleared,
+// then g's flows and rate added (countStats, countBatch), which the
+// recompute so need not add. (No other group's counters share a link
+// direction with g's: every direction that g counts on is one of its
+// resources', and no other group loads them.) A group of one uncapped
+// flow, the common case, takes its level, rate and the loads its freeze
+// leaves from its route's info, computed once.
 func (f *Fabric) shareAlone(g *group) {
+	ri := g.ri
+	if peaks := f.shareAloneRate(g); peaks != nil {
+		for j, r := range ri.res {
+			res := &f.res[r]
+			res.peak = max(res.peak, peaks[j])
+		}
+	}
+	for _, st := range ri.resDirs {
+		st.rate, st.n = 0, 0
+		if !st.inUsed {
+			st.inUsed = true
+			f.used = append(f.used, st)
+		}
+	}
+	if g.batch {
+		f.countBatch(g)
+	} else {
+		f.countStats(g)
+	}
+}
+
+// shareAloneRate sets g's rate, and returns the utilisations its freeze
+// leaves on its resources, or raises their peaks itself and returns nil.
+func (f *Fabric) shareAloneRate(g *group) []float64 {
 	ri := g.ri
 	reps, k := g.reps()
 	fst := f.fst
@@ -299,11 +341,7 @@ func (f *Fabric) shareAlone(g *group) {
 		if x := ri.batchLevel * g.share; x != g.rate {
 			f.setRate(g, x)
 		}
-		for j, r := range ri.res {
-			res := f.clearDirs(r)
-			res.peak = max(res.peak, ri.batchPeak[j])
-		}
-		return
+		return ri.batchPeak
 	}
 	if g.n != 1 {
 		// Each resource's weights summed in load order, × k, as the
@@ -332,11 +370,7 @@ func (f *Fabric) shareAlone(g *group) {
 		f.setRate(g, x)
 	}
 	if g.n == 1 && x == ri.loneX {
-		for j, r := range ri.res {
-			res := f.clearDirs(r)
-			res.peak = max(res.peak, ri.lonePeak[j])
-		}
-		return
+		return ri.lonePeak
 	}
 	for _, r := range ri.res {
 		fst[r].rem = f.res[r].cap
@@ -346,17 +380,21 @@ func (f *Fabric) shareAlone(g *group) {
 			fst[l.r].rem -= l.w * x * k
 		}
 	}
-	for _, r := range ri.res {
-		f.clearRes(r)
-	}
-	if g.batch && g.cap == 0 {
+	// The peaks as clearRes raises them.
+	keep := g.batch && g.cap == 0
+	if keep {
 		ri.batchN, ri.batchLevel = g.n, level
 		ri.batchPeak = ri.batchPeak[:0]
-		for _, r := range ri.res {
-			c := f.res[r].cap
-			ri.batchPeak = append(ri.batchPeak, (c-fst[r].rem)/c)
+	}
+	for _, r := range ri.res {
+		res := &f.res[r]
+		p := (res.cap - fst[r].rem) / res.cap
+		res.peak = max(res.peak, p)
+		if keep {
+			ri.batchPeak = append(ri.batchPeak, p)
 		}
 	}
+	return nil
 }
 
 // endTime is when bytes at rate, from now, are through; sim.Forever when
