@@ -143,6 +143,9 @@ type Fabric struct {
 	// recompute's shareLone counted its groups' flows and rates on the
 	// link counters.
 	loneWithin, counted bool
+	// extra are the groups alone on their resources, not started, that
+	// loneChanges found on changed resources.
+	extra []*group
 	// batched counts the flows that joined a batch (batchJoin), batches
 	// the batches with flows.
 	batched uint64

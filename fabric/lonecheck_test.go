@@ -2,19 +2,15 @@ package fabric
 
 import "testing"
 
-// loneChangesByMembers is loneChanges as it first was: each started
-// flow's group alone on its resources by their members, and every
-// changed resource's members with flows among those groups. It marks
-// nothing (a map of the groups it found alone), so that loneChanges
-// can run after it on the same state.
+// loneChangesByMembers is what loneChanges answers, from the resources'
+// members: each started flow's group alone on its resources, and every
+// changed resource's members with flows one group alone on its
+// resources (started, or not: loneExtras). It marks nothing (a map of
+// the groups it found alone), so that loneChanges can run after it on
+// the same state.
 func loneChangesByMembers(f *Fabric) bool {
 	lone := map[*group]bool{}
-	n := 0
-	for _, fl := range f.startedFlows {
-		g := fl.g
-		if fl.state != flowActive || lone[g] {
-			continue
-		}
+	alone := func(g *group) bool {
 		for _, ld := range g.loads {
 			for _, m := range f.res[ld.r].members {
 				if m != g && m.n > 0 {
@@ -22,26 +18,78 @@ func loneChangesByMembers(f *Fabric) bool {
 				}
 			}
 		}
+		return true
+	}
+	for _, fl := range f.startedFlows {
+		g := fl.g
+		if fl.state != flowActive || lone[g] {
+			continue
+		}
+		if !alone(g) {
+			return false
+		}
 		lone[g] = true
-		n++
 	}
 	for _, r := range f.changedRes {
 		for _, m := range f.res[r].members {
 			if m.n > 0 && !lone[m] {
-				return false
+				if !loneExtrasOn || !alone(m) {
+					return false
+				}
+				lone[m] = true
 			}
 		}
 	}
-	return n == len(f.groups) || !f.withinAll()
+	return len(lone) == len(f.groups) || !f.withinAll()
+}
+
+// componentOrder is the resources that component discovers from the
+// changed resources (purged) and the started flows, in its order; every
+// group found alone, it stops after the changed resources.
+func componentOrder(f *Fabric) []int32 {
+	var comp []int32
+	seen, marked := map[int32]bool{}, map[*group]bool{}
+	add := func(g *group) {
+		marked[g] = true
+		for _, ld := range g.loads {
+			if !seen[ld.r] {
+				seen[ld.r] = true
+				comp = append(comp, ld.r)
+			}
+		}
+	}
+	for _, r := range f.changedRes {
+		seen[r] = true
+		comp = append(comp, r)
+	}
+	nchanged := len(comp)
+	for _, fl := range f.startedFlows {
+		if fl.state == flowActive && !marked[fl.g] {
+			add(fl.g)
+		}
+	}
+	for i := 0; i < len(comp); i++ {
+		if len(marked) == len(f.groups) && i >= nchanged {
+			break
+		}
+		for _, g := range f.res[comp[i]].members {
+			if g.n > 0 && !marked[g] {
+				add(g)
+			}
+		}
+	}
+	return comp
 }
 
 // TestLoneChangesByCounts: loneChanges, which reads the resources'
 // counts of loads, answers at every recompute what the members say
 // (loneChangesByMembers), over the random runs of TestLoneSameRun
 // (hooked and not, grouped and not, batches split), both ways many
-// times.
+// times; and where shareLone makes the component that holds every
+// group, it is component's, in component's order (componentOrder).
 func TestLoneChangesByCounts(t *testing.T) {
-	defer func(g int) { loneChangesRef, groupMin = nil, g }(groupMin)
+	defer func(g int) { loneChangesRef, allResRef, groupMin = nil, nil, g }(groupMin)
+	allResRef = componentOrder
 	var yes, no int
 	loneChangesRef = func(f *Fabric) bool {
 		ok := loneChangesByMembers(f)

@@ -166,22 +166,25 @@ var loneShortcut = true
 // loneChanges reports whether every group that the recompute would share
 // anew is alone on its resources: each started flow's group is the only
 // group with flows on every resource it loads, and every changed
-// resource carries no group but those (a flow that ended was alone on
-// its resources). It marks the started flows' groups (group.lone) with
-// the recompute's count. When it also holds that the component the
+// resource carries no group but one alone on its resources: a started
+// one, or one whose flows did not change (f.extra: a flow that shared
+// its resources ended). It marks those groups (group.lone) with the
+// recompute's count. When it also holds that the component the
 // recompute would share holds no other group (withinAll shares the last
 // discovered component whole, and that may hold groups of other
 // components), shareLone gives every rate, end and counter that the
-// filling would.
+// filling would: a group alone on its resources gets the same rate from
+// a filling whatever else it shares (shareLone), started or not.
 //
 // It reads the resources' counts of loads of groups with flows
-// (resource.nAll), not their members: a started group g is alone on
-// resource r when r's count is g's own loads on r (routeInfo.resLoads).
-// Each changed resource with a count is then either one of a lone
+// (resource.nAll), not their members: a group g is alone on resource r
+// when r's count is g's own loads on r (routeInfo.resLoads). Each
+// changed resource with a count is then either one of a lone started
 // group's, which are all changed (activate marks them) and no two lone
 // groups share, or one that another group loads: so every changed
-// resource carries no group but the lone ones when the changed
-// resources with a count number exactly the lone groups' resources.
+// resource carries no group but the lone started ones when the changed
+// resources with a count number exactly their resources. Only when they
+// do not does it look for the others (loneExtras).
 func (f *Fabric) loneChanges() bool {
 	stamp, n, owned := f.recomputes, 0, 0
 	for _, fl := range f.startedFlows {
@@ -216,12 +219,52 @@ func (f *Fabric) loneChanges() bool {
 			within = false
 		}
 	}
-	if owned != 0 {
+	f.extra = f.extra[:0]
+	if owned != 0 && !f.loneExtras(stamp) {
 		return false
 	}
+	n += len(f.extra)
 	f.nLone, f.loneWithin = n, within
 	return n == len(f.groups) || !within
 }
+
+// loneExtras reports whether every changed resource with loads carries
+// one group alone on its resources, given that every lone started group
+// is marked (group.lone is stamp); it marks the others and lists them in
+// f.extra. The changed resources are purged: their members have flows.
+func (f *Fabric) loneExtras(stamp uint64) bool {
+	if !loneExtrasOn {
+		return false
+	}
+	for _, r := range f.changedRes {
+		res := &f.res[r]
+		if res.nAll == 0 {
+			continue
+		}
+		// Alone on r if on all its resources: then r's members are it.
+		g := res.members[0]
+		if g.lone == stamp {
+			continue
+		}
+		ri := g.ri
+		for j, r := range ri.res {
+			if f.res[r].nAll != ri.resLoads[j] {
+				return false
+			}
+		}
+		g.lone = stamp
+		f.extra = append(f.extra, g)
+	}
+	return true
+}
+
+// allResRef, when a test sets it, gives the resources that component
+// would discover, in its order, for shareLone to compare its own with.
+var allResRef func(*Fabric) []int32
+
+// loneExtrasOn turns on loneExtras. (A variable so that tests can check
+// that sharing anew the groups it finds changes nothing.)
+var loneExtrasOn = true
 
 // loneChangesChecked is loneChanges, compared with loneChangesRef's
 // answer when a test sets it.
@@ -264,11 +307,26 @@ func (f *Fabric) shareLone() {
 	} else if !f.loneWithin {
 		// component would discover every group, and keep the
 		// component in discovery order as the one that holds them all:
-		// The changed resources, as the started flows' are among them
-		// (withinAll).
+		// the changed resources, as the started flows' are among them
+		// (withinAll), then the other resources of the groups found on
+		// them (f.extra, in the order it finds them), each group's in
+		// load order.
 		comp := append(f.allRes[:0], f.changedRes...)
 		for _, r := range comp {
 			f.res[r].allEpoch = ep
+		}
+		for _, g := range f.extra {
+			for _, ld := range g.loads {
+				if res := &f.res[ld.r]; res.allEpoch != ep {
+					res.allEpoch = ep
+					comp = append(comp, ld.r)
+				}
+			}
+		}
+		if allResRef != nil {
+			if want := allResRef(f); !slices.Equal(comp, want) {
+				panic(fmt.Sprintf("fabric: shareLone's component %v, component's %v", comp, want))
+			}
 		}
 		f.allEpoch, f.allRes = ep, comp
 	}
@@ -294,6 +352,13 @@ func (f *Fabric) shareLone() {
 		cg = append(cg, g)
 		f.shareAlone(g)
 	}
+	for i, g := range f.extra {
+		g.mark = ep
+		cg = append(cg, g)
+		f.shareAlone(g)
+		f.extra[i] = nil
+	}
+	f.extra = f.extra[:0]
 	f.compGroups, f.someGroups = cg, cg
 	f.counted = true
 }
