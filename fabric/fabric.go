@@ -141,8 +141,9 @@ type Fabric struct {
 	lones uint64
 	// loneWithin is withinAll, as loneChanges found it; counted: this
 	// recompute's shareLone counted its groups' flows and rates on the
-	// link counters.
-	loneWithin, counted bool
+	// link counters; purged: its loneChanges purged every changed
+	// resource.
+	loneWithin, counted, purged bool
 	// extra are the groups alone on their resources, not started, that
 	// loneChanges found on changed resources.
 	extra []*group

@@ -259,8 +259,11 @@ func (fl *Flow) activate() {
 // onTimer ends every active flow whose end is now, in activation order.
 func (f *Fabric) onTimer() {
 	now := f.eng.Now()
-	ending := f.ending[:0]
+	f.ending = f.ending[:0]
 	emptied := false
+	// (The flows that end go straight to f.ending, not to a local
+	// slice, whose three words the loop over every group of a busy
+	// fabric would otherwise keep on the stack at each step.)
 	for _, g := range f.groups {
 		if g.next <= now {
 			if g.batch && wholeBatches {
@@ -271,7 +274,7 @@ func (f *Fabric) onTimer() {
 				if g.endOf(g.members[0]) <= now {
 					for i, fl := range g.members {
 						f.countLoads(fl, -1)
-						ending = append(ending, fl)
+						f.ending = append(f.ending, fl)
 						g.members[i] = nil
 					}
 					g.members, g.n, g.newTop = g.members[:0], 0, true
@@ -280,7 +283,7 @@ func (f *Fabric) onTimer() {
 			for len(g.members) > 0 && g.endOf(g.members[0]) <= now {
 				fl := g.pop()
 				f.countLoads(fl, -1)
-				ending = append(ending, fl)
+				f.ending = append(f.ending, fl)
 			}
 			// Its resources marked changed and, if g is empty now, its
 			// loads taken off their counts, in one pass.
@@ -305,6 +308,7 @@ func (f *Fabric) onTimer() {
 			}
 		}
 	}
+	ending := f.ending
 	if emptied {
 		f.groups = live(f.groups)
 	}

@@ -60,7 +60,7 @@ func (f *Fabric) recompute() {
 	}
 	f.last = now
 
-	f.rateChanged, f.counted = false, false
+	f.rateChanged, f.counted, f.purged = false, false, false
 	if loneShortcut && f.loneChangesChecked() {
 		f.lones++
 		f.shareLone()
@@ -205,13 +205,10 @@ func (f *Fabric) loneChanges() bool {
 	// In the same pass, each changed resource purged (as component
 	// would, which so finds it done if this recompute takes the filling)
 	// and withinAll's test.
-	within, purge := f.allEpoch != 0, f.freeGroups.waiting() > 0
+	within, drop := f.allEpoch != 0, f.emptied()
 	for _, r := range f.changedRes {
+		f.purge(r, drop)
 		res := &f.res[r]
-		res.changedMark = false
-		if purge {
-			res.members = live(res.members)
-		}
 		if res.nAll != 0 {
 			owned--
 		}
@@ -219,6 +216,7 @@ func (f *Fabric) loneChanges() bool {
 			within = false
 		}
 	}
+	f.purged = true
 	f.extra = f.extra[:0]
 	if owned != 0 && !f.loneExtras(stamp) {
 		return false
@@ -498,7 +496,8 @@ func (f *Fabric) arm(t sim.Time) {
 // the resources it visits, and clears the changed resources.
 func (f *Fabric) component() {
 	f.epoch++
-	ep := f.epoch
+	// (Resources loneChanges purged need it no more.)
+	ep, drop := f.epoch, f.emptied() && !f.purged
 	if f.withinAll() {
 		// Every change is within the component that held every group at
 		// the last discovery: share that one again. Ends since may have
@@ -509,7 +508,7 @@ func (f *Fabric) component() {
 			f.res[r].epoch = ep
 		}
 		for _, r := range f.changedRes {
-			f.purge(r)
+			f.purge(r, drop)
 		}
 		f.changedRes = f.changedRes[:0]
 		f.comp, f.compGroups = comp, f.groups
@@ -543,7 +542,7 @@ func (f *Fabric) component() {
 			break
 		}
 		if i < nchanged {
-			f.purge(comp[i])
+			f.purge(comp[i], drop)
 		}
 		for _, g := range f.res[comp[i]].members {
 			if g.mark == ep {
@@ -586,17 +585,19 @@ func (f *Fabric) component() {
 	f.compGroups, f.someGroups = cg, cg
 }
 
-// purge clears changed resource r's mark and drops its emptied groups.
-func (f *Fabric) purge(r int32) {
+// purge clears changed resource r's mark and, if drop, drops its
+// emptied groups. drop is whether any group emptied since the last
+// recompute, which dropped those emptied before it (emptied).
+func (f *Fabric) purge(r int32, drop bool) {
 	res := &f.res[r]
 	res.changedMark = false
-	if f.freeGroups.waiting() == 0 {
-		// No group emptied since the last recompute, which dropped
-		// those emptied before it.
-		return
+	if drop {
+		res.members = live(res.members)
 	}
-	res.members = live(res.members)
 }
+
+// emptied reports whether any group emptied since the last recompute.
+func (f *Fabric) emptied() bool { return f.freeGroups.waiting() > 0 }
 
 // withinAll reports whether the last discovery found every group in one
 // component and every resource changed since is one of its resources.
