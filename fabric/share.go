@@ -203,14 +203,22 @@ func (f *Fabric) loneChanges() bool {
 		owned += len(ri.res)
 	}
 	// In the same pass, each changed resource purged (as component
-	// would, which so finds it done if this recompute takes the filling)
-	// and withinAll's test.
+	// would, which so finds it done if this recompute takes the
+	// filling), withinAll's test, and the counters of those left with no
+	// loads (of ended flows) cleared, as shareLone or the filling
+	// (clearStats) would clear them: an empty resource's peak is
+	// unchanged, clearRes would raise it to (cap − cap) / cap, +0, and a
+	// peak is never below +0 (max(+0, −0) is +0). (The filling clears
+	// them again, and the order in which the link directions enter
+	// Fabric.used changes nothing.)
 	within, drop := f.allEpoch != 0, f.emptied()
 	for _, r := range f.changedRes {
 		f.purge(r, drop)
 		res := &f.res[r]
 		if res.nAll != 0 {
 			owned--
+		} else {
+			f.clearDirs(r)
 		}
 		if res.allEpoch != f.allEpoch {
 			within = false
@@ -328,17 +336,9 @@ func (f *Fabric) shareLone() {
 		}
 		f.allEpoch, f.allRes = ep, comp
 	}
-	// The changed resources, purged by loneChanges: those of ended flows
-	// left with none (no loads counted) have their counters cleared, the
-	// others are a started group's, which shareAlone clears. An empty
-	// resource's peak is unchanged: clearRes would raise it to
-	// (cap − cap) / cap, +0, and a peak is never below +0 (max(+0, −0)
-	// is +0).
-	for _, r := range f.changedRes {
-		if f.res[r].nAll == 0 {
-			f.clearDirs(r)
-		}
-	}
+	// The changed resources: loneChanges purged them and cleared the
+	// counters of those left with no loads; the others are a lone
+	// group's, which shareAlone clears.
 	f.changedRes = f.changedRes[:0]
 	cg := f.someGroups[:0]
 	for _, fl := range f.startedFlows {
