@@ -56,9 +56,10 @@
 //     group summed flow by flow: the same arithmetic). A group keeps its
 //     own progress and a heap of its flows by remaining bytes, so an end
 //     costs O(log n). When every change is a flow alone on its resources
-//     (or the end of one), the recompute takes the rate the filling would
-//     give it in closed form, with the filling's operations, and fills
-//     nothing. A recompute's cost is O(G) for G
+//     (or the end of one, leaving its resources empty or to one group
+//     alone on its own), the recompute takes the rates the filling would
+//     give those groups in closed form, with the filling's operations,
+//     and fills nothing. A recompute's cost is O(G) for G
 //     groups (their progress, the earliest end) plus, for the component's
 //     Gc groups of at most H loads and Rc resources, O(Gc·H) to freeze
 //     and count the link directions, O(Gc·H) to set up (O(Rc) when every

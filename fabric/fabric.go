@@ -117,9 +117,9 @@ type Fabric struct {
 	nActive     int
 	groupByHash map[uint64]*group // chained by group.sameHash; lookup only, never iterated
 	groupSeq    uint64
-	// emptied are groups emptied since the last recompute, freeGroups
-	// those free to reuse.
-	emptied, freeGroups []*group
+	// freeGroups are the groups emptied, reusable once a recompute has
+	// run since (pool.ready).
+	freeGroups pool[group]
 	// last is when the active flows' progress and the link counters were
 	// last brought up to date.
 	last sim.Time
@@ -139,6 +139,14 @@ type Fabric struct {
 	// holds; lones counts the recomputes that took shareLone.
 	nLone int
 	lones uint64
+	// loneWithin is withinAll, as loneChanges found it; counted: this
+	// recompute's shareLone counted its groups' flows and rates on the
+	// link counters; purged: its loneChanges purged every changed
+	// resource.
+	loneWithin, counted, purged bool
+	// extra are the groups alone on their resources, not started, that
+	// loneChanges found on changed resources.
+	extra []*group
 	// batched counts the flows that joined a batch (batchJoin), batches
 	// the batches with flows.
 	batched uint64
@@ -176,14 +184,14 @@ type Fabric struct {
 	scan     bool    // fill scans live instead of keeping heap
 	moved    []int32 // resources whose level changed in this filling step
 	capped   []*group
-	// used are the link-direction slots (link index*2 + dir) that carried
-	// flows at the last recompute, or still do; dirState.inUsed marks them.
-	used   []int32
+	// used are the link directions that carried flows at the last
+	// recompute, or still do; dirState.inUsed marks them.
+	used   []*dirState
 	ending []*Flow
 
-	// released are the flows given back since the last recompute;
-	// freeFlows those free to reuse (Release).
-	released, freeFlows []*Flow
+	// freeFlows are the flows given back (Release), reusable once a
+	// recompute has run since.
+	freeFlows pool[Flow]
 
 	// routes caches finished routes by (from, to) node index, at most
 	// routeCacheMax of them; toward holds the distance arrays of at most

@@ -19,7 +19,8 @@ type Flow struct {
 	done sim.Completion
 }
 
-// flowFields are a Flow's fields that Start sets anew, all of them.
+// flowFields are a Flow's fields that Start sets anew (those that a
+// released flow holds otherwise than a new one).
 type flowFields struct {
 	fab   *Fabric
 	name  string
@@ -117,13 +118,19 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	if bytes < 0 {
 		panic(fmt.Sprintf("fabric: flow %q: negative size %d", name, bytes))
 	}
-	fl := reuse(&f.freeFlows)
-	fl.flowFields = flowFields{
-		fab:   f,
-		name:  name,
-		bytes: bytes,
-		start: f.eng.Now(),
+	fl := f.freeFlows.take()
+	if resetFlows {
+		fl.flowFields = flowFields{}
 	}
+	if checkFreed && (fl.g != nil || fl.offset != 0 || fl.rated) {
+		panic("fabric: a released flow holds state of its past life")
+	}
+	// The fields a released flow holds otherwise than a new one: finish
+	// left g nil, offset 0 and rated false; activate sets seq and summed
+	// before any use, finish endAt (End reads it once done).
+	now := f.eng.Now()
+	fl.fab, fl.name, fl.bytes, fl.cap, fl.tag = f, name, bytes, 0, nil
+	fl.state, fl.start, fl.activeAt = flowLatency, now, 0
 	f.eng.InitCompletion(&fl.done, "flow ", name)
 	ri := f.info(name, r)
 	fl.ri, fl.route.Hops, fl.loads, fl.share = ri, ri.hops, ri.loads, ri.share
@@ -136,6 +143,11 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	f.eng.At(fl.start+lat, f.activateFn)
 	return fl
 }
+
+// resetFlows makes Start clear every field of a released flow it
+// reuses, as it once did. (A variable so that tests can check that the
+// fields Start leaves as a released flow has them change nothing.)
+var resetFlows = false
 
 // latentFlow is a flow paying its latency, which ends at at.
 type latentFlow struct {
@@ -214,18 +226,30 @@ func (fl *Flow) activate() {
 	fl.seq = f.actSeq
 	f.nActive++
 	g := f.join(fl)
-	if g.n == 1 {
+	// In one pass over the loads, each resource's own updates in the
+	// order of separate passes: a new group joins the members and the
+	// counts of loads; fl's loads go in the kept sums (countLoads, as
+	// float64(+1) × (w × share) is w × share); and the resources are
+	// marked changed, but by a batch's later flows (its first flow
+	// marked them at this instant).
+	fl.summed = fl.cap == 0 && fl.ri.summable
+	if !fl.summed {
+		f.unsummed++
+	}
+	if added, mark := g.n == 1, !g.batch; added || fl.summed || mark {
 		for _, ld := range g.loads {
 			r := &f.res[ld.r]
-			r.members = append(r.members, g)
-			r.nAll++
-		}
-	}
-	f.countLoads(fl, +1)
-	if !g.batch {
-		// A batch's first flow marked its resources at this instant.
-		for _, ld := range g.loads {
-			f.changed(ld.r)
+			if added {
+				r.members = append(r.members, g)
+				r.nAll++
+			}
+			if fl.summed {
+				r.wAll += ld.w * fl.share
+			}
+			if mark && !r.changedMark {
+				r.changedMark = true
+				f.changedRes = append(f.changedRes, ld.r)
+			}
 		}
 	}
 	f.startedFlows = append(f.startedFlows, fl)
@@ -235,37 +259,62 @@ func (fl *Flow) activate() {
 // onTimer ends every active flow whose end is now, in activation order.
 func (f *Fabric) onTimer() {
 	now := f.eng.Now()
-	ending := f.ending[:0]
+	f.ending = f.ending[:0]
 	emptied := false
+	// (The flows that end go straight to f.ending, not to a local
+	// slice, whose three words the loop over every group of a busy
+	// fabric would otherwise keep on the stack at each step.)
 	for _, g := range f.groups {
 		if g.next <= now {
+			if g.batch && wholeBatches {
+				// A batch's flows all have offset 0, so they end
+				// together, and they were pushed in activation order,
+				// each at the end of the heap: its members are in the
+				// order that popping them gives.
+				if g.endOf(g.members[0]) <= now {
+					for i, fl := range g.members {
+						f.countLoads(fl, -1)
+						f.ending = append(f.ending, fl)
+						g.members[i] = nil
+					}
+					g.members, g.n, g.newTop = g.members[:0], 0, true
+				}
+			}
 			for len(g.members) > 0 && g.endOf(g.members[0]) <= now {
 				fl := g.pop()
 				f.countLoads(fl, -1)
-				ending = append(ending, fl)
+				f.ending = append(f.ending, fl)
 			}
+			// Its resources marked changed and, if g is empty now, its
+			// loads taken off their counts, in one pass.
+			gone := g.n == 0
 			for _, ld := range g.loads {
-				f.changed(ld.r)
+				r := &f.res[ld.r]
+				if !r.changedMark {
+					r.changedMark = true
+					f.changedRes = append(f.changedRes, ld.r)
+				}
+				if gone {
+					r.nAll--
+				}
 			}
-			if g.n == 0 {
+			if gone {
 				if g.batch {
 					g.batch = false
 					f.batches--
-				}
-				for _, ld := range g.loads {
-					f.res[ld.r].nAll--
 				}
 				f.unregister(g)
 				emptied = true
 			}
 		}
 	}
+	ending := f.ending
 	if emptied {
 		f.groups = live(f.groups)
 	}
 	// Activation order, as the flows of one group end in the order of
 	// their remaining bytes.
-	if len(ending) > 1 {
+	if len(ending) > 1 && !bySeq(ending) {
 		slices.SortFunc(ending, func(a, b *Flow) int { return cmp.Compare(a.seq, b.seq) })
 	}
 	f.nActive -= len(ending)
@@ -279,6 +328,22 @@ func (f *Fabric) onTimer() {
 	// the ends and the starts (a closed loop costs one recompute per
 	// instant, not two).
 	f.markDirty()
+}
+
+// wholeBatches makes onTimer take a batch's ending members at once;
+// false, it pops them one by one, as any group's. (A variable for
+// tests.)
+var wholeBatches = true
+
+// bySeq reports whether flows are in activation order already (those of
+// one batch are), which a loop tells for less than the sort's calls.
+func bySeq(flows []*Flow) bool {
+	for i := 1; i < len(flows); i++ {
+		if flows[i-1].seq > flows[i].seq {
+			return false
+		}
+	}
+	return true
 }
 
 // finish marks fl done now; it is no longer in the active set.
@@ -307,7 +372,7 @@ func (f *Fabric) Release(fl *Flow) {
 		return
 	}
 	fl.state = flowReleased
-	f.released = append(f.released, fl)
+	f.freeFlows.put(fl)
 }
 
 // Name is the name given at Start.

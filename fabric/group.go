@@ -149,14 +149,20 @@ func (f *Fabric) join(fl *Flow) *group {
 		return g
 	}
 	f.groupSeq++
-	g := reuse(&f.freeGroups)
-	g.groupFields = groupFields{
-		hops: fl.route.Hops, cap: fl.cap, share: fl.share,
-		seq: f.groupSeq, left: float64(fl.bytes), setAt: f.eng.Now(), leftAt: float64(fl.bytes),
-		next: sim.Forever, members: g.members[:0], born: f.recomputes,
+	g := f.freeGroups.take()
+	if checkFreed && !freedGroup(g) {
+		panic("fabric: a freed group holds state of its past life")
 	}
+	if resetGroups {
+		g.groupFields = groupFields{members: g.members[:0]}
+	}
+	// The fields that a freed group holds otherwise than a new one; the
+	// others are as a new group's (freedGroup says why).
 	ri := fl.ri
-	g.ri, g.loads, g.dirs, g.unitLoads = ri, ri.loads, ri.dirs, ri.unitLoads
+	g.ri, g.hops, g.loads, g.dirs, g.unitLoads = ri, ri.hops, ri.loads, ri.dirs, ri.unitLoads
+	g.cap, g.share, g.seq, g.born = fl.cap, fl.share, f.groupSeq, f.recomputes
+	g.rate, g.left, g.leftAt, g.setAt = 0, float64(fl.bytes), float64(fl.bytes), f.eng.Now()
+	g.next, g.members = sim.Forever, g.members[:0]
 	if f.hashed {
 		if f.nActive <= groupMin {
 			// Not computed for a lookup.
@@ -224,7 +230,7 @@ func (f *Fabric) split(g *group) {
 	parts = append(parts, g)
 	for _, fl := range flows[1:] {
 		f.groupSeq++
-		p := reuse(&f.freeGroups)
+		p := f.freeGroups.take()
 		members := p.members[:0]
 		p.groupFields = g.groupFields
 		p.seq = f.groupSeq
@@ -286,7 +292,7 @@ func (f *Fabric) hashAll() {
 // recompute (reuseGroups). When the last registered group goes, groups
 // are registered again only from the next join above groupMin.
 func (f *Fabric) unregister(g *group) {
-	f.emptied = append(f.emptied, g)
+	f.freeGroups.put(g)
 	if !g.hashed {
 		return
 	}
@@ -392,16 +398,28 @@ func (g *group) pop() *Flow {
 	return top
 }
 
-// reuseGroups makes the groups emptied before this recompute available to
-// join: the recompute has purged them from every resource's members, and
-// nothing else refers to an emptied group.
-func (f *Fabric) reuseGroups() {
-	for i, g := range f.emptied {
-		g.ri, g.hops, g.loads, g.dirs = nil, nil, nil, nil
-		f.freeGroups = append(f.freeGroups, g)
-		f.emptied[i] = nil
-	}
-	f.emptied = f.emptied[:0]
+// resetGroups makes join clear every field of a group it takes from
+// the free ones, as it once did. (A variable so that tests can check that
+// the fields join leaves as a freed group has them change nothing.)
+var resetGroups = false
+
+// checkFreed makes join check every freed group it reuses (freedGroup),
+// and Start every released flow. (A variable for tests.)
+var checkFreed = false
+
+// freedGroup reports whether g, emptied, has the fields that join does
+// not set as a new group has them, or as good as: n 0, its members none
+// (push sets n and newTop); not hashed (unregister clears it) nor a
+// batch (onTimer clears it when the batch empties); no changed rate
+// (every recompute clears it for the groups whose rate it set, and a
+// group's rate is set only by a recompute). Its hash and sameHash are
+// set by register before any use, its topOffset when newTop is handled,
+// before any use. Its mark, frozenAt (recompute epochs) and lone (a
+// count of recomputes) are older than the recompute that freed it, which
+// neither marked it (it had no flows) nor, being past, will any later
+// one: the values the checks compare them with only grow.
+func freedGroup(g *group) bool {
+	return g.n == 0 && len(g.members) == 0 && !g.hashed && !g.batch && !g.changed
 }
 
 // countLoads adds (sign +1) or takes away (−1) flow fl, which joins or
@@ -428,16 +446,40 @@ func (f *Fabric) countLoads(fl *Flow, sign int32) {
 // every partial sum below 2^53, and so exact, up to 2^33 flows.
 const summedTermMax = 1 << 20
 
-// reuse takes the last of free, or a new T when free is empty: the
-// caller sets every field.
-func reuse[T any](free *[]*T) *T {
-	n := len(*free)
-	if n == 0 {
+// pool holds the flows or groups given back, of which the first ready
+// may be reused now; the others wait for the next recompute (release),
+// which drops the fabric's last references to them: it purges emptied
+// groups from the resources' members, and no list of the fabric holds a
+// flow that ended before it. A recompute so makes them all reusable at
+// once, without moving them from list to list.
+type pool[T any] struct {
+	items []*T
+	ready int
+}
+
+// put gives x back; it is reusable after the next recompute.
+func (p *pool[T]) put(x *T) { p.items = append(p.items, x) }
+
+// waiting counts those given back since the last recompute.
+func (p *pool[T]) waiting() int { return len(p.items) - p.ready }
+
+// release makes every one given back reusable: the recompute calls it
+// once done.
+func (p *pool[T]) release() { p.ready = len(p.items) }
+
+// take returns the last reusable one, or a new T when there is none: the
+// caller sets every field that needs it. The last item takes its place
+// (a waiting one stays waiting: it leaves the reusable range with it).
+func (p *pool[T]) take() *T {
+	if p.ready == 0 {
 		return new(T)
 	}
-	x := (*free)[n-1]
-	(*free)[n-1] = nil
-	*free = (*free)[:n-1]
+	i, n := p.ready-1, len(p.items)-1
+	x := p.items[i]
+	p.items[i] = p.items[n]
+	p.items[n] = nil
+	p.items = p.items[:n]
+	p.ready = i
 	return x
 }
 

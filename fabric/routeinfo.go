@@ -30,18 +30,27 @@ type routeInfo struct {
 	// The filling of a flow alone on its resources, uncapped (shareAlone):
 	// its distinct resources in first-load order, the level it freezes
 	// at (the lowest capacity / summed weights of them), its rate there,
-	// and the capacity that freeze leaves on each resource.
-	res     []int32
-	level   float64
-	loneX   float64
-	loneRem []float64
+	// and the utilisation that freeze leaves on each resource
+	// (lonePeak, (capacity − rem) / capacity as clearRes computes it).
+	// resLoads counts the route's loads on each of res (more than 1 where
+	// it crosses a resource twice): a started group is alone on its
+	// resources when their counts of loads (resource.nAll) are its own
+	// (loneChanges).
+	res      []int32
+	level    float64
+	loneX    float64
+	resLoads []int32
+	lonePeak []float64
+	// resDirs are the link directions of res (both for a Shared link's
+	// one resource), whose counters a lone group's recompute clears.
+	resDirs []*dirState
 	// The same for the last batch of flows over the route alone on its
 	// resources, uncapped (shareAlone): its size (0 for none yet), level
-	// and the capacity left on each resource. The only part that
-	// changes, a pure function of the size.
+	// and the utilisation its freeze leaves on each resource. The only
+	// part that changes, a pure function of the size.
 	batchN     int
 	batchLevel float64
-	batchRem   []float64
+	batchPeak  []float64
 
 	// buf backs the slices above for a route of up to infoInline hops,
 	// so that deriving one (a model that looks a route up per flow, or
@@ -52,7 +61,9 @@ type routeInfo struct {
 		loads [2 * infoInline]load
 		dirs  [infoInline]dirLoad
 		res   [2 * infoInline]int32
-		rem   [2 * infoInline]float64
+		cnt   [2 * infoInline]int32
+		peak  [2 * infoInline]float64
+		rdirs [4 * infoInline]*dirState
 	}
 }
 
@@ -186,22 +197,45 @@ func (f *Fabric) newInfo(name string, r Route) *routeInfo {
 	// freezes the flow at the lowest level of its resources.
 	ri.level = math.Inf(1)
 	ri.res = inlineOr(ri.buf.res[:], len(ri.loads))
+	ri.resLoads = inlineOr(ri.buf.cnt[:], len(ri.loads))
 	for i, ld := range ri.loads {
 		if seenLoad(ri.loads[:i], ld.r) {
 			continue
 		}
-		w := 0.0
+		w, c := 0.0, int32(0)
 		for _, l := range ri.loads[i:] {
 			if l.r == ld.r {
 				w += l.w * ri.share * 1
+				c++
 			}
 		}
 		ri.res = append(ri.res, ld.r)
+		ri.resLoads = append(ri.resLoads, c)
 		ri.level = min(ri.level, f.res[ld.r].cap/w)
 	}
 	ri.loneX = ri.level * ri.share
-	ri.loneRem = ri.rems(f, ri.loneX, 1, inlineOr(ri.buf.rem[:], len(ri.res)))
+	ri.lonePeak = ri.peaks(f, ri.rems(f, ri.loneX, 1, inlineOr(ri.buf.peak[:], len(ri.res))))
+	ri.resDirs = inlineOr(ri.buf.rdirs[:], 2*len(ri.res))
+	for _, r := range ri.res {
+		// In clearDirs's order.
+		res := &f.res[r]
+		if res.dirs == 2 {
+			ri.resDirs = append(ri.resDirs, &res.link.dir[0], &res.link.dir[1])
+		} else {
+			ri.resDirs = append(ri.resDirs, &res.link.dir[res.dirs])
+		}
+	}
 	return ri
+}
+
+// peaks makes the capacities rems left on the route's distinct
+// resources their utilisations, by clearRes's operations, in place.
+func (ri *routeInfo) peaks(f *Fabric, rems []float64) []float64 {
+	for j, r := range ri.res {
+		c := f.res[r].cap
+		rems[j] = (c - rems[j]) / c
+	}
+	return rems
 }
 
 // rems are the capacities that the freeze of k flows over the route at

@@ -60,8 +60,8 @@ func (f *Fabric) recompute() {
 	}
 	f.last = now
 
-	f.rateChanged = false
-	if loneShortcut && f.loneChanges() {
+	f.rateChanged, f.counted, f.purged = false, false, false
+	if loneShortcut && f.loneChangesChecked() {
 		f.lones++
 		f.shareLone()
 	} else {
@@ -76,8 +76,9 @@ func (f *Fabric) recompute() {
 	// them all, as it does in a busy fabric.
 	// (A batch's counters in a pass of their own, which keeps the test
 	// for batches out of the pass over every group of a busy fabric.)
-	whole := len(f.compGroups) == len(f.groups) && f.batches == 0
-	if !whole {
+	// (shareLone counted its groups.)
+	whole := len(f.compGroups) == len(f.groups) && f.batches == 0 && !f.counted
+	if !whole && !f.counted {
 		for _, g := range f.compGroups {
 			if g.batch {
 				f.countBatch(g)
@@ -143,13 +144,6 @@ func (f *Fabric) recompute() {
 		started[i] = nil
 	}
 	f.startedFlows = started[:0]
-	// No list of the fabric holds the flows released before now any
-	// more: they can be reused.
-	for i, fl := range f.released {
-		f.freeFlows = append(f.freeFlows, fl)
-		f.released[i] = nil
-	}
-	f.released = f.released[:0]
 	if hooks {
 		for _, g := range f.compGroups {
 			g.changed = false
@@ -159,7 +153,10 @@ func (f *Fabric) recompute() {
 		f.someGroups[i] = nil // drop pointers to groups that may empty
 	}
 	f.compGroups, f.someGroups = nil, f.someGroups[:0]
-	f.reuseGroups()
+	// No list of the fabric holds the flows released before now, or the
+	// groups emptied before now, any more: they can be reused.
+	f.freeFlows.release()
+	f.freeGroups.release()
 }
 
 // loneShortcut turns on shareLone. (A variable so that tests can send
@@ -169,40 +166,128 @@ var loneShortcut = true
 // loneChanges reports whether every group that the recompute would share
 // anew is alone on its resources: each started flow's group is the only
 // group with flows on every resource it loads, and every changed
-// resource carries no group but those (a flow that ended was alone on
-// its resources). It marks the started flows' groups (group.lone) with
-// the recompute's count. When it also holds that the component the
+// resource carries no group but one alone on its resources: a started
+// one, or one whose flows did not change (f.extra: a flow that shared
+// its resources ended). It marks those groups (group.lone) with the
+// recompute's count. When it also holds that the component the
 // recompute would share holds no other group (withinAll shares the last
 // discovered component whole, and that may hold groups of other
 // components), shareLone gives every rate, end and counter that the
-// filling would.
+// filling would: a group alone on its resources gets the same rate from
+// a filling whatever else it shares (shareLone), started or not.
+//
+// It reads the resources' counts of loads of groups with flows
+// (resource.nAll), not their members: a group g is alone on resource r
+// when r's count is g's own loads on r (routeInfo.resLoads). Each
+// changed resource with a count is then either one of a lone started
+// group's, which are all changed (activate marks them) and no two lone
+// groups share, or one that another group loads: so every changed
+// resource carries no group but the lone started ones when the changed
+// resources with a count number exactly their resources. Only when they
+// do not does it look for the others (loneExtras).
 func (f *Fabric) loneChanges() bool {
-	stamp, n := f.recomputes, 0
+	stamp, n, owned := f.recomputes, 0, 0
 	for _, fl := range f.startedFlows {
 		g := fl.g
 		if fl.state != flowActive || g.lone == stamp {
 			continue
 		}
-		for _, ld := range g.loads {
-			for _, m := range f.res[ld.r].members {
-				if m != g && m.n > 0 {
-					return false
-				}
+		ri := g.ri
+		for j, r := range ri.res {
+			if f.res[r].nAll != ri.resLoads[j] {
+				return false
 			}
 		}
 		g.lone = stamp
 		n++
+		owned += len(ri.res)
+	}
+	// In the same pass, each changed resource purged (as component
+	// would, which so finds it done if this recompute takes the
+	// filling), withinAll's test, and the counters of those left with no
+	// loads (of ended flows) cleared, as shareLone or the filling
+	// (clearStats) would clear them: an empty resource's peak is
+	// unchanged, clearRes would raise it to (cap − cap) / cap, +0, and a
+	// peak is never below +0 (max(+0, −0) is +0). (The filling clears
+	// them again, and the order in which the link directions enter
+	// Fabric.used changes nothing.)
+	within, drop := f.allEpoch != 0, f.emptied()
+	for _, r := range f.changedRes {
+		f.purge(r, drop)
+		res := &f.res[r]
+		if res.nAll != 0 {
+			owned--
+		} else {
+			f.clearDirs(r)
+		}
+		if res.allEpoch != f.allEpoch {
+			within = false
+		}
+	}
+	f.purged = true
+	f.extra = f.extra[:0]
+	if owned != 0 && !f.loneExtras(stamp) {
+		return false
+	}
+	n += len(f.extra)
+	f.nLone, f.loneWithin = n, within
+	return n == len(f.groups) || !within
+}
+
+// loneExtras reports whether every changed resource with loads carries
+// one group alone on its resources, given that every lone started group
+// is marked (group.lone is stamp); it marks the others and lists them in
+// f.extra. The changed resources are purged: their members have flows.
+func (f *Fabric) loneExtras(stamp uint64) bool {
+	if !loneExtrasOn {
+		return false
 	}
 	for _, r := range f.changedRes {
-		for _, m := range f.res[r].members {
-			if m.n > 0 && m.lone != stamp {
+		res := &f.res[r]
+		if res.nAll == 0 {
+			continue
+		}
+		// Alone on r if on all its resources: then r's members are it.
+		g := res.members[0]
+		if g.lone == stamp {
+			continue
+		}
+		ri := g.ri
+		for j, r := range ri.res {
+			if f.res[r].nAll != ri.resLoads[j] {
 				return false
 			}
 		}
+		g.lone = stamp
+		f.extra = append(f.extra, g)
 	}
-	f.nLone = n
-	return n == len(f.groups) || !f.withinAll()
+	return true
 }
+
+// allResRef, when a test sets it, gives the resources that component
+// would discover, in its order, for shareLone to compare its own with.
+var allResRef func(*Fabric) []int32
+
+// loneExtrasOn turns on loneExtras. (A variable so that tests can check
+// that sharing anew the groups it finds changes nothing.)
+var loneExtrasOn = true
+
+// loneChangesChecked is loneChanges, compared with loneChangesRef's
+// answer when a test sets it.
+func (f *Fabric) loneChangesChecked() bool {
+	if loneChangesRef == nil {
+		return f.loneChanges()
+	}
+	want := loneChangesRef(f)
+	if got := f.loneChanges(); got != want {
+		panic(fmt.Sprintf("fabric: loneChanges %v, its reference %v", got, want))
+	}
+	return want
+}
+
+// loneChangesRef, when a test sets it, answers what loneChanges must,
+// from the resources' members (the way loneChanges first did).
+var loneChangesRef func(*Fabric) bool
 
 // shareLone is component, fill and clearStats for a recompute whose
 // changes are all lone (loneChanges): each started flow's group alone
@@ -225,28 +310,35 @@ func (f *Fabric) shareLone() {
 		// component would discover the lone groups' resources and the
 		// changed ones, not every group: no component holds them all.
 		f.allEpoch = 0
-	} else if !f.withinAll() {
+	} else if !f.loneWithin {
 		// component would discover every group, and keep the
 		// component in discovery order as the one that holds them all:
-		// The changed resources, as the started flows' are among them
-		// (withinAll).
+		// the changed resources, as the started flows' are among them
+		// (withinAll), then the other resources of the groups found on
+		// them (f.extra, in the order it finds them), each group's in
+		// load order.
 		comp := append(f.allRes[:0], f.changedRes...)
 		for _, r := range comp {
 			f.res[r].allEpoch = ep
 		}
+		for _, g := range f.extra {
+			for _, ld := range g.loads {
+				if res := &f.res[ld.r]; res.allEpoch != ep {
+					res.allEpoch = ep
+					comp = append(comp, ld.r)
+				}
+			}
+		}
+		if allResRef != nil {
+			if want := allResRef(f); !slices.Equal(comp, want) {
+				panic(fmt.Sprintf("fabric: shareLone's component %v, component's %v", comp, want))
+			}
+		}
 		f.allEpoch, f.allRes = ep, comp
 	}
-	// The changed resources: members purged; those of ended flows left
-	// with none have their counters cleared (an empty resource's peak is
-	// unchanged: its load is 0), the others are a started group's, which
-	// shareAlone clears.
-	for _, r := range f.changedRes {
-		f.purge(r)
-		if len(f.res[r].members) == 0 {
-			f.fst[r].rem = f.res[r].cap
-			f.clearRes(r)
-		}
-	}
+	// The changed resources: loneChanges purged them and cleared the
+	// counters of those left with no loads; the others are a lone
+	// group's, which shareAlone clears.
 	f.changedRes = f.changedRes[:0]
 	cg := f.someGroups[:0]
 	for _, fl := range f.startedFlows {
@@ -258,14 +350,50 @@ func (f *Fabric) shareLone() {
 		cg = append(cg, g)
 		f.shareAlone(g)
 	}
+	for i, g := range f.extra {
+		g.mark = ep
+		cg = append(cg, g)
+		f.shareAlone(g)
+		f.extra[i] = nil
+	}
+	f.extra = f.extra[:0]
 	f.compGroups, f.someGroups = cg, cg
+	f.counted = true
 }
 
 // shareAlone sets the rate of g, alone on its resources, as the filling
-// would (shareLone), and its resources' counters and peaks. A group of
-// one uncapped flow, the common case, takes its level, rate and the
-// loads its freeze leaves from its route's info, computed once.
+// would (shareLone), its resources' peaks, and their counters: cleared,
+// then g's flows and rate added (countStats, countBatch), which the
+// recompute so need not add. (No other group's counters share a link
+// direction with g's: every direction that g counts on is one of its
+// resources', and no other group loads them.) A group of one uncapped
+// flow, the common case, takes its level, rate and the loads its freeze
+// leaves from its route's info, computed once.
 func (f *Fabric) shareAlone(g *group) {
+	ri := g.ri
+	if peaks := f.shareAloneRate(g); peaks != nil {
+		for j, r := range ri.res {
+			res := &f.res[r]
+			res.peak = max(res.peak, peaks[j])
+		}
+	}
+	for _, st := range ri.resDirs {
+		st.rate, st.n = 0, 0
+		if !st.inUsed {
+			st.inUsed = true
+			f.used = append(f.used, st)
+		}
+	}
+	if g.batch {
+		f.countBatch(g)
+	} else {
+		f.countStats(g)
+	}
+}
+
+// shareAloneRate sets g's rate, and returns the utilisations its freeze
+// leaves on its resources, or raises their peaks itself and returns nil.
+func (f *Fabric) shareAloneRate(g *group) []float64 {
 	ri := g.ri
 	reps, k := g.reps()
 	fst := f.fst
@@ -276,11 +404,7 @@ func (f *Fabric) shareAlone(g *group) {
 		if x := ri.batchLevel * g.share; x != g.rate {
 			f.setRate(g, x)
 		}
-		for j, r := range ri.res {
-			fst[r].rem = ri.batchRem[j]
-			f.clearRes(r)
-		}
-		return
+		return ri.batchPeak
 	}
 	if g.n != 1 {
 		// Each resource's weights summed in load order, × k, as the
@@ -309,11 +433,7 @@ func (f *Fabric) shareAlone(g *group) {
 		f.setRate(g, x)
 	}
 	if g.n == 1 && x == ri.loneX {
-		for j, r := range ri.res {
-			fst[r].rem = ri.loneRem[j]
-			f.clearRes(r)
-		}
-		return
+		return ri.lonePeak
 	}
 	for _, r := range ri.res {
 		fst[r].rem = f.res[r].cap
@@ -323,16 +443,21 @@ func (f *Fabric) shareAlone(g *group) {
 			fst[l.r].rem -= l.w * x * k
 		}
 	}
-	for _, r := range ri.res {
-		f.clearRes(r)
-	}
-	if g.batch && g.cap == 0 {
+	// The peaks as clearRes raises them.
+	keep := g.batch && g.cap == 0
+	if keep {
 		ri.batchN, ri.batchLevel = g.n, level
-		ri.batchRem = ri.batchRem[:0]
-		for _, r := range ri.res {
-			ri.batchRem = append(ri.batchRem, fst[r].rem)
+		ri.batchPeak = ri.batchPeak[:0]
+	}
+	for _, r := range ri.res {
+		res := &f.res[r]
+		p := (res.cap - fst[r].rem) / res.cap
+		res.peak = max(res.peak, p)
+		if keep {
+			ri.batchPeak = append(ri.batchPeak, p)
 		}
 	}
+	return nil
 }
 
 // endTime is when bytes at rate, from now, are through; sim.Forever when
@@ -371,7 +496,8 @@ func (f *Fabric) arm(t sim.Time) {
 // the resources it visits, and clears the changed resources.
 func (f *Fabric) component() {
 	f.epoch++
-	ep := f.epoch
+	// (Resources loneChanges purged need it no more.)
+	ep, drop := f.epoch, f.emptied() && !f.purged
 	if f.withinAll() {
 		// Every change is within the component that held every group at
 		// the last discovery: share that one again. Ends since may have
@@ -382,7 +508,7 @@ func (f *Fabric) component() {
 			f.res[r].epoch = ep
 		}
 		for _, r := range f.changedRes {
-			f.purge(r)
+			f.purge(r, drop)
 		}
 		f.changedRes = f.changedRes[:0]
 		f.comp, f.compGroups = comp, f.groups
@@ -416,7 +542,7 @@ func (f *Fabric) component() {
 			break
 		}
 		if i < nchanged {
-			f.purge(comp[i])
+			f.purge(comp[i], drop)
 		}
 		for _, g := range f.res[comp[i]].members {
 			if g.mark == ep {
@@ -459,17 +585,19 @@ func (f *Fabric) component() {
 	f.compGroups, f.someGroups = cg, cg
 }
 
-// purge clears changed resource r's mark and drops its emptied groups.
-func (f *Fabric) purge(r int32) {
+// purge clears changed resource r's mark and, if drop, drops its
+// emptied groups. drop is whether any group emptied since the last
+// recompute, which dropped those emptied before it (emptied).
+func (f *Fabric) purge(r int32, drop bool) {
 	res := &f.res[r]
 	res.changedMark = false
-	if len(f.emptied) == 0 {
-		// No group emptied since the last recompute, which dropped
-		// those emptied before it.
-		return
+	if drop {
+		res.members = live(res.members)
 	}
-	res.members = live(res.members)
 }
+
+// emptied reports whether any group emptied since the last recompute.
+func (f *Fabric) emptied() bool { return f.freeGroups.waiting() > 0 }
 
 // withinAll reports whether the last discovery found every group in one
 // component and every resource changed since is one of its resources.

@@ -43,16 +43,17 @@ func (f *Fabric) Stats(l *Link) LinkStats { return l.Stats() }
 // crosses any more.
 func (f *Fabric) advanceStats(dt sim.Time) {
 	kept := f.used[:0]
-	for _, u := range f.used {
-		st := &f.links[u/2].dir[u%2]
+	for _, st := range f.used {
 		st.bytes += st.rate * float64(dt) / float64(sim.Second)
 		if st.n > 0 {
 			st.busy += dt
-			kept = append(kept, u)
+			kept = append(kept, st)
 		} else {
 			st.inUsed = false
 		}
 	}
+	// (The tail keeps pointers into the fabric's own links: nothing
+	// for the collector to free.)
 	f.used = kept
 }
 
@@ -82,6 +83,13 @@ func (f *Fabric) clearStats() {
 // clearRes clears the counters of resource r's link directions and
 // raises its peak to the load its filling state leaves on it.
 func (f *Fabric) clearRes(r int32) {
+	res := f.clearDirs(r)
+	res.peak = max(res.peak, (res.cap-f.fst[r].rem)/res.cap)
+}
+
+// clearDirs clears the counters of resource r's link directions, and
+// returns r.
+func (f *Fabric) clearDirs(r int32) *resource {
 	res := &f.res[r]
 	l := res.link
 	if res.dirs == 2 {
@@ -90,7 +98,7 @@ func (f *Fabric) clearRes(r int32) {
 	} else {
 		f.clearDir(l, int(res.dirs))
 	}
-	res.peak = max(res.peak, (res.cap-f.fst[r].rem)/res.cap)
+	return res
 }
 
 func (f *Fabric) clearDir(l *Link, d int) {
@@ -98,7 +106,7 @@ func (f *Fabric) clearDir(l *Link, d int) {
 	st.rate, st.n = 0, 0
 	if !st.inUsed {
 		st.inUsed = true
-		f.used = append(f.used, int32(l.index*2+d))
+		f.used = append(f.used, st)
 	}
 }
 
