@@ -222,6 +222,10 @@ type Chan struct {
 	irqCond             *sim.Cond
 	irqFreed, irqActive bool
 	irqRunning          bool
+	// msiFn and unmaskFn (bound once) are the arrivals of an MSI at the
+	// CPU and of the handler's unmask at the engine, so that an
+	// interrupt makes no closure.
+	msiFn, unmaskFn func()
 }
 
 // slot is the model's record of one ring entry.
@@ -592,14 +596,21 @@ func (ch *Chan) FreeIRQ(p *sim.Proc) {
 
 // unmask re-enables the vector with an MMIO write from p.
 func (ch *Chan) unmask(p *sim.Proc) {
-	ch.eng().After(ch.c.oneWay, func() {
-		ch.masked = false
-		if ch.pending {
-			ch.pending = false
-			ch.raise()
-		}
-	})
+	if ch.unmaskFn == nil {
+		ch.unmaskFn = ch.unmasked
+	}
+	ch.eng().After(ch.c.oneWay, ch.unmaskFn)
 	p.Sleep(ch.t.MMIOWrite)
+}
+
+// unmasked is the handler's unmask arriving at the engine: an event that
+// completed while masked sends its MSI now.
+func (ch *Chan) unmasked() {
+	ch.masked = false
+	if ch.pending {
+		ch.pending = false
+		ch.raise()
+	}
 }
 
 // Terminate stops the engine (dmaengine_terminate_sync) with an MMIO

@@ -481,11 +481,15 @@ func (c *Cond) Signal() {
 
 // Broadcast wakes every waiting process, in the order they began to wait.
 func (c *Cond) Broadcast() {
+	// wake only schedules each resume, so no process can wait on c
+	// meanwhile, and the list is kept for the next waits: a process
+	// waiting on one condition over and over makes no garbage.
 	ws := c.waiters
-	c.waiters = nil
 	for _, p := range ws {
 		p.wake()
 	}
+	clear(ws)
+	c.waiters = ws[:0]
 }
 
 func (e *Engine) removeLive(p *process) {
