@@ -27,23 +27,11 @@ type Engine struct {
 	// ones, which is (time, sequence number) order without the heap's
 	// work for the lane's events. The lane is empty whenever the clock
 	// moves.
-	//
-	// The heap holds each event's (time, sequence number) beside its
-	// pointer, so that sifting compares within the one array and moves
-	// no event. Cancel leaves a heap event's entry in place and frees the
-	// event: the entry is stale once its sequence number is no longer its
-	// event's (a freed event's is 0, a reused one's larger), and is
-	// dropped when it comes to the top, or when stale entries are half of
-	// the heap (compact). The top entry is never stale. Entries are
-	// unique by (time, sequence number), so the order events leave the
-	// heap in is that order, whatever its shape.
-	queue       []entry
-	stale       int    // stale entries in queue
-	compactions uint64 // times compact dropped them (for tests)
-	lane        []*event
-	laneHead    int
-	free        []*event
-	rng         *rand.Rand
+	queue    []*event
+	lane     []*event
+	laneHead int
+	free     []*event
+	rng      *rand.Rand
 
 	running *process // the process executing now, nil in event context
 	live    []*process
@@ -72,26 +60,14 @@ type Engine struct {
 }
 
 type event struct {
-	at    Time
-	seq   uint64 // 0 once the event ran or was cancelled
-	fn    func()
-	where uint8 // inHeap, inLane, or outside (ran, cancelled, free)
-}
-
-// An event's where.
-const (
-	outside uint8 = iota
-	inHeap
-	inLane
-)
-
-// entry is an event's place in the heap: its time and sequence number,
-// which order the heap, and the event. It is stale when ev.seq != seq.
-type entry struct {
 	at  Time
 	seq uint64
-	ev  *event
+	fn  func()
+	idx int // position in the heap, inLane in the lane, -1 once out of both
 }
+
+// inLane is the idx of an event in the lane.
+const inLane = math.MaxInt
 
 // runLoop describes the loop (Run, RunUntil, Guard) that runs the event
 // under way: after it, the loop runs the first event of the queue if
@@ -141,13 +117,13 @@ func (e *Engine) At(t Time, fn func()) Handle {
 	}
 	e.seq++
 	if t == e.now && sameInstantLane {
-		*ev = event{at: t, seq: e.seq, fn: fn, where: inLane}
+		*ev = event{at: t, seq: e.seq, fn: fn, idx: inLane}
 		e.lane = append(e.lane, ev)
 		return Handle{ev, ev.seq}
 	}
-	*ev = event{at: t, seq: e.seq, fn: fn, where: inHeap}
-	e.queue = append(e.queue, entry{})
-	e.up(len(e.queue)-1, entry{t, e.seq, ev})
+	*ev = event{at: t, seq: e.seq, fn: fn, idx: len(e.queue)}
+	e.queue = append(e.queue, ev)
+	e.up(ev.idx)
 	return Handle{ev, ev.seq}
 }
 
@@ -158,7 +134,7 @@ var sameInstantLane = true
 // next is the event the engine runs next, nil when none is queued.
 func (e *Engine) next() *event {
 	if len(e.queue) > 0 && (e.queue[0].at == e.now || e.laneHead == len(e.lane)) {
-		return e.queue[0].ev
+		return e.queue[0]
 	}
 	if e.laneHead < len(e.lane) {
 		return e.lane[e.laneHead]
@@ -168,7 +144,7 @@ func (e *Engine) next() *event {
 
 // take removes ev, which next returned, from the lane or the heap.
 func (e *Engine) take(ev *event) {
-	if ev.where == inLane {
+	if ev.idx == inLane {
 		e.takeLane()
 		return
 	}
@@ -184,43 +160,13 @@ func (e *Engine) takeLane() {
 	}
 }
 
-// popHeap removes the heap's first entry, then the stale entries that
-// come to the top after it.
+// popHeap removes the heap's first event.
 func (e *Engine) popHeap() {
-	for {
-		last := len(e.queue) - 1
-		x := e.queue[last]
-		e.queue[last] = entry{}
-		e.queue = e.queue[:last]
-		if last == 0 {
-			return
-		}
-		e.down(0, x)
-		if top := &e.queue[0]; top.ev.seq == top.seq {
-			return
-		}
-		e.stale--
-	}
-}
-
-// compact drops the heap's stale entries and heapifies the rest, when
-// they are half of it: cancelled timers far in the future would
-// otherwise stay until their time.
-func (e *Engine) compact() {
-	if e.stale < 64 || 2*e.stale < len(e.queue) {
-		return
-	}
-	q := e.queue[:0]
-	for _, x := range e.queue {
-		if x.ev.seq == x.seq {
-			q = append(q, x)
-		}
-	}
-	clear(e.queue[len(q):])
-	e.queue, e.stale = q, 0
-	e.compactions++
-	for i := len(q)/2 - 1; i >= 0; i-- {
-		e.down(i, q[i])
+	last := len(e.queue) - 1
+	e.swap(0, last)
+	e.queue = e.queue[:last]
+	if last > 0 {
+		e.down(0)
 	}
 }
 
@@ -231,10 +177,10 @@ func (e *Engine) After(d Time, fn func()) Handle { return e.At(e.now+d, fn) }
 // ran or was cancelled.
 func (e *Engine) Cancel(h Handle) bool {
 	ev := h.ev
-	if ev == nil || ev.seq != h.seq || ev.where == outside {
+	if ev == nil || ev.seq != h.seq || ev.idx < 0 {
 		return false
 	}
-	if ev.where == inLane {
+	if ev.idx == inLane {
 		i := e.laneHead
 		for e.lane[i] != ev {
 			i++
@@ -248,25 +194,26 @@ func (e *Engine) Cancel(h Handle) bool {
 		e.release(ev)
 		return true
 	}
-	// The top entry is live, so it is ev's when it points at ev.
-	top := e.queue[0].ev == ev
-	e.release(ev)
-	if top {
-		e.popHeap()
-	} else {
-		e.stale++
-		e.compact()
+	i, last := ev.idx, len(e.queue)-1
+	if i != last {
+		e.swap(i, last)
 	}
+	e.queue = e.queue[:last]
+	if i != last {
+		e.down(i)
+		e.up(i)
+	}
+	e.release(ev)
 	return true
 }
 
 // Pending reports whether an event is still waiting to run.
 func (e *Engine) Pending(h Handle) bool {
-	return h.ev != nil && h.ev.seq == h.seq && h.ev.where != outside
+	return h.ev != nil && h.ev.seq == h.seq && h.ev.idx >= 0
 }
 
 func (e *Engine) release(ev *event) {
-	ev.where, ev.fn, ev.seq = outside, nil, 0
+	ev.idx, ev.fn, ev.seq = -1, nil, 0
 	e.free = append(e.free, ev)
 }
 
@@ -296,10 +243,16 @@ func (e *Engine) step(limit Time, stop uint64) bool {
 	if ev == nil || ev.at > limit {
 		return false
 	}
-	if ev.where == inLane {
+	if ev.idx == inLane {
 		e.takeLane()
 	} else {
-		e.popHeap()
+		// popHeap, written out: the run loop's hottest path.
+		last := len(e.queue) - 1
+		e.swap(0, last)
+		e.queue = e.queue[:last]
+		if last > 0 {
+			e.down(0)
+		}
 	}
 	e.now = ev.at
 	fn := ev.fn
@@ -395,46 +348,43 @@ func (e *Engine) RunUntil(t Time) {
 	}
 }
 
-// before reports whether entry a runs before entry b: (time, sequence
-// number) order.
-func before(a, b *entry) bool {
+func (e *Engine) less(i, j int) bool {
+	a, b := e.queue[i], e.queue[j]
 	return a.at < b.at || a.at == b.at && a.seq < b.seq
 }
 
-// up puts x at position i of the heap or above it, moving the entries
-// after it down: a hole goes up, not x by swaps.
-func (e *Engine) up(i int, x entry) {
+func (e *Engine) swap(i, j int) {
 	q := e.queue
-	for i > 0 {
-		p := (i - 1) / 2
-		if !before(&x, &q[p]) {
-			break
-		}
-		q[i] = q[p]
-		i = p
-	}
-	q[i] = x
+	q[i], q[j] = q[j], q[i]
+	q[i].idx, q[j].idx = i, j
 }
 
-// down puts x at position i of the heap or below it, moving the entries
-// before it up.
-func (e *Engine) down(i int, x entry) {
-	q := e.queue
-	n := len(q)
+func (e *Engine) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !e.less(i, p) {
+			return
+		}
+		e.swap(i, p)
+		i = p
+	}
+}
+
+func (e *Engine) down(i int) {
+	n := len(e.queue)
 	for {
 		l := 2*i + 1
 		if l >= n {
-			break
+			return
 		}
 		m := l
-		if r := l + 1; r < n && before(&q[r], &q[l]) {
+		if r := l + 1; r < n && e.less(r, l) {
 			m = r
 		}
-		if !before(&q[m], &x) {
-			break
+		if !e.less(m, i) {
+			return
 		}
-		q[i] = q[m]
+		e.swap(i, m)
 		i = m
 	}
-	q[i] = x
 }

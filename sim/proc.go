@@ -348,7 +348,7 @@ func (e *Engine) Close() {
 		}
 	}
 	e.live = nil
-	e.queue, e.stale, e.lane, e.laneHead = nil, 0, nil, 0
+	e.queue, e.lane, e.laneHead = nil, nil, 0
 	e.pool.close()
 }
 
