@@ -142,3 +142,37 @@ func cpuNow() int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkRunAheadSleep: a process that runs ahead (Proc.RunAhead)
+// sleeps 10 ns at a time while a chain of events fires every 3 ns and
+// a second chain every 7 ns, so that each sleep runs two to four events
+// on the sleeper's coroutine before it goes on: a NIC driver's sleeps
+// between the device's and the fabric's events. cpu-ns/sleep includes
+// those events.
+func BenchmarkRunAheadSleep(b *testing.B) {
+	e := New(1)
+	defer e.Close()
+	done := false
+	e.Spawn("driver", func(p *Proc) {
+		p.RunAhead()
+		for b.Loop() {
+			p.Sleep(10 * Nanosecond)
+		}
+		done = true
+	})
+	chain := func(d Time) {
+		var tick func()
+		tick = func() {
+			if !done {
+				e.After(d, tick)
+			}
+		}
+		e.After(d, tick)
+	}
+	chain(3 * Nanosecond)
+	chain(7 * Nanosecond)
+	b.ReportAllocs()
+	cpu0 := cpuNow()
+	e.Run()
+	b.ReportMetric(float64(cpuNow()-cpu0)/float64(b.N), "cpu-ns/sleep")
+}

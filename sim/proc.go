@@ -195,8 +195,8 @@ func (p *Proc) Sleep(d Time) {
 		if e.skipAhead(1, d) {
 			return
 		}
-		if p.ahead && e.ahead == nil && e.loop.stop > 0 && sleepShortcut {
-			if e.runAhead(p, e.After(d, p.resumeFn).ev) {
+		if p.ahead && e.ahead == nil && e.loop.stop > 0 && sleepShortcut && d > 0 {
+			if e.runAhead(p, d) {
 				return
 			}
 			p.block(asleep{})
