@@ -159,31 +159,12 @@ func (e *Engine) next() *event {
 	return nil
 }
 
-// take removes ev, which next returned, from the lane or the heap.
-func (e *Engine) take(ev *event) {
-	if ev.idx == inLane {
-		e.takeLane()
-		return
-	}
-	e.popHeap()
-}
-
 // takeLane removes the lane's first event.
 func (e *Engine) takeLane() {
 	e.lane[e.laneHead] = nil
 	e.laneHead++
 	if e.laneHead == len(e.lane) {
 		e.lane, e.laneHead = e.lane[:0], 0
-	}
-}
-
-// popHeap removes the heap's first event.
-func (e *Engine) popHeap() {
-	last := len(e.queue) - 1
-	e.swap(0, last)
-	e.queue = e.queue[:last]
-	if last > 0 {
-		e.down(0)
 	}
 }
 
@@ -263,7 +244,7 @@ func (e *Engine) step(limit Time, stop uint64) bool {
 	if ev.idx == inLane {
 		e.takeLane()
 	} else {
-		// popHeap, written out: the run loop's hottest path.
+		// The heap's first event off.
 		last := len(e.queue) - 1
 		e.swap(0, last)
 		e.queue = e.queue[:last]
