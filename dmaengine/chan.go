@@ -222,17 +222,20 @@ type Chan struct {
 	irqCond             *sim.Cond
 	irqFreed, irqActive bool
 	irqRunning          bool
+	// msiFn and unmaskFn (bound once) are the arrivals of an MSI at the
+	// CPU and of the handler's unmask at the engine, so that an
+	// interrupt makes no closure.
+	msiFn, unmaskFn func()
+
+	// freePh are the data phases over, for the next entries; phases
+	// counts those made (for tests).
+	freePh []*phase
+	phases int
 }
 
 // slot is the model's record of one ring entry.
 type slot struct {
 	slotFields
-	// rx is the entry's DevToMem data phase and tx its MemToDev one,
-	// kept with the slot so that a packet allocates no transfer of its
-	// own. Submit leaves them as they are: the engine sets what a phase
-	// uses when it starts the entry.
-	rx rxPhase
-	tx txPhase
 }
 
 // slotFields are what Submit sets anew for each entry.
@@ -252,9 +255,42 @@ type slotFields struct {
 	submitted, fetched, started, landed, reaped sim.Time
 }
 
+// phase is the state of an entry's data phase (DevToMem or MemToDev)
+// from its start to its landing, which is before the entry retires. The
+// channel keeps the phases that are over for the next entries (freePh,
+// last freed first), so that a packet allocates no transfer of its own
+// and, as at most Config.Inflight are under way at once, the few in use
+// stay in the CPU's caches: a phase kept in every ring entry was written
+// to once per lap of the ring, cold each time.
+type phase struct {
+	s  *slot // the entry whose data phase it is
+	rx rxPhase
+	tx txPhase
+}
+
+// takePhase returns a phase for s's data phase.
+func (ch *Chan) takePhase(s *slot) *phase {
+	var ph *phase
+	if n := len(ch.freePh); n > 0 {
+		ph = ch.freePh[n-1]
+		ch.freePh[n-1] = nil
+		ch.freePh = ch.freePh[:n-1]
+	} else {
+		ph = &phase{}
+		ch.phases++
+	}
+	ph.s = s
+	return ph
+}
+
+// freePhase gives back ph, whose data phase is over.
+func (ch *Chan) freePhase(ph *phase) {
+	ph.s = nil
+	ch.freePh = append(ch.freePh, ph)
+}
+
 // txPhase is a MemToDev data phase: the read request on its way to
-// memory, then the read's transfer. As an rxPhase, it is over before
-// the entry retires.
+// memory, then the read's transfer.
 type txPhase struct {
 	t     dma.Transfer
 	route fabric.Route
@@ -262,15 +298,13 @@ type txPhase struct {
 	// n is the bytes read, the descriptor's length.
 	n uint64
 	// start starts the read, one way after the engine started the entry,
-	// and done is its completion; both made once per slot.
+	// and done is its completion; both made once per phase.
 	start func()
 	done  func(*dma.TransferInfo)
 }
 
 // rxPhase is a DevToMem data phase's transfer and what its completion
-// needs. A slot's phase is over (landed) before the entry retires, so
-// before the driver can reap it and submit the entry again: one at a
-// time per slot.
+// needs.
 type rxPhase struct {
 	t     dma.Transfer
 	route fabric.Route
@@ -279,7 +313,7 @@ type rxPhase struct {
 	// bytes written, trunc whether the chunk was cut to the buffer.
 	size, n uint64
 	trunc   bool
-	// done is the completion, made once per slot.
+	// done is the completion, made once per phase.
 	done func(*dma.TransferInfo)
 }
 
@@ -592,14 +626,21 @@ func (ch *Chan) FreeIRQ(p *sim.Proc) {
 
 // unmask re-enables the vector with an MMIO write from p.
 func (ch *Chan) unmask(p *sim.Proc) {
-	ch.eng().After(ch.c.oneWay, func() {
-		ch.masked = false
-		if ch.pending {
-			ch.pending = false
-			ch.raise()
-		}
-	})
+	if ch.unmaskFn == nil {
+		ch.unmaskFn = ch.unmasked
+	}
+	ch.eng().After(ch.c.oneWay, ch.unmaskFn)
 	p.Sleep(ch.t.MMIOWrite)
+}
+
+// unmasked is the handler's unmask arriving at the engine: an event that
+// completed while masked sends its MSI now.
+func (ch *Chan) unmasked() {
+	ch.masked = false
+	if ch.pending {
+		ch.pending = false
+		ch.raise()
+	}
 }
 
 // Terminate stops the engine (dmaengine_terminate_sync) with an MMIO

@@ -148,14 +148,12 @@ func (ch *Chan) start() {
 		})
 	case MemToDev:
 		ch.fifoUsed += d.Len
-		x := &s.tx
+		ph := ch.takePhase(s)
+		x := &ph.tx
 		x.n, x.read[0] = d.Len, dma.BusSpan(d.Src, d.Len)
 		if x.start == nil {
-			x.start = func() { ch.txRead(s) }
-			x.done = func(i *dma.TransferInfo) {
-				s.data = i.Data
-				ch.land(s, uint32(s.tx.n), i.ReadErr != nil)
-			}
+			x.start = func() { ch.txRead(ph) }
+			x.done = func(i *dma.TransferInfo) { ch.txLanded(ph, i) }
 		}
 		ch.eng().After(ch.c.oneWay, x.start)
 	case DevToMem:
@@ -173,13 +171,14 @@ func (ch *Chan) start() {
 		// Posted writes: one the IOMMU blocks is dropped and the
 		// engine never learns of it, so the descriptor completes as if
 		// the data had landed (the driver finds its buffer unchanged).
-		r := &s.rx
+		ph := ch.takePhase(s)
+		r := &ph.rx
 		r.size, r.n, r.trunc = c.size, n, trunc
 		r.route = ch.c.fromDev
 		r.write[0] = dma.BusSpan(d.Dst, n)
 		r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Bytes: int64(n), Write: r.write[:], Data: payload, Opts: ch.opts, Transient: true}
 		if r.done == nil {
-			r.done = func(*dma.TransferInfo) { ch.rxLanded(s) }
+			r.done = func(*dma.TransferInfo) { ch.rxLanded(ph) }
 		}
 		if _, err := ch.c.dev.StartTransfer(&r.t, r.done); err != nil {
 			panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
@@ -187,22 +186,33 @@ func (ch *Chan) start() {
 	}
 }
 
-// rxLanded ends the DevToMem data phase of s: the device's buffer frees
+// rxLanded ends the DevToMem data phase ph: the device's buffer frees
 // the chunk, the descriptor lands, the device hears of the room.
-func (ch *Chan) rxLanded(s *slot) {
-	r := &s.rx
-	r.t.Data = nil // the payload is the driver's to read now, not the slot's to keep
+func (ch *Chan) rxLanded(ph *phase) {
+	r, s := &ph.rx, ph.s
+	r.t.Data = nil // the payload is the driver's to read now, not the phase's to keep
 	ch.fifoUsed -= r.size
-	ch.land(s, uint32(r.n), r.trunc)
+	n, trunc := r.n, r.trunc
+	ch.freePhase(ph)
+	ch.land(s, uint32(n), trunc)
 	if ch.onSpace != nil {
 		ch.onSpace()
 	}
 }
 
+// txLanded ends the MemToDev data phase ph, its read done: the bytes
+// read wait in the entry for the device.
+func (ch *Chan) txLanded(ph *phase, i *dma.TransferInfo) {
+	s, n := ph.s, ph.tx.n
+	s.data = i.Data
+	ch.freePhase(ph)
+	ch.land(s, uint32(n), i.ReadErr != nil)
+}
+
 // txRead starts the read of a MemToDev entry's bytes, as transfer does
-// with the slot's own transfer, span and route.
-func (ch *Chan) txRead(s *slot) {
-	x := &s.tx
+// with the phase's own transfer, span and route.
+func (ch *Chan) txRead(ph *phase) {
+	x := &ph.tx
 	x.route = ch.c.toDev
 	x.t = dma.Transfer{Name: ch.flowNames[2], Route: &x.route, Bytes: int64(x.n), Read: x.read[:], Opts: ch.opts, Transient: true}
 	if _, err := ch.c.dev.StartTransfer(&x.t, x.done); err != nil {
@@ -298,10 +308,16 @@ func (ch *Chan) raise() {
 	}
 	ch.masked = true
 	ch.stats.MSIs++
-	ch.eng().After(ch.t.MSI, func() {
-		ch.delivered++
-		ch.irqCond.Broadcast()
-	})
+	if ch.msiFn == nil {
+		ch.msiFn = ch.msi
+	}
+	ch.eng().After(ch.t.MSI, ch.msiFn)
+}
+
+// msi is an MSI arriving at the CPU: the handler runs.
+func (ch *Chan) msi() {
+	ch.delivered++
+	ch.irqCond.Broadcast()
 }
 
 // Deliver hands the engine of a DevToMem channel size bytes the device

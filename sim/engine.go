@@ -54,9 +54,12 @@ type Engine struct {
 	pool *coroPool
 	// ahead is the process whose Sleep runs the loop's events on its own
 	// coroutine now (Proc.RunAhead), nil when none does; aheads counts
-	// the sleeps that ended so.
-	ahead  *Proc
-	aheads uint64
+	// the sleeps that ended so. Its resume is not queued while it runs
+	// ahead: aheadAt is when it is due, one more queued event for
+	// skipAhead.
+	ahead   *Proc
+	aheadAt Time
+	aheads  uint64
 }
 
 type event struct {
@@ -127,6 +130,20 @@ func (e *Engine) At(t Time, fn func()) Handle {
 	return Handle{ev, ev.seq}
 }
 
+// push queues fn at t on the heap with sequence number seq, taken
+// earlier (runAhead).
+func (e *Engine) push(t Time, seq uint64, fn func()) {
+	var ev *event
+	if n := len(e.free); n > 0 {
+		ev, e.free = e.free[n-1], e.free[:n-1]
+	} else {
+		ev = new(event)
+	}
+	*ev = event{at: t, seq: seq, fn: fn, idx: len(e.queue)}
+	e.queue = append(e.queue, ev)
+	e.up(ev.idx)
+}
+
 // sameInstantLane turns the lane on. (A variable so that tests can run
 // the same model with every event through the heap.)
 var sameInstantLane = true
@@ -142,31 +159,12 @@ func (e *Engine) next() *event {
 	return nil
 }
 
-// take removes ev, which next returned, from the lane or the heap.
-func (e *Engine) take(ev *event) {
-	if ev.idx == inLane {
-		e.takeLane()
-		return
-	}
-	e.popHeap()
-}
-
 // takeLane removes the lane's first event.
 func (e *Engine) takeLane() {
 	e.lane[e.laneHead] = nil
 	e.laneHead++
 	if e.laneHead == len(e.lane) {
 		e.lane, e.laneHead = e.lane[:0], 0
-	}
-}
-
-// popHeap removes the heap's first event.
-func (e *Engine) popHeap() {
-	last := len(e.queue) - 1
-	e.swap(0, last)
-	e.queue = e.queue[:last]
-	if last > 0 {
-		e.down(0)
 	}
 }
 
@@ -246,7 +244,7 @@ func (e *Engine) step(limit Time, stop uint64) bool {
 	if ev.idx == inLane {
 		e.takeLane()
 	} else {
-		// popHeap, written out: the run loop's hottest path.
+		// The heap's first event off.
 		last := len(e.queue) - 1
 		e.swap(0, last)
 		e.queue = e.queue[:last]
@@ -275,7 +273,7 @@ func (e *Engine) step(limit Time, stop uint64) bool {
 func (e *Engine) skipAhead(n uint64, d Time) bool {
 	t := e.now + d
 	if n == 0 || e.fired >= e.loop.stop || e.loop.stop-e.fired < n || !sleepShortcut || t > e.loop.limit || t < e.now ||
-		len(e.queue) > 0 && e.queue[0].at <= t || e.laneHead < len(e.lane) {
+		len(e.queue) > 0 && e.queue[0].at <= t || e.laneHead < len(e.lane) || e.ahead != nil && e.aheadAt <= t {
 		return false
 	}
 	e.seq += n
@@ -285,40 +283,54 @@ func (e *Engine) skipAhead(n uint64, d Time) bool {
 	return true
 }
 
-// runAhead runs, on the coroutine of p, which sleeps until its resume
-// own (already queued), the events that the loop under way would run
-// before own, one by one as the loop would (step, with the loop's limit
-// and event budget, no process running); then, if the loop would run own
-// next, it takes own off the queue as step would (the clock, the fired
-// count) and reports true: p goes on without having left its coroutine.
-// It reports false when the loop would stop first (its limit, its
-// budget): own stays queued and p must block. The events run in the
-// order, at the times and with the loop state they would have had; only
-// the stack they run on differs, which no model sees, apart from an
-// event that runs the engine itself (noLoopAhead).
-func (e *Engine) runAhead(p *Proc, own *event) bool {
-	e.ahead, e.running = p, nil
+// runAhead runs, on the coroutine of p, which sleeps for d > 0, the
+// events that the loop under way would run before p's resume, one by one
+// as the loop would (step, with the loop's limit and event budget, no
+// process running); then, if the loop would run the resume next, it does
+// what scheduling and running it would (its sequence number, the clock,
+// the fired count) and reports true: p goes on without having left its
+// coroutine. It reports false when the loop would stop first (its limit,
+// its budget), having queued the resume with the sequence number it took
+// at the start: p must block. The resume is queued only then: until
+// then its time and sequence number stand for it, which order it among
+// the queued events as the heap would (skipAhead counts it too, through
+// aheadAt). The events run in the order, at the times and with the loop
+// state they would have had; only the stack they run on differs, which
+// no model sees, apart from an event that runs the engine itself
+// (noLoopAhead).
+func (e *Engine) runAhead(p *Proc, d Time) bool {
+	at := e.now + d
+	e.seq++
+	seq := e.seq
+	e.ahead, e.aheadAt, e.running = p, at, nil
 	p.state, p.waiting = procBlocked, asleep{}
 	ok := false
 	for {
 		lp := e.loop
-		top := e.next() // own is queued: never nil
-		if top.at > lp.limit || e.fired >= lp.stop {
+		if top := e.next(); top != nil && (top.at < at || top.at == at && top.seq < seq) {
+			if top.at > lp.limit || e.fired >= lp.stop {
+				break
+			}
+			e.step(lp.limit, lp.stop)
+			continue
+		}
+		// The resume is next.
+		if at > lp.limit || e.fired >= lp.stop {
 			break
 		}
-		if top == own {
-			e.take(own)
-			e.now = own.at
-			e.release(own)
-			e.fired++
-			e.aheads++
-			ok = true
-			break
-		}
-		e.step(lp.limit, lp.stop)
+		e.now = at
+		e.fired++
+		e.aheads++
+		ok = true
+		break
 	}
 	e.ahead, e.running = nil, &p.process
 	p.state, p.waiting = procRunning, nil
+	if !ok {
+		// Due after now (d > 0) or, if now, before every event of the
+		// lane (scheduled after it): the heap's place for it.
+		e.push(at, seq, p.resumeFn)
+	}
 	return ok
 }
 

@@ -195,8 +195,10 @@ func (p *Proc) Sleep(d Time) {
 		if e.skipAhead(1, d) {
 			return
 		}
-		if p.ahead && e.ahead == nil && e.loop.stop > 0 && sleepShortcut {
-			if e.runAhead(p, e.After(d, p.resumeFn).ev) {
+		// (A sleep of 0 goes through the lane; one whose end overflows
+		// the clock panics in After.)
+		if p.ahead && e.ahead == nil && e.loop.stop > 0 && sleepShortcut && d > 0 && e.now+d > e.now {
+			if e.runAhead(p, d) {
 				return
 			}
 			p.block(asleep{})
@@ -481,11 +483,15 @@ func (c *Cond) Signal() {
 
 // Broadcast wakes every waiting process, in the order they began to wait.
 func (c *Cond) Broadcast() {
+	// wake only schedules each resume, so no process can wait on c
+	// meanwhile, and the list is kept for the next waits: a process
+	// waiting on one condition over and over makes no garbage.
 	ws := c.waiters
-	c.waiters = nil
 	for _, p := range ws {
 		p.wake()
 	}
+	clear(ws)
+	c.waiters = ws[:0]
 }
 
 func (e *Engine) removeLive(p *process) {
