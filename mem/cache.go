@@ -28,6 +28,10 @@ func newLine(ver Version, seq uint64, dirty bool) lineState {
 	return l
 }
 
+// voidLine is the void value of a cache's lines (spanMap.setLazy): a
+// line of fill 0, which no line has (fills count from 1).
+var voidLine = lineState{sd: 1}
+
 // seq is the fill that brought l's line in.
 func (l lineState) seq() uint64 { return l.sd >> 1 }
 
@@ -48,7 +52,8 @@ func (l lineState) withDirty(d bool) lineState {
 // they were filled once the capacity is exceeded.
 //
 // lines maps addresses to lineState; an address without a span is not
-// cached. Presence, seq and dirty change only over whole lines. fifo
+// cached (the map is lazy: a line cut keeps its span, void, for the
+// fill that brings it back, and every reader takes it for absent). Presence, seq and dirty change only over whole lines. fifo
 // holds the fills in order (and so in the order of their seq); a fill's
 // lines are those in its range that still carry its seq (an invalidated
 // and refilled line belongs to the newer fill), so records of fills with
@@ -91,6 +96,9 @@ func newCache(n platform.Node) (*cache, error) {
 	if cc.Size.V < 0 || cc.Prefetch.V < 0 || c.wbCost < 0 || c.invCost < 0 || c.uncached < 0 {
 		return nil, fmt.Errorf("cache parameters must not be negative: %w", ErrInvalid)
 	}
+	// A device's coherent write cuts lines that the driver's read
+	// fills again over the same range: a lazy map keeps their spans.
+	c.lines.setLazy(voidLine)
 	if cc.Size.V > 0 {
 		c.capacity = max(alignDown(uint64(cc.Size.V), c.line), c.line)
 	}
@@ -318,8 +326,9 @@ func (c *cache) trim() {
 	}
 	for _, l := range c.lines.leaves {
 		for i := range l.s[:l.n] {
-			x := &l.s[i].v
-			*x = newLine(x.ver, renum[x.seq()-base], x.dirty())
+			if x := &l.s[i].v; *x != voidLine {
+				*x = newLine(x.ver, renum[x.seq()-base], x.dirty())
+			}
 		}
 	}
 	c.seq = first + uint64(w) - 1

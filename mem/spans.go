@@ -38,12 +38,31 @@ type span[V comparable] struct {
 // leaves its lookups landed in and checks them first. Nothing a caller
 // sees depends on the leaves' shape. Leaves are reused through a free
 // list, so that a map whose span count is steady allocates nothing.
+//
+// A lazy map (setLazy) removes in place where it can: a cut whose
+// spans lie wholly inside the range it removes leaves them where they
+// are, holding the void value, which every reader takes for the zero
+// value (absent); an assignment whose pieces fall exactly on the spans
+// already there, void or not, writes their values in place. A cache's
+// lines are cut by a device's write and filled again, over the same
+// range, by the driver's read: two value writes where a removal and an
+// insertion each moved half a leaf. Void spans are not merged with
+// anything, so that they keep the boundaries a refill may reuse; the
+// live spans stay in the canonical form above, and everything a caller
+// sees (spans, len, each, gaps, get, cut's pieces) is that of the live
+// spans alone: as if the void ones were not there.
 type spanMap[V comparable] struct {
 	leaves []*spanLeaf[V] // in address order, none empty
 	ends   []uint64       // ends[i] is the end of leaves[i]'s last span
-	n      int            // spans
+	n      int            // live spans (void ones not counted)
 	hint   [2]int         // the leaves of the last lookups (checked, not trusted)
 	free   []*spanLeaf[V]
+
+	// lazy says removals may leave void spans, holding void, a value
+	// never stored; voids counts them.
+	lazy  bool
+	void  V
+	voids int
 
 	// scratch holds the pieces update collects before it writes;
 	// merged, what assign puts in place of the spans a write overlaps;
@@ -60,6 +79,17 @@ const leafCap = 32
 type spanLeaf[V comparable] struct {
 	n int
 	s [leafCap]span[V]
+}
+
+// setLazy makes m a lazy map whose void spans hold void, a value other
+// than the zero value that is never stored. m must be empty.
+func (m *spanMap[V]) setLazy(void V) {
+	m.lazy, m.void = true, void
+}
+
+// isVoid says whether x is a void span (in a lazy map).
+func (m *spanMap[V]) isVoid(x *span[V]) bool {
+	return m.lazy && x.v == m.void
 }
 
 // leafOf is the index of the first leaf whose last span ends after x,
@@ -145,12 +175,12 @@ func (m *spanMap[V]) reset() {
 	}
 	clear(m.leaves)
 	m.leaves, m.ends = m.leaves[:0], m.ends[:0]
-	m.n, m.hint = 0, [2]int{}
+	m.n, m.hint, m.voids = 0, [2]int{}, 0
 }
 
 // get is the value at x.
 func (m *spanMap[V]) get(x uint64) V {
-	if s := m.at(m.seek(x)); s != nil && s.start <= x {
+	if s := m.at(m.seek(x)); s != nil && s.start <= x && !m.isVoid(s) {
 		return s.v
 	}
 	var zero V
@@ -173,6 +203,10 @@ func (m *spanMap[V]) set(start, end uint64, v V) {
 			pli, pi, ok := m.prev(li, i)
 			nli, ni := m.next(li, i)
 			if p, a := m.at(pli, pi), m.at(nli, ni); (!ok || p.end != start || p.v != v) && (a == nil || a.start != end || a.v != v) {
+				if m.isVoid(x) {
+					m.n++
+					m.voids--
+				}
 				x.v = v
 				return
 			}
@@ -203,9 +237,9 @@ func (m *spanMap[V]) assign(start, end uint64, pieces []span[V]) {
 // assignAt is assign given (li, i) = m.seek(start).
 func (m *spanMap[V]) assignAt(li, i int, start, end uint64, pieces []span[V]) {
 	// The run of spans [start, end) overlaps: k spans from (li, i),
-	// first and last the first and last of them, (lj, j) the position
-	// after them.
-	k := 0
+	// kv of them void, first and last the first and last of them, (lj,
+	// j) the position after them.
+	k, kv := 0, 0
 	var first, last span[V]
 	lj, j := li, i
 	for lj < len(m.leaves) {
@@ -216,12 +250,19 @@ func (m *spanMap[V]) assignAt(li, i int, start, end uint64, pieces []span[V]) {
 		if k == 0 {
 			first = *x
 		}
+		if m.isVoid(x) {
+			kv++
+		}
 		last = *x
 		k++
 		lj, j = m.next(lj, j)
 	}
+	if k > 0 && k == len(pieces) && m.inPlace(li, i, lj, j, pieces) {
+		return
+	}
 	// What replaces the run: the part of first before start, the pieces
-	// merged where equal ones touch, the part of last after end.
+	// merged where equal ones touch, the part of last after end (void
+	// parts left out: they are absent).
 	merged := m.merged[:0]
 	add := func(p span[V]) {
 		if n := len(merged); n > 0 && merged[n-1].end == p.start && merged[n-1].v == p.v {
@@ -230,16 +271,17 @@ func (m *spanMap[V]) assignAt(li, i int, start, end uint64, pieces []span[V]) {
 		}
 		merged = append(merged, p)
 	}
-	if k > 0 && first.start < start {
+	if k > 0 && first.start < start && !(m.lazy && first.v == m.void) {
 		add(span[V]{first.start, start, first.v})
 	}
 	for _, p := range pieces {
 		add(p)
 	}
-	if k > 0 && last.end > end {
+	if k > 0 && last.end > end && !(m.lazy && last.v == m.void) {
 		add(span[V]{end, last.end, last.v})
 	}
-	// Merge with the untouched neighbours on either side.
+	// Merge with the untouched neighbours on either side (live ones:
+	// no piece holds the void value).
 	if len(merged) > 0 {
 		if pli, pi, ok := m.prev(li, i); ok {
 			if p := m.at(pli, pi); p.end == merged[0].start && p.v == merged[0].v {
@@ -257,13 +299,53 @@ func (m *spanMap[V]) assignAt(li, i int, start, end uint64, pieces []span[V]) {
 	if k == 0 && len(merged) == 0 {
 		return
 	}
+	m.n += len(merged) - (k - kv)
+	m.voids -= kv
 	m.splice(li, i, k, merged)
+}
+
+// inPlace writes pieces over the run of len(pieces) spans from (li, i)
+// to (lj, j), value for value, and says so, when that leaves the map
+// as assignAt's splice would: each piece has the bounds of its span,
+// and no piece is to merge with the next one or with a live neighbour
+// of the run. Otherwise it changes nothing.
+func (m *spanMap[V]) inPlace(li, i, lj, j int, pieces []span[V]) bool {
+	if pli, pi, ok := m.prev(li, i); ok {
+		if p := m.at(pli, pi); p.end == pieces[0].start && p.v == pieces[0].v {
+			return false
+		}
+	}
+	if a, l := m.at(lj, j), &pieces[len(pieces)-1]; a != nil && a.start == l.end && a.v == l.v {
+		return false
+	}
+	xl, xi := li, i
+	for q := range pieces {
+		p := &pieces[q]
+		x := &m.leaves[xl].s[xi]
+		if x.start != p.start || x.end != p.end {
+			return false
+		}
+		if q > 0 && pieces[q-1].end == p.start && pieces[q-1].v == p.v {
+			return false
+		}
+		xl, xi = m.next(xl, xi)
+	}
+	xl, xi = li, i
+	for q := range pieces {
+		x := &m.leaves[xl].s[xi]
+		if m.isVoid(x) {
+			m.n++
+			m.voids--
+		}
+		x.v = pieces[q].v
+		xl, xi = m.next(xl, xi)
+	}
+	return true
 }
 
 // splice puts pieces (in order, disjoint, fitting between the spans
 // around) in place of the k spans from position (li, i).
 func (m *spanMap[V]) splice(li, i, k int, pieces []span[V]) {
-	m.n += len(pieces) - k
 	if li == len(m.leaves) {
 		// After the last span, so k is 0: append to the last leaf.
 		if li == 0 {
@@ -412,28 +494,79 @@ func (m *spanMap[V]) remove(start, end uint64) {
 // cut calls f for every span piece inside [start, end), clipped to it,
 // in address order, then makes [start, end) hold the zero value, and
 // returns the number of addresses it removed: each, then remove, in one
-// search. f must not change m.
+// search. f must not change m. In a lazy map, when no live span
+// reaches out of [start, end), the spans stay where they are, void.
 func (m *spanMap[V]) cut(start, end uint64, f func(s, e uint64, v V)) uint64 {
 	if start >= end {
 		return 0
 	}
 	li, i := m.seek(start)
 	var n uint64
+	inside := m.lazy
+	k := 0
 	lj, j := li, i
 	for lj < len(m.leaves) {
 		x := &m.leaves[lj].s[j]
 		if x.start >= end {
 			break
 		}
-		s, e := max(x.start, start), min(x.end, end)
-		f(s, e, x.v)
-		n += e - s
+		if !m.isVoid(x) {
+			s, e := max(x.start, start), min(x.end, end)
+			f(s, e, x.v)
+			n += e - s
+			k++
+			if x.start < start || x.end > end {
+				inside = false
+			}
+		}
 		lj, j = m.next(lj, j)
 	}
-	if n > 0 {
+	if n == 0 {
+		return 0
+	}
+	if !inside {
 		m.assignAt(li, i, start, end, nil)
+		return n
+	}
+	for ; li != lj || i != j; li, i = m.next(li, i) {
+		m.leaves[li].s[i].v = m.void
+	}
+	m.n -= k
+	m.voids += k
+	if m.voids > max(m.n, voidSlack) {
+		m.compact()
 	}
 	return n
+}
+
+// voidSlack is the most void spans a lazy map holds before it compacts
+// whatever its live spans (tests lower it, to compact often).
+var voidSlack = leafCap * leafCap
+
+// compact drops a lazy map's void spans, once they outnumber the live
+// ones (and some leaves' worth): rebuilt, the leaves hold the live
+// spans alone. A void span costs a pass over the map at most once, so
+// that the map's size stays within a small factor of its live spans.
+func (m *spanMap[V]) compact() {
+	all := m.all[:0]
+	for _, l := range m.leaves {
+		for q := range l.s[:l.n] {
+			if x := &l.s[q]; x.v != m.void {
+				all = append(all, *x)
+			}
+		}
+	}
+	m.all = all
+	n := len(all)
+	m.reset()
+	c := (n + leafCap*3/4 - 1) / (leafCap * 3 / 4)
+	for q := range c {
+		part := all[q*n/c : (q+1)*n/c]
+		d := m.insertLeaf(q)
+		d.n = copy(d.s[:], part)
+		m.ends[q] = d.s[d.n-1].end
+	}
+	m.n = n
 }
 
 // update replaces the value v of every span piece inside [start, end)
@@ -471,6 +604,9 @@ func (m *spanMap[V]) each(start, end uint64, f func(s, e uint64, v V) bool) {
 			if x.start >= end {
 				return
 			}
+			if m.isVoid(x) {
+				continue
+			}
 			if !f(max(x.start, start), min(x.end, end), x.v) {
 				return
 			}
@@ -490,6 +626,9 @@ loop:
 			x := &l.s[i]
 			if x.start >= end {
 				break loop
+			}
+			if m.isVoid(x) {
+				continue
 			}
 			if x.start > p {
 				f(p, x.start)
@@ -514,16 +653,40 @@ func (m *spanMap[V]) covered(start, end uint64) uint64 {
 func (m *spanMap[V]) spans() []span[V] {
 	out := make([]span[V], 0, m.n)
 	for _, l := range m.leaves {
-		out = append(out, l.s[:l.n]...)
+		for q := range l.s[:l.n] {
+			if x := &l.s[q]; !m.isVoid(x) {
+				out = append(out, *x)
+			}
+		}
 	}
 	return out
 }
 
 // check verifies the representation: sorted, disjoint, non-empty,
-// non-zero, maximally merged; the leaves within their bounds and the
-// index's ends theirs; the count right.
+// non-zero, the live spans maximally merged; void spans only in a lazy
+// map; the leaves within their bounds and the index's ends theirs; the
+// counts right.
 func (m *spanMap[V]) check() error {
 	var zero V
+	voids := 0
+	var all []span[V]
+	for _, l := range m.leaves {
+		all = append(all, l.s[:l.n]...)
+	}
+	for i, sp := range all {
+		if sp.start >= sp.end {
+			return fmt.Errorf("span %d [%#x, %#x) is empty", i, sp.start, sp.end)
+		}
+		if i > 0 && all[i-1].end > sp.start {
+			return fmt.Errorf("spans %d and %d overlap or are unsorted", i-1, i)
+		}
+		if m.isVoid(&sp) {
+			voids++
+		}
+	}
+	if voids != m.voids {
+		return fmt.Errorf("%d void spans counted, %d held", m.voids, voids)
+	}
 	s := m.spans()
 	for i, sp := range s {
 		if sp.start >= sp.end {
@@ -576,7 +739,12 @@ func firstDiff[V comparable](a []span[V], b *spanMap[V], start, end uint64) (at 
 			sa = &a[ia]
 		}
 		ya, ea := valueAt(sa, x, end)
-		yb, eb := valueAt(b.at(lb, ib), x, end)
+		sb := b.at(lb, ib)
+		yb, eb := valueAt(sb, x, end)
+		if sb != nil && b.isVoid(sb) {
+			var zero V
+			yb = zero // a void span is absent
+		}
 		if ya != yb {
 			return x, ya, yb, true
 		}
