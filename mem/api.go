@@ -179,8 +179,11 @@ type Memory struct {
 	// Physical memory (phys.go).
 	nodes   []*nodeMem
 	devs    []*devMem
-	regions []region          // DRAM and device memory, by address
-	allocs  map[uint64]uint64 // AllocPages/AllocDevice start → rounded size
+	regions []region // DRAM and device memory, by address
+	// lastRegion is the region regionOf found last (checked, not
+	// trusted).
+	lastRegion int
+	allocs     map[uint64]uint64 // AllocPages/AllocDevice start → rounded size
 
 	// Kernel address space (kernel.go).
 	slabs   map[uint64]*slab  // slab page PA → slab
