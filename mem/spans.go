@@ -56,6 +56,7 @@ type spanMap[V comparable] struct {
 	ends   []uint64       // ends[i] is the end of leaves[i]'s last span
 	n      int            // live spans (void ones not counted)
 	hint   [2]int         // the leaves of the last lookups (checked, not trusted)
+	hintAt [2]int         // the index in its leaf of each hint's span
 	free   []*spanLeaf[V]
 
 	// lazy says removals may leave void spans, holding void, a value
@@ -92,16 +93,36 @@ func (m *spanMap[V]) isVoid(x *span[V]) bool {
 	return m.lazy && x.v == m.void
 }
 
-// leafOf is the index of the first leaf whose last span ends after x,
-// len(m.leaves) when none does.
-func (m *spanMap[V]) leafOf(x uint64) int {
+// seek is the position (leaf, index in it) of the first span that ends
+// after x; (len(m.leaves), 0) when none does.
+//
+// The two hints are the positions of the last lookups: a stream's next
+// access lands in the same leaf, a span or two after the last one (the
+// next buffer, the next descriptor), so that the scan starts there,
+// not at the leaf's first span. A hint is checked, not trusted: its
+// leaf must hold x's span, and the scan starts at its index only when
+// the span before that index ends by x.
+func (m *spanMap[V]) seek(x uint64) (int, int) {
 	ends := m.ends
-	if h := m.hint[0]; h < len(ends) && ends[h] > x && (h == 0 || ends[h-1] <= x) {
-		return h
-	}
-	if h := m.hint[1]; h < len(ends) && ends[h] > x && (h == 0 || ends[h-1] <= x) {
-		m.hint[0], m.hint[1] = h, m.hint[0]
-		return h
+	for q := range 2 {
+		h := m.hint[q]
+		if h >= len(ends) || ends[h] <= x || (h > 0 && ends[h-1] > x) {
+			continue
+		}
+		l := m.leaves[h]
+		i := m.hintAt[q]
+		if i >= l.n || (i > 0 && l.s[i-1].end > x) {
+			i = 0
+		}
+		// l's last span ends after x, so the scan stops inside l.
+		for l.s[i].end <= x {
+			i++
+		}
+		if q == 1 {
+			m.hint[1], m.hintAt[1] = m.hint[0], m.hintAt[0]
+		}
+		m.hint[0], m.hintAt[0] = h, i
+		return h, i
 	}
 	lo, hi := 0, len(ends)
 	for lo < hi {
@@ -112,29 +133,20 @@ func (m *spanMap[V]) leafOf(x uint64) int {
 			hi = mid
 		}
 	}
-	if lo < len(ends) {
-		m.hint[0], m.hint[1] = lo, m.hint[0]
+	if lo == len(ends) {
+		return lo, 0
 	}
-	return lo
-}
-
-// seek is the position (leaf, index in it) of the first span that ends
-// after x; (len(m.leaves), 0) when none does.
-func (m *spanMap[V]) seek(x uint64) (int, int) {
-	li := m.leafOf(x)
-	if li == len(m.leaves) {
-		return li, 0
-	}
-	// l's last span ends after x, so the scan stops inside l. A scan,
-	// not a binary search: over at most leafCap spans in order, its
-	// branch is mispredicted once, where it stops, where a binary
-	// search's is at every other halving.
-	l := m.leaves[li]
+	// A scan, not a binary search: over at most leafCap spans in
+	// order, its branch is mispredicted once, where it stops, where a
+	// binary search's is at every other halving.
+	l := m.leaves[lo]
 	i := 0
 	for l.s[i].end <= x {
 		i++
 	}
-	return li, i
+	m.hint[1], m.hintAt[1] = m.hint[0], m.hintAt[0]
+	m.hint[0], m.hintAt[0] = lo, i
+	return lo, i
 }
 
 // at is the span at position (li, i), nil at the end.
@@ -175,7 +187,7 @@ func (m *spanMap[V]) reset() {
 	}
 	clear(m.leaves)
 	m.leaves, m.ends = m.leaves[:0], m.ends[:0]
-	m.n, m.hint, m.voids = 0, [2]int{}, 0
+	m.n, m.hint, m.hintAt, m.voids = 0, [2]int{}, [2]int{}, 0
 }
 
 // get is the value at x.
