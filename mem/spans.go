@@ -371,11 +371,17 @@ func (m *spanMap[V]) splice(li, i, k int, pieces []span[V]) {
 	p := len(pieces)
 	if i+k <= l.n && l.n-k+p <= leafCap {
 		// Inside one leaf, which has room: the common case.
+		old := l.n
 		if p != k {
 			copy(l.s[i+p:], l.s[i+k:l.n])
 		}
 		copy(l.s[i:], pieces)
 		l.n += p - k
+		// Where the run ended before the leaf's last span, that span
+		// is still its last: its end in the index stands.
+		if i+k < old && l.n >= leafCap/4 {
+			return
+		}
 		m.fix(li)
 		return
 	}
