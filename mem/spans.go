@@ -55,8 +55,8 @@ type spanMap[V comparable] struct {
 	leaves []*spanLeaf[V] // in address order, none empty
 	ends   []uint64       // ends[i] is the end of leaves[i]'s last span
 	n      int            // live spans (void ones not counted)
-	hint   [2]int         // the leaves of the last lookups (checked, not trusted)
-	hintAt [2]int         // the index in its leaf of each hint's span
+	hint   [hints]int     // the leaves of the last lookups, latest first (checked, not trusted)
+	hintAt [hints]int     // the index in its leaf of each hint's span
 	free   []*spanLeaf[V]
 
 	// lazy says removals may leave void spans, holding void, a value
@@ -70,6 +70,11 @@ type spanMap[V comparable] struct {
 	// all, a leaf's spans and the pieces of a splice that overflows it.
 	scratch, merged, all []span[V]
 }
+
+// hints is the number of lookups a map remembers: a packet's accesses
+// go to a few streams in each map (the buffers, the descriptors, the
+// packets sent, their completions).
+const hints = 4
 
 // leafCap is the most spans a leaf holds. Small enough that moving a
 // leaf's spans to make room costs little (a span is 24 to 40 bytes),
@@ -96,7 +101,7 @@ func (m *spanMap[V]) isVoid(x *span[V]) bool {
 // seek is the position (leaf, index in it) of the first span that ends
 // after x; (len(m.leaves), 0) when none does.
 //
-// The two hints are the positions of the last lookups: a stream's next
+// The hints are the positions of the last lookups: a stream's next
 // access lands in the same leaf, a span or two after the last one (the
 // next buffer, the next descriptor), so that the scan starts there,
 // not at the leaf's first span. A hint is checked, not trusted: its
@@ -104,7 +109,7 @@ func (m *spanMap[V]) isVoid(x *span[V]) bool {
 // the span before that index ends by x.
 func (m *spanMap[V]) seek(x uint64) (int, int) {
 	ends := m.ends
-	for q := range 2 {
+	for q := range hints {
 		h := m.hint[q]
 		if h >= len(ends) || ends[h] <= x || (h > 0 && ends[h-1] > x) {
 			continue
@@ -118,10 +123,7 @@ func (m *spanMap[V]) seek(x uint64) (int, int) {
 		for l.s[i].end <= x {
 			i++
 		}
-		if q == 1 {
-			m.hint[1], m.hintAt[1] = m.hint[0], m.hintAt[0]
-		}
-		m.hint[0], m.hintAt[0] = h, i
+		m.remember(q, h, i)
 		return h, i
 	}
 	lo, hi := 0, len(ends)
@@ -144,9 +146,17 @@ func (m *spanMap[V]) seek(x uint64) (int, int) {
 	for l.s[i].end <= x {
 		i++
 	}
-	m.hint[1], m.hintAt[1] = m.hint[0], m.hintAt[0]
-	m.hint[0], m.hintAt[0] = lo, i
+	m.remember(hints-1, lo, i)
 	return lo, i
+}
+
+// remember makes (li, i) the first hint, moving the hints before slot q
+// one down (the one in slot q is dropped or is this one).
+func (m *spanMap[V]) remember(q, li, i int) {
+	for ; q > 0; q-- {
+		m.hint[q], m.hintAt[q] = m.hint[q-1], m.hintAt[q-1]
+	}
+	m.hint[0], m.hintAt[0] = li, i
 }
 
 // at is the span at position (li, i), nil at the end.
@@ -187,7 +197,7 @@ func (m *spanMap[V]) reset() {
 	}
 	clear(m.leaves)
 	m.leaves, m.ends = m.leaves[:0], m.ends[:0]
-	m.n, m.hint, m.hintAt, m.voids = 0, [2]int{}, [2]int{}, 0
+	m.n, m.hint, m.hintAt, m.voids = 0, [hints]int{}, [hints]int{}, 0
 }
 
 // get is the value at x.
