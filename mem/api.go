@@ -195,10 +195,14 @@ type Memory struct {
 	textPA  uint64
 
 	// Content (access.go, cache.go, payload.go).
-	ver     Version
-	dram    spanMap[Version] // what DRAM holds
-	latest  spanMap[Version] // the latest write: the logical truth
-	caches  []*cache         // one per node: its last-level cache
+	ver    Version
+	dram   spanMap[Version] // what DRAM holds
+	latest spanMap[Version] // the latest write: the logical truth
+	caches []*cache         // one per node: its last-level cache
+	// held has cache i's bit (heldBit) set when it may hold a line,
+	// clear when it holds none: the accesses that look at every
+	// cache skip the empty ones without touching them.
+	held    uint64
 	journal map[Version][]jseg
 	// general makes the CPU accesses and device writes take their
 	// general path where a faster one would do: tests run the same
@@ -273,6 +277,7 @@ func New(spec *platform.Spec, eng *sim.Engine, opt Options) (*Memory, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mem: node %d: %w", i, err)
 		}
+		c.bit = heldBit(i)
 		m.caches = append(m.caches, c)
 	}
 	if err := m.placeText(); err != nil {

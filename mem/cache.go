@@ -75,6 +75,7 @@ type cache struct {
 	renum     []uint64 // trim's scratch
 	head      int
 	evictions uint64
+	bit       uint64 // this cache's bit in Memory.held (heldBit)
 }
 
 // fillRec is one fill: its range, its seq, and the bytes of its lines
@@ -133,6 +134,7 @@ func (m *Memory) fillGap(c *cache, s, e uint64) {
 	m.linePieces = m.dramPieces(m.linePieces[:0], s, e, newLine(0, c.seq, false))
 	c.lines.assign(s, e, m.linePieces)
 	c.used += e - s
+	m.held |= c.bit
 	c.fifo = append(c.fifo, fillRec{s, e, c.seq, e - s})
 }
 
@@ -221,6 +223,7 @@ func (m *Memory) clean(c *cache, s, e uint64) {
 // discard drops the lines of [s, e) (line-aligned), dirty or not.
 func (m *Memory) discard(c *cache, s, e uint64) {
 	c.used -= c.lines.cut(s, e, func(ps, pe uint64, l lineState) { c.gone(l.seq(), pe-ps) })
+	m.emptied(c)
 }
 
 // flush writes back and drops the lines of [s, e) (line-aligned):
@@ -240,6 +243,19 @@ func (m *Memory) cutDirty(c *cache, s, e uint64) {
 		}
 		c.gone(l.seq(), pe-ps)
 	})
+	m.emptied(c)
+}
+
+// heldBit is cache i's bit in Memory.held: its own for the first 63
+// caches, one shared by the others (set when any of them fills, never
+// cleared: it only makes the callers look).
+func heldBit(i int) uint64 { return 1 << min(i, 63) }
+
+// emptied clears c's bit in m.held when c holds no line.
+func (m *Memory) emptied(c *cache) {
+	if c.used == 0 && c.bit != 1<<63 {
+		m.held &^= c.bit
+	}
 }
 
 // evict drops the oldest fills' lines, writing dirty ones back, until c
@@ -525,6 +541,7 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 		pieces = append(pieces, span[lineState]{s, e, w})
 		pieces = m.dramPieces(pieces, e, le, l)
 		c.used += le - ls
+		m.held |= c.bit
 		c.fifo = append(c.fifo, fillRec{ls, le, c.seq, le - ls})
 	default:
 		m.fill(c, ls, le)
@@ -541,6 +558,9 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 // by node to [s, e): the other nodes' dirty copies are written back
 // (they stay, clean, for a read; they are dropped for a write).
 func (m *Memory) snoop(node int, s, e uint64, write bool) {
+	if m.held&^heldBit(node) == 0 {
+		return // no other cache holds a line: the common case
+	}
 	for i, o := range m.caches {
 		if i == node || o.lines.len() == 0 {
 			continue
