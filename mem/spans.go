@@ -233,6 +233,9 @@ func (m *spanMap[V]) set(start, end uint64, v V) {
 				return
 			}
 		}
+		if m.split(li, i, start, end, v) || m.join(li, i, start, end, v) {
+			return
+		}
 	}
 	one := [1]span[V]{{start, end, v}}
 	pieces := one[:]
@@ -240,6 +243,91 @@ func (m *spanMap[V]) set(start, end uint64, v V) {
 		pieces = pieces[:0]
 	}
 	m.assignAt(li, i, start, end, pieces)
+}
+
+// split is set(start, end, v), v not zero, inside the span at (li, i)
+// (m.seek(start)), where it splits that span in two or three without a
+// merge: a descriptor's status written into the descriptor the CPU
+// wrote whole. It says whether it did; otherwise it changes nothing.
+// The pieces take the span's place in its leaf, which must have room;
+// the leaf's last end stays what it was.
+func (m *spanMap[V]) split(li, i int, start, end uint64, v V) bool {
+	l := m.leaves[li]
+	x := &l.s[i]
+	if x.start > start || x.end < end || x.v == v || m.isVoid(x) {
+		return false
+	}
+	add := 0
+	if x.start < start {
+		add++
+	} else if pli, pi, ok := m.prev(li, i); ok {
+		if p := m.at(pli, pi); p.end == start && p.v == v {
+			return false
+		}
+	}
+	if end < x.end {
+		add++
+	} else if nli, ni := m.next(li, i); nli < len(m.leaves) {
+		if a := m.at(nli, ni); a.start == end && a.v == v {
+			return false
+		}
+	}
+	if add == 0 || l.n+add > leafCap {
+		return false
+	}
+	old := *x
+	copy(l.s[i+1+add:], l.s[i+1:l.n])
+	l.n += add
+	m.n += add
+	if old.start < start {
+		l.s[i] = span[V]{old.start, start, old.v}
+		i++
+	}
+	l.s[i] = span[V]{start, end, v}
+	if end < old.end {
+		l.s[i+1] = span[V]{end, old.end, old.v}
+	}
+	return true
+}
+
+// join is set(start, end, v), v not zero, over two or more whole spans
+// of one leaf from (li, i) (m.seek(start)), none void, whose neighbours
+// do not hold v: they become one span (the CPU writing a descriptor
+// whose status the device wrote). It says whether it did; otherwise it
+// changes nothing.
+func (m *spanMap[V]) join(li, i int, start, end uint64, v V) bool {
+	l := m.leaves[li]
+	if l.s[i].start != start {
+		return false
+	}
+	j := i
+	for ; j < l.n && l.s[j].end < end; j++ {
+		if m.isVoid(&l.s[j]) {
+			return false
+		}
+	}
+	if j == l.n || j == i || l.s[j].end != end || m.isVoid(&l.s[j]) {
+		return false
+	}
+	if pli, pi, ok := m.prev(li, i); ok {
+		if p := m.at(pli, pi); p.end == start && p.v == v {
+			return false
+		}
+	}
+	if nli, ni := m.next(li, j); nli < len(m.leaves) {
+		if a := m.at(nli, ni); a.start == end && a.v == v {
+			return false
+		}
+	}
+	k := j - i + 1
+	l.s[i] = span[V]{start, end, v}
+	copy(l.s[i+1:], l.s[j+1:l.n])
+	l.n -= k - 1
+	m.n -= k - 1
+	if l.n < leafCap/4 {
+		m.fix(li)
+	}
+	return true
 }
 
 // assign makes [start, end) hold pieces, and the zero value where no

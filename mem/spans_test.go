@@ -209,7 +209,25 @@ func spanMapAgainstReference(t *testing.T, tc spanMapCase, lazy bool) {
 		s, e := rng()
 		v := r.IntN(tc.values + 1)
 		switch op := r.IntN(1000); {
+		case op < 560:
+			m[k].set(s, e, v)
+			ref[k].set(s, e, v)
 		case op < 600:
+			// A set over whole spans (void ones too), from a span's
+			// start to the end of the same span or of one to three
+			// spans on: split and join's cases.
+			var sp []span[int] // void ones too
+			for _, l := range m[k].leaves {
+				sp = append(sp, l.s[:l.n]...)
+			}
+			if len(sp) > 0 {
+				q := r.IntN(len(sp))
+				w := min(q+r.IntN(4), len(sp)-1)
+				s, e = sp[q].start, sp[w].end
+				if r.IntN(3) == 0 {
+					s += (e - s) / 3
+				}
+			}
 			m[k].set(s, e, v)
 			ref[k].set(s, e, v)
 		case op < 630:
@@ -395,5 +413,53 @@ func TestOverlay(t *testing.T) {
 		if got, want := m.got, ref.spans(); !slices.Equal(got, want) {
 			t.Fatalf("step %d: overlay %v, want %v", step, got, want)
 		}
+	}
+}
+
+// TestSpanMapLazyVoids walks a lazy map through a ring's cases by hand:
+// a cut inside live spans leaves them void and unseen; a refill over
+// the same spans writes them in place; a set ending on a void span, or
+// splitting one, makes it live; a cut that reaches out of its range
+// removes as a plain map does. After each step the map must equal a
+// plain map given the same operations, void count included in check.
+func TestSpanMapLazyVoids(t *testing.T) {
+	var lazy, plain spanMap[int]
+	lazy.setLazy(-1)
+	step := func(what string, f func(m *spanMap[int])) {
+		t.Helper()
+		f(&lazy)
+		f(&plain)
+		if err := lazy.check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got, want := lazy.spans(), plain.spans(); !slices.Equal(got, want) || lazy.len() != plain.len() {
+			t.Fatalf("%s: spans %v (%d), want %v (%d)", what, got, lazy.len(), want, plain.len())
+		}
+	}
+	nop := func(uint64, uint64, int) {}
+	step("fill", func(m *spanMap[int]) {
+		for i := range uint64(8) {
+			m.set(i*10, i*10+6, int(i)+1)
+			m.set(i*10+6, i*10+10, int(i)+20)
+		}
+	})
+	step("cut two spans", func(m *spanMap[int]) { m.cut(10, 20, nop) })
+	if lazy.voids != 2 {
+		t.Fatalf("%d void spans after a cut inside live ones, want 2", lazy.voids)
+	}
+	step("refill in place", func(m *spanMap[int]) { m.assign(10, 20, []span[int]{{10, 16, 7}, {16, 20, 8}}) })
+	if lazy.voids != 0 {
+		t.Fatalf("%d void spans after the refill, want 0", lazy.voids)
+	}
+	step("cut again", func(m *spanMap[int]) { m.cut(36, 40, nop) })
+	step("set ending on a void span", func(m *spanMap[int]) { m.set(30, 40, 9) })
+	step("cut two more", func(m *spanMap[int]) { m.cut(40, 50, nop) })
+	step("set over a live span and void ones", func(m *spanMap[int]) { m.set(26, 50, 9) })
+	step("cut a third", func(m *spanMap[int]) { m.cut(50, 60, nop) })
+	step("split a void span", func(m *spanMap[int]) { m.set(52, 54, 3) })
+	step("cut reaching out", func(m *spanMap[int]) { m.cut(63, 75, nop) })
+	step("set over voids and a gap", func(m *spanMap[int]) { m.set(0, 80, 5) })
+	if lazy.voids != 0 {
+		t.Fatalf("%d void spans after a set over all, want 0", lazy.voids)
 	}
 }
