@@ -842,12 +842,12 @@ func (m *spanMap[V]) check() error {
 // with their values there. a is spans in address order, disjoint, as
 // a map holds them (an address in no span holds the zero value).
 func firstDiff[V comparable](a []span[V], b *spanMap[V], start, end uint64) (at uint64, va, vb V, found bool) {
-	ia, _ := slices.BinarySearchFunc(a, start, func(s span[V], x uint64) int {
-		if s.end <= x {
-			return -1
-		}
-		return 1
-	})
+	// A scan: a is what a reader obtained over [start, end) (or a
+	// little more), so the first span ends after start.
+	ia := 0
+	for ia < len(a) && a[ia].end <= start {
+		ia++
+	}
 	lb, ib := b.seek(start)
 	for x := start; x < end; {
 		var sa *span[V]
