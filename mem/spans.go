@@ -34,8 +34,9 @@ type span[V comparable] struct {
 // an emptied leaf.
 //
 // Accesses on a stream land near the last one, or near the one before
-// (a buffer, then its descriptor): the map remembers the last two
-// leaves its lookups landed in and checks them first. Nothing a caller
+// (a buffer, then its descriptor): the map remembers where its last
+// four lookups landed (leaf and span) and checks those first, starting
+// a leaf's scan at the span it remembers. Nothing a caller
 // sees depends on the leaves' shape. Leaves are reused through a free
 // list, so that a map whose span count is steady allocates nothing.
 //
