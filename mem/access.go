@@ -556,7 +556,10 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 		// address order once sorted, when more than one cache has some.
 		top := m.dirty[:0]
 		from := 0
-		for _, c := range m.caches {
+		for i, c := range m.caches {
+			if m.held&heldBit(i) == 0 {
+				continue // no line: nothing to add, from stays
+			}
 			c.lines.each(s, end, func(ps, pe uint64, l lineState) bool {
 				if l.dirty() {
 					top = append(top, span[Version]{ps, pe, l.ver})
@@ -607,7 +610,10 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 	m.wb = m.wb[:0]
 	if coherent {
 		from := 0
-		for _, c := range m.caches {
+		for i, c := range m.caches {
+			if m.held&heldBit(i) == 0 {
+				continue // no line: nothing to cut, from stays
+			}
 			if c.lines.len() > 0 {
 				cs, ce := c.cover(s, end)
 				m.cutDirty(c, cs, ce)

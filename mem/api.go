@@ -179,8 +179,11 @@ type Memory struct {
 	// Physical memory (phys.go).
 	nodes   []*nodeMem
 	devs    []*devMem
-	regions []region          // DRAM and device memory, by address
-	allocs  map[uint64]uint64 // AllocPages/AllocDevice start → rounded size
+	regions []region // DRAM and device memory, by address
+	// lastRegion is the region regionOf found last (checked, not
+	// trusted).
+	lastRegion int
+	allocs     map[uint64]uint64 // AllocPages/AllocDevice start → rounded size
 
 	// Kernel address space (kernel.go).
 	slabs   map[uint64]*slab  // slab page PA → slab
@@ -192,10 +195,14 @@ type Memory struct {
 	textPA  uint64
 
 	// Content (access.go, cache.go, payload.go).
-	ver     Version
-	dram    spanMap[Version] // what DRAM holds
-	latest  spanMap[Version] // the latest write: the logical truth
-	caches  []*cache         // one per node: its last-level cache
+	ver    Version
+	dram   spanMap[Version] // what DRAM holds
+	latest spanMap[Version] // the latest write: the logical truth
+	caches []*cache         // one per node: its last-level cache
+	// held has cache i's bit (heldBit) set when it may hold a line,
+	// clear when it holds none: the accesses that look at every
+	// cache skip the empty ones without touching them.
+	held    uint64
 	journal map[Version][]jseg
 	// general makes the CPU accesses and device writes take their
 	// general path where a faster one would do: tests run the same
@@ -270,6 +277,7 @@ func New(spec *platform.Spec, eng *sim.Engine, opt Options) (*Memory, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mem: node %d: %w", i, err)
 		}
+		c.bit = heldBit(i)
 		m.caches = append(m.caches, c)
 	}
 	if err := m.placeText(); err != nil {

@@ -28,6 +28,10 @@ func newLine(ver Version, seq uint64, dirty bool) lineState {
 	return l
 }
 
+// voidLine is the void value of a cache's lines (spanMap.setLazy): a
+// line of fill 0, which no line has (fills count from 1).
+var voidLine = lineState{sd: 1}
+
 // seq is the fill that brought l's line in.
 func (l lineState) seq() uint64 { return l.sd >> 1 }
 
@@ -48,7 +52,8 @@ func (l lineState) withDirty(d bool) lineState {
 // they were filled once the capacity is exceeded.
 //
 // lines maps addresses to lineState; an address without a span is not
-// cached. Presence, seq and dirty change only over whole lines. fifo
+// cached (the map is lazy: a line cut keeps its span, void, for the
+// fill that brings it back, and every reader takes it for absent). Presence, seq and dirty change only over whole lines. fifo
 // holds the fills in order (and so in the order of their seq); a fill's
 // lines are those in its range that still carry its seq (an invalidated
 // and refilled line belongs to the newer fill), so records of fills with
@@ -70,6 +75,7 @@ type cache struct {
 	renum     []uint64 // trim's scratch
 	head      int
 	evictions uint64
+	bit       uint64 // this cache's bit in Memory.held (heldBit)
 }
 
 // fillRec is one fill: its range, its seq, and the bytes of its lines
@@ -91,6 +97,9 @@ func newCache(n platform.Node) (*cache, error) {
 	if cc.Size.V < 0 || cc.Prefetch.V < 0 || c.wbCost < 0 || c.invCost < 0 || c.uncached < 0 {
 		return nil, fmt.Errorf("cache parameters must not be negative: %w", ErrInvalid)
 	}
+	// A device's coherent write cuts lines that the driver's read
+	// fills again over the same range: a lazy map keeps their spans.
+	c.lines.setLazy(voidLine)
 	if cc.Size.V > 0 {
 		c.capacity = max(alignDown(uint64(cc.Size.V), c.line), c.line)
 	}
@@ -125,6 +134,7 @@ func (m *Memory) fillGap(c *cache, s, e uint64) {
 	m.linePieces = m.dramPieces(m.linePieces[:0], s, e, newLine(0, c.seq, false))
 	c.lines.assign(s, e, m.linePieces)
 	c.used += e - s
+	m.held |= c.bit
 	c.fifo = append(c.fifo, fillRec{s, e, c.seq, e - s})
 }
 
@@ -213,6 +223,7 @@ func (m *Memory) clean(c *cache, s, e uint64) {
 // discard drops the lines of [s, e) (line-aligned), dirty or not.
 func (m *Memory) discard(c *cache, s, e uint64) {
 	c.used -= c.lines.cut(s, e, func(ps, pe uint64, l lineState) { c.gone(l.seq(), pe-ps) })
+	m.emptied(c)
 }
 
 // flush writes back and drops the lines of [s, e) (line-aligned):
@@ -232,6 +243,19 @@ func (m *Memory) cutDirty(c *cache, s, e uint64) {
 		}
 		c.gone(l.seq(), pe-ps)
 	})
+	m.emptied(c)
+}
+
+// heldBit is cache i's bit in Memory.held: its own for the first 63
+// caches, one shared by the others (set when any of them fills, never
+// cleared: it only makes the callers look).
+func heldBit(i int) uint64 { return 1 << min(i, 63) }
+
+// emptied clears c's bit in m.held when c holds no line.
+func (m *Memory) emptied(c *cache) {
+	if c.used == 0 && c.bit != 1<<63 {
+		m.held &^= c.bit
+	}
 }
 
 // evict drops the oldest fills' lines, writing dirty ones back, until c
@@ -318,8 +342,9 @@ func (c *cache) trim() {
 	}
 	for _, l := range c.lines.leaves {
 		for i := range l.s[:l.n] {
-			x := &l.s[i].v
-			*x = newLine(x.ver, renum[x.seq()-base], x.dirty())
+			if x := &l.s[i].v; *x != voidLine {
+				*x = newLine(x.ver, renum[x.seq()-base], x.dirty())
+			}
 		}
 	}
 	c.seq = first + uint64(w) - 1
@@ -516,6 +541,7 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 		pieces = append(pieces, span[lineState]{s, e, w})
 		pieces = m.dramPieces(pieces, e, le, l)
 		c.used += le - ls
+		m.held |= c.bit
 		c.fifo = append(c.fifo, fillRec{ls, le, c.seq, le - ls})
 	default:
 		m.fill(c, ls, le)
@@ -532,6 +558,9 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 // by node to [s, e): the other nodes' dirty copies are written back
 // (they stay, clean, for a read; they are dropped for a write).
 func (m *Memory) snoop(node int, s, e uint64, write bool) {
+	if m.held&^heldBit(node) == 0 {
+		return // no other cache holds a line: the common case
+	}
 	for i, o := range m.caches {
 		if i == node || o.lines.len() == 0 {
 			continue

@@ -108,6 +108,8 @@
 //
 //   - Span maps are sorted, disjoint, hold no zero value (a missing span
 //     is version 0, or not cached) and have no equal touching neighbours.
+//     A cache's map of lines may also hold void spans, lines cut and kept
+//     for their refill, which count as missing (spanMap.setLazy).
 //   - A cache's presence, fill and dirt change only over whole lines; the
 //     bytes it counts as used are the bytes its spans cover, at most its
 //     capacity after every operation.

@@ -131,6 +131,9 @@ func (m *Memory) verify() error {
 		if used != c.used {
 			return fmt.Errorf("cache %d: %d bytes present, counted %d", i, used, c.used)
 		}
+		if held := m.held&heldBit(i) != 0; used > 0 && !held || used == 0 && held && i < 63 {
+			return fmt.Errorf("cache %d: %d bytes present, its bit in held %v", i, used, held)
+		}
 		if used > c.capacity {
 			return fmt.Errorf("cache %d: %d bytes present beyond its capacity %d", i, used, c.capacity)
 		}

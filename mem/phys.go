@@ -218,8 +218,14 @@ func (m *Memory) layout() error {
 	return nil
 }
 
-// regionOf is the index of the region holding pa, or -1.
+// regionOf is the index of the region holding pa, or -1. Accesses come
+// in runs on one region (a NIC's ring and buffers in one node's DRAM),
+// and an access asks three or four times (its translation, its home
+// node, its remote bytes): the region last found is checked first.
 func (m *Memory) regionOf(pa uint64) int {
+	if h := m.lastRegion; h < len(m.regions) && m.regions[h].start <= pa && pa < m.regions[h].end {
+		return h
+	}
 	lo, hi := 0, len(m.regions)
 	for lo < hi {
 		h := int(uint(lo+hi) >> 1)
@@ -230,6 +236,7 @@ func (m *Memory) regionOf(pa uint64) int {
 		}
 	}
 	if lo < len(m.regions) && m.regions[lo].start <= pa {
+		m.lastRegion = lo
 		return lo
 	}
 	return -1

@@ -153,111 +153,169 @@ func TestSpanMapAgainstBytes(t *testing.T) {
 }
 
 // TestSpanMapMatchesReference runs seeded random operation sequences
-// (set, remove, assign, update, reset) on pairs of spanMaps and of the
-// sorted-slice maps they replaced (spans_ref_test.go) and requires the
-// same spans, the same answers to every query and the same calls of
-// update's function, after each step.
+// (set, remove, cut, a cut refilled over the same spans, assign,
+// update, reset) on pairs of spanMaps and of the sorted-slice maps they
+// replaced (spans_ref_test.go) and requires the same spans, the same
+// answers to every query and the same calls of update's function, after
+// each step; with plain maps and with lazy ones (void spans holding -1,
+// compacted as soon as they outnumber the live ones).
 func TestSpanMapMatchesReference(t *testing.T) {
-	tests := []struct {
-		name   string
-		seed   uint64
-		space  uint64 // addresses used: small ones merge and split often
-		base   uint64
-		values int
-		steps  int
-	}{
+	tests := []spanMapCase{
 		{"dense", 1, 200, 0, 3, 6000},
 		{"sparse", 2, 1 << 20, 0, 50, 6000},
 		{"many spans", 3, 1 << 16, 0, 1000, 6000},
 		{"top of the address space", 4, 1 << 12, 1<<64 - 1<<12, 5, 4000},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(tc.seed, 17))
-			var m [2]spanMap[int]
-			var ref [2]refSpanMap[int]
-			rng := func() (uint64, uint64) {
-				s := r.Uint64N(tc.space)
-				// Mostly short ranges, so that spans pile up; at times
-				// long ones that cover many.
-				n := r.Uint64N(min(tc.space-s, max(1, tc.space>>(2+r.IntN(14))))) + 1
-				return tc.base + s, tc.base + s + n
+	defer func(v int) { voidSlack = v }(voidSlack)
+	for _, lazy := range []bool{false, true} {
+		for _, tc := range tests {
+			if lazy {
+				tc.name += ", lazy"
 			}
-			for step := range tc.steps {
-				k := r.IntN(2)
-				s, e := rng()
-				v := r.IntN(tc.values + 1)
-				switch op := r.IntN(1000); {
-				case op < 600:
-					m[k].set(s, e, v)
-					ref[k].set(s, e, v)
-				case op < 650:
-					m[k].remove(s, e)
-					ref[k].remove(s, e)
-				case op < 700:
-					// cut is each then remove, in one search.
-					var got, want []span[int]
-					var n, wn uint64
-					n = m[k].cut(s, e, func(ps, pe uint64, v int) { got = append(got, span[int]{ps, pe, v}) })
-					ref[k].each(s, e, func(ps, pe uint64, v int) bool {
-						want = append(want, span[int]{ps, pe, v})
-						wn += pe - ps
-						return true
-					})
-					ref[k].remove(s, e)
-					if !slices.Equal(got, want) || n != wn {
-						t.Fatalf("step %d: cut saw %v (%d), the reference %v (%d)", step, got, n, want, wn)
-					}
-				case op < 800:
-					// Pieces inside [s, e), in order, some touching,
-					// some holding the same value.
-					var pieces []span[int]
-					for x := s; x < e; {
-						n := r.Uint64N(min(e-x, 1+(e-s)/4)) + 1
-						if w := r.IntN(tc.values + 1); w != 0 && r.IntN(3) > 0 {
-							pieces = append(pieces, span[int]{x, x + n, w})
-						}
-						x += n
-					}
-					m[k].assign(s, e, pieces)
-					ref[k].remove(s, e)
-					for _, p := range pieces {
-						ref[k].set(p.start, p.end, p.v)
-					}
-				case op < 999:
-					var got, want []int
-					f := func(seen *[]int) func(int) int {
-						return func(x int) int {
-							*seen = append(*seen, x)
-							if x%3 == 0 {
-								return 0
-							}
-							return (x + v) % (tc.values + 1)
-						}
-					}
-					m[k].update(s, e, f(&got))
-					ref[k].update(s, e, f(&want))
-					if !slices.Equal(got, want) {
-						t.Fatalf("step %d: update saw %v, the reference %v", step, got, want)
-					}
-				default:
-					m[k].reset()
-					ref[k].reset()
-				}
-				for i := range m {
-					if err := m[i].check(); err != nil {
-						t.Fatalf("step %d: map %d: %v", step, i, err)
-					}
-					if got, want := m[i].spans(), ref[i].s; !slices.Equal(got, want) {
-						t.Fatalf("step %d: map %d: spans %v, want %v", step, i, got, want)
-					}
-					if m[i].len() != ref[i].len() {
-						t.Fatalf("step %d: map %d: len %d, want %d", step, i, m[i].len(), ref[i].len())
-					}
-				}
-				compareQueries(t, step, &m, &ref, rng)
+			t.Run(tc.name, func(t *testing.T) { spanMapAgainstReference(t, tc, lazy) })
+		}
+	}
+}
+
+// spanMapCase is a workload of TestSpanMapMatchesReference.
+type spanMapCase struct {
+	name   string
+	seed   uint64
+	space  uint64 // addresses used: small ones merge and split often
+	base   uint64
+	values int
+	steps  int
+}
+
+func spanMapAgainstReference(t *testing.T, tc spanMapCase, lazy bool) {
+	r := rand.New(rand.NewPCG(tc.seed, 17))
+	var m [2]spanMap[int]
+	var ref [2]refSpanMap[int]
+	if lazy {
+		voidSlack = 8
+		for k := range m {
+			m[k].setLazy(-1)
+		}
+	}
+	rng := func() (uint64, uint64) {
+		s := r.Uint64N(tc.space)
+		// Mostly short ranges, so that spans pile up; at times
+		// long ones that cover many.
+		n := r.Uint64N(min(tc.space-s, max(1, tc.space>>(2+r.IntN(14))))) + 1
+		return tc.base + s, tc.base + s + n
+	}
+	for step := range tc.steps {
+		k := r.IntN(2)
+		s, e := rng()
+		v := r.IntN(tc.values + 1)
+		switch op := r.IntN(1000); {
+		case op < 560:
+			m[k].set(s, e, v)
+			ref[k].set(s, e, v)
+		case op < 600:
+			// A set over whole spans (void ones too), from a span's
+			// start to the end of the same span or of one to three
+			// spans on: split and join's cases.
+			var sp []span[int] // void ones too
+			for _, l := range m[k].leaves {
+				sp = append(sp, l.s[:l.n]...)
 			}
-		})
+			if len(sp) > 0 {
+				q := r.IntN(len(sp))
+				w := min(q+r.IntN(4), len(sp)-1)
+				s, e = sp[q].start, sp[w].end
+				if r.IntN(3) == 0 {
+					s += (e - s) / 3
+				}
+			}
+			m[k].set(s, e, v)
+			ref[k].set(s, e, v)
+		case op < 630:
+			m[k].remove(s, e)
+			ref[k].remove(s, e)
+		case op < 660:
+			// A cut refilled over the same spans, with new values: a
+			// lazy map's in-place path (cut's void spans, assign's
+			// values written over them), and at times a piece left
+			// out or two merged.
+			var got []span[int]
+			m[k].cut(s, e, func(ps, pe uint64, v int) { got = append(got, span[int]{ps, pe, v}) })
+			ref[k].remove(s, e)
+			for q := range got {
+				got[q].v = 1 + (got[q].v+q+r.IntN(2))%tc.values
+			}
+			if len(got) > 1 && r.IntN(4) == 0 {
+				got = slices.Delete(got, 0, 1)
+			}
+			m[k].assign(s, e, got)
+			for _, p := range got {
+				ref[k].set(p.start, p.end, p.v)
+			}
+		case op < 700:
+			// cut is each then remove, in one search.
+			var got, want []span[int]
+			var n, wn uint64
+			n = m[k].cut(s, e, func(ps, pe uint64, v int) { got = append(got, span[int]{ps, pe, v}) })
+			ref[k].each(s, e, func(ps, pe uint64, v int) bool {
+				want = append(want, span[int]{ps, pe, v})
+				wn += pe - ps
+				return true
+			})
+			ref[k].remove(s, e)
+			if !slices.Equal(got, want) || n != wn {
+				t.Fatalf("step %d: cut saw %v (%d), the reference %v (%d)", step, got, n, want, wn)
+			}
+		case op < 800:
+			// Pieces inside [s, e), in order, some touching,
+			// some holding the same value.
+			var pieces []span[int]
+			for x := s; x < e; {
+				n := r.Uint64N(min(e-x, 1+(e-s)/4)) + 1
+				if w := r.IntN(tc.values + 1); w != 0 && r.IntN(3) > 0 {
+					pieces = append(pieces, span[int]{x, x + n, w})
+				}
+				x += n
+			}
+			m[k].assign(s, e, pieces)
+			ref[k].remove(s, e)
+			for _, p := range pieces {
+				ref[k].set(p.start, p.end, p.v)
+			}
+		case op < 999:
+			var got, want []int
+			f := func(seen *[]int) func(int) int {
+				return func(x int) int {
+					*seen = append(*seen, x)
+					if x%3 == 0 {
+						return 0
+					}
+					return (x + v) % (tc.values + 1)
+				}
+			}
+			m[k].update(s, e, f(&got))
+			ref[k].update(s, e, f(&want))
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d: update saw %v, the reference %v", step, got, want)
+			}
+		default:
+			m[k].reset()
+			ref[k].reset()
+		}
+		if lazy && r.IntN(50) == 0 {
+			m[k].compact() // not only when the voids outnumber the live spans
+		}
+		for i := range m {
+			if err := m[i].check(); err != nil {
+				t.Fatalf("step %d: map %d: %v", step, i, err)
+			}
+			if got, want := m[i].spans(), ref[i].s; !slices.Equal(got, want) {
+				t.Fatalf("step %d: map %d: spans %v, want %v", step, i, got, want)
+			}
+			if m[i].len() != ref[i].len() {
+				t.Fatalf("step %d: map %d: len %d, want %d", step, i, m[i].len(), ref[i].len())
+			}
+		}
+		compareQueries(t, step, &m, &ref, rng)
 	}
 }
 
@@ -355,5 +413,53 @@ func TestOverlay(t *testing.T) {
 		if got, want := m.got, ref.spans(); !slices.Equal(got, want) {
 			t.Fatalf("step %d: overlay %v, want %v", step, got, want)
 		}
+	}
+}
+
+// TestSpanMapLazyVoids walks a lazy map through a ring's cases by hand:
+// a cut inside live spans leaves them void and unseen; a refill over
+// the same spans writes them in place; a set ending on a void span, or
+// splitting one, makes it live; a cut that reaches out of its range
+// removes as a plain map does. After each step the map must equal a
+// plain map given the same operations, void count included in check.
+func TestSpanMapLazyVoids(t *testing.T) {
+	var lazy, plain spanMap[int]
+	lazy.setLazy(-1)
+	step := func(what string, f func(m *spanMap[int])) {
+		t.Helper()
+		f(&lazy)
+		f(&plain)
+		if err := lazy.check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got, want := lazy.spans(), plain.spans(); !slices.Equal(got, want) || lazy.len() != plain.len() {
+			t.Fatalf("%s: spans %v (%d), want %v (%d)", what, got, lazy.len(), want, plain.len())
+		}
+	}
+	nop := func(uint64, uint64, int) {}
+	step("fill", func(m *spanMap[int]) {
+		for i := range uint64(8) {
+			m.set(i*10, i*10+6, int(i)+1)
+			m.set(i*10+6, i*10+10, int(i)+20)
+		}
+	})
+	step("cut two spans", func(m *spanMap[int]) { m.cut(10, 20, nop) })
+	if lazy.voids != 2 {
+		t.Fatalf("%d void spans after a cut inside live ones, want 2", lazy.voids)
+	}
+	step("refill in place", func(m *spanMap[int]) { m.assign(10, 20, []span[int]{{10, 16, 7}, {16, 20, 8}}) })
+	if lazy.voids != 0 {
+		t.Fatalf("%d void spans after the refill, want 0", lazy.voids)
+	}
+	step("cut again", func(m *spanMap[int]) { m.cut(36, 40, nop) })
+	step("set ending on a void span", func(m *spanMap[int]) { m.set(30, 40, 9) })
+	step("cut two more", func(m *spanMap[int]) { m.cut(40, 50, nop) })
+	step("set over a live span and void ones", func(m *spanMap[int]) { m.set(26, 50, 9) })
+	step("cut a third", func(m *spanMap[int]) { m.cut(50, 60, nop) })
+	step("split a void span", func(m *spanMap[int]) { m.set(52, 54, 3) })
+	step("cut reaching out", func(m *spanMap[int]) { m.cut(63, 75, nop) })
+	step("set over voids and a gap", func(m *spanMap[int]) { m.set(0, 80, 5) })
+	if lazy.voids != 0 {
+		t.Fatalf("%d void spans after a set over all, want 0", lazy.voids)
 	}
 }
