@@ -16,17 +16,17 @@ var diffAhead bool
 // with and without event budgets and horizons, by RunUntil in steps and
 // by Run, give the same runs (logs, CPU spans, times, event counts,
 // deadlock reports) as with every resume through the event loop, and
-// sleeps do run ahead.
+// sleeps and waits on completions do run ahead.
 func TestRunAhead(t *testing.T) {
 	defer func() { diffAhead = false }()
-	var skips uint64
+	var skips, waits uint64
 	aheads := diffDrives(t, loopDrives(false), "run-ahead",
 		func(on bool) { diffAhead, sleepShortcut = on, on },
-		func(e *Engine) uint64 { skips += e.shortcuts; return e.aheads })
-	if aheads == 0 {
-		t.Fatal("no sleep ran ahead")
+		func(e *Engine) uint64 { skips += e.shortcuts; waits += e.waitAheads; return e.aheads })
+	if aheads == 0 || waits == 0 {
+		t.Fatalf("%d sleeps and %d waits ran ahead, want some of each", aheads, waits)
 	}
-	t.Logf("%d sleeps ran ahead, %d skipped ahead", aheads, skips)
+	t.Logf("%d sleeps and %d waits ran ahead, %d sleeps skipped ahead", aheads, waits, skips)
 }
 
 // TestRunAheadLoopPanics: an event that runs the engine while a process

@@ -60,6 +60,11 @@ type Engine struct {
 	ahead   *Proc
 	aheadAt Time
 	aheads  uint64
+	// aheadWake is the resume of the process that waits ahead
+	// (waitAhead), once the completion it waits on has woken it;
+	// waitAheads counts the waits that ended so.
+	aheadWake  *event
+	waitAheads uint64
 }
 
 type event struct {
@@ -331,6 +336,51 @@ func (e *Engine) runAhead(p *Proc, d Time) bool {
 		// lane (scheduled after it): the heap's place for it.
 		e.push(at, seq, p.resumeFn)
 	}
+	return ok
+}
+
+// waitAhead is runAhead for p, marked RunAhead, waiting on c: it runs, on
+// p's coroutine, the events the loop under way would run while p is
+// blocked, one by one as the loop would, until c's completion has woken p
+// (wake queues p's resume as it always does, and notes it in aheadWake)
+// and that resume is the loop's next event; then it takes the resume off
+// the queue as step would (the clock, the fired count) and reports true.
+// It reports false when the loop would stop first (its limit, its
+// budget, or no event left): p must block, its resume queued if it was
+// woken. skipAhead needs no stand-in here (aheadAt is Forever): the
+// resume, once there is one, is queued like any event.
+func (e *Engine) waitAhead(p *Proc, c *Completion) bool {
+	e.ahead, e.aheadAt, e.aheadWake, e.running = p, Forever, nil, nil
+	p.state, p.waiting = procBlocked, c
+	ok := false
+	for {
+		lp := e.loop
+		top := e.next()
+		if top == nil || top.at > lp.limit || e.fired >= lp.stop {
+			break
+		}
+		if top == e.aheadWake {
+			if top.idx == inLane {
+				e.takeLane()
+			} else {
+				last := len(e.queue) - 1
+				e.swap(0, last)
+				e.queue = e.queue[:last]
+				if last > 0 {
+					e.down(0)
+				}
+			}
+			e.now = top.at
+			e.release(top)
+			e.fired++
+			e.waitAheads++
+			ok = true
+			break
+		}
+		e.step(lp.limit, lp.stop)
+	}
+	e.ahead, e.aheadWake, e.running = nil, nil, &p.process
+	p.state, p.waiting = procRunning, nil
 	return ok
 }
 

@@ -151,7 +151,13 @@ func waitingOn(on any) string {
 }
 
 // wake makes a blocked process runnable at the current instant.
-func (p *process) wake() { p.e.At(p.e.now, p.resumeFn) }
+func (p *process) wake() {
+	h := p.e.At(p.e.now, p.resumeFn)
+	if a := p.e.ahead; a != nil && &a.process == p {
+		// p waits ahead (waitAhead): this is the resume it looks for.
+		p.e.aheadWake = h.ev
+	}
+}
 
 // Name is the name given at Spawn.
 func (p *process) Name() string { return p.name }
@@ -215,14 +221,19 @@ func (p *Proc) Sleep(d Time) {
 // event is due before a sleep ends, p runs it, and every event after it
 // up to its own resume, then goes on, as long as the loop under way
 // (Run, RunUntil, Guard) would have run them; where the loop would stop
-// first, p blocks as usual. The events run in the same order, at the same
-// times, with no process running, so nothing else changes. The caller
+// first, p blocks as usual. Its waits on a completion (Wait, Join) do
+// the same: p runs the loop's events until the completion has woken it
+// and its resume is the next event, then goes on. The events run in the
+// same order, at the same times, with no process running, so nothing
+// else changes. The caller
 // promises that no event run meanwhile runs the engine itself (Step, Run,
 // RunUntil, Guard from an event): the engine panics if one does, since
 // that loop could have to resume p, whose coroutine is the one running.
-// A sleep of a process resumed by another's run ahead (an event run so
-// woke it) switches as usual. For hot processes of hardware models (a
-// driver's interrupt handler) that sleep between device events.
+// A sleep or wait of a process resumed by another's run ahead (an event
+// run so woke it) switches as usual. For hot processes of hardware models
+// (a driver's interrupt handler, the unified-memory driver's fault
+// service) that sleep between device events or wait for their transfers.
+// (Waits on a condition, WaitUntil, switch as usual.)
 func (p *Proc) RunAhead() { p.ahead = true }
 
 // SleepAlone is n calls of Sleep, d in all, made at once when each would
@@ -250,6 +261,12 @@ func (p *Proc) Wait(c *Completion) {
 		return
 	}
 	c.addWaiter(&p.process)
+	e := p.e
+	if p.ahead && e.ahead == nil && e.loop.stop > 0 && sleepShortcut && p.state == procRunning && e.running == &p.process {
+		if e.waitAhead(p, c) {
+			return
+		}
+	}
 	p.block(c)
 }
 

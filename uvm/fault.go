@@ -273,7 +273,11 @@ func (d *Driver) kick(g *gpuState) {
 	if g.bhFn == nil {
 		g.bhFn = func(p *sim.Proc) { d.bottomHalf(p, g) }
 	}
-	d.eng.Spawn(g.bh, g.bhFn)
+	// The bottom half waits for each migration it starts, and nothing
+	// it runs meanwhile runs the engine: its sleeps and waits run the
+	// events due before it goes on rather than switching coroutines
+	// (sim.Proc.RunAhead), some two switches per migrated block.
+	d.eng.Spawn(g.bh, g.bhFn).RunAhead()
 }
 
 // bottomHalf services g's fault buffer until it is empty
