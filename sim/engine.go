@@ -164,6 +164,20 @@ func (e *Engine) next() *event {
 	return nil
 }
 
+// take removes ev, the event next returned, from the lane or the heap.
+func (e *Engine) take(ev *event) {
+	if ev.idx == inLane {
+		e.takeLane()
+		return
+	}
+	last := len(e.queue) - 1
+	e.swap(0, last)
+	e.queue = e.queue[:last]
+	if last > 0 {
+		e.down(0)
+	}
+}
+
 // takeLane removes the lane's first event.
 func (e *Engine) takeLane() {
 	e.lane[e.laneHead] = nil
@@ -246,17 +260,7 @@ func (e *Engine) step(limit Time, stop uint64) bool {
 	if ev == nil || ev.at > limit {
 		return false
 	}
-	if ev.idx == inLane {
-		e.takeLane()
-	} else {
-		// The heap's first event off.
-		last := len(e.queue) - 1
-		e.swap(0, last)
-		e.queue = e.queue[:last]
-		if last > 0 {
-			e.down(0)
-		}
-	}
+	e.take(ev)
 	e.now = ev.at
 	fn := ev.fn
 	e.release(ev)
@@ -360,16 +364,7 @@ func (e *Engine) waitAhead(p *Proc, c *Completion) bool {
 			break
 		}
 		if top == e.aheadWake {
-			if top.idx == inLane {
-				e.takeLane()
-			} else {
-				last := len(e.queue) - 1
-				e.swap(0, last)
-				e.queue = e.queue[:last]
-				if last > 0 {
-					e.down(0)
-				}
-			}
+			e.take(top)
 			e.now = top.at
 			e.release(top)
 			e.fired++
