@@ -365,7 +365,7 @@ below zero-copy.
 The GPU is given vram bytes of memory for the run (the platform with
 gpus.NAME.vram changed, as --set platform.gpus.gpu0.vram would): the model
 raises one fault per 4 KiB page, so the ratios of an H200's 141 GiB take
-about 7 to 12 CPU seconds by the core (scenario
+about 6 to 7 CPU seconds by the core (scenario
 BenchmarkUMOversubscribeH200); a 1 GiB GPU gives about the same GB/s
 at the same ratios (the one launch latency per pass weighs a little
 more). vram=platform keeps the platform's. Rows:
