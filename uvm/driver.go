@@ -196,6 +196,13 @@ func (l *chunkList) pushBack(c *chunk) {
 	l.tail = c
 }
 
+// toBack moves c, in the list, to its tail: the chunk the driver used
+// last.
+func (l *chunkList) toBack(c *chunk) {
+	l.remove(c)
+	l.pushBack(c)
+}
+
 func (l *chunkList) remove(c *chunk) {
 	if c.prev != nil {
 		c.prev.next = c.next

@@ -352,10 +352,7 @@ func (d *Driver) makeResident(p *sim.Proc, b *vaBlock, dest Processor, groups []
 	}
 	d.residentMask(b, dest).Or(&all)
 	if dest.IsGPU() && !need.Empty() {
-		g := d.gpus[dest.GPUIndex()]
-		c := b.chunk[dest.GPUIndex()]
-		g.lru.remove(c)
-		g.lru.pushBack(c)
+		d.gpus[dest.GPUIndex()].lru.toBack(b.chunk[dest.GPUIndex()])
 	}
 	b.dropRemote(&changed)
 	d.revoke(p, b, revoked, dest)
@@ -651,10 +648,7 @@ func (d *Driver) servicePlain(p *sim.Proc, b *vaBlock, to Processor, need PageMa
 	}
 	d.residentMask(b, to).Or(&all)
 	if !fresh.Empty() {
-		g := d.gpus[to.GPUIndex()]
-		c := b.chunk[to.GPUIndex()]
-		g.lru.remove(c)
-		g.lru.pushBack(c)
+		d.gpus[to.GPUIndex()].lru.toBack(b.chunk[to.GPUIndex()])
 	}
 	b.dropRemote(&changed)
 	d.revoke(p, b, revoked, to)
