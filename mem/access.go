@@ -98,6 +98,9 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 		return a
 	}
 	a.Attr = attr
+	if attr == Uncached {
+		m.keepLatest() // DRAM may be behind a dirty line
+	}
 	m.countRemote(node, segs)
 	var off uint64
 	for i, sg := range segs {
@@ -141,6 +144,9 @@ func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data 
 		a.Err = fmt.Errorf("write: %w", err)
 		m.report(a)
 		return 0
+	}
+	if attr == Uncached {
+		m.keepLatest() // the caches' copies are left behind
 	}
 	v := m.next()
 	a.Attr, a.Version = attr, v
@@ -328,8 +334,12 @@ func (m *Memory) overlay(top []span[Version]) {
 }
 
 // checkStale compares what the reader obtained (m.got) with the latest
-// writes over [s, e).
+// writes over [s, e). While the latest writes are not kept, no reader
+// can obtain anything else (latest.go): nothing to compare.
 func (m *Memory) checkStale(a *Access, s, e uint64) {
+	if !m.keep {
+		return // every reader obtains the latest writes (latest.go)
+	}
 	if at, got, want, found := firstDiff(m.got, &m.latest, s, e); found {
 		a.Stale, a.StaleAt, a.Got, a.Want = true, PhysAddr(at), got, want
 	}
@@ -464,6 +474,9 @@ func (m *Memory) maintain(p *sim.Proc, pa PhysAddr, size uint64, op maintOp) {
 		return
 	}
 	s, e := uint64(pa), uint64(end)
+	if op == opInvalidate {
+		m.keepLatest() // a dirty line's write may be lost
+	}
 	for _, c := range m.caches {
 		if c.lines.len() == 0 {
 			continue
@@ -549,34 +562,11 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 		return a
 	}
 	s := uint64(pa)
-	m.dramRead(s, end)
 	if coherent {
-		// Dirty lines replace DRAM's versions. A line is dirty in one
-		// cache at most, so the caches' dirty pieces are disjoint; in
-		// address order once sorted, when more than one cache has some.
-		top := m.dirty[:0]
-		from := 0
-		for i, c := range m.caches {
-			if m.held&heldBit(i) == 0 {
-				continue // no line: nothing to add, from stays
-			}
-			c.lines.each(s, end, func(ps, pe uint64, l lineState) bool {
-				if l.dirty() {
-					top = append(top, span[Version]{ps, pe, l.ver})
-				}
-				return true
-			})
-			if from > 0 && len(top) > from {
-				slices.SortFunc(top, func(a, b span[Version]) int { return cmp.Compare(a.start, b.start) })
-			}
-			if len(top) > 0 {
-				from = len(top)
-			}
-		}
-		m.dirty = top
-		if len(top) > 0 {
-			m.overlay(top)
-		}
+		m.coherentRead(s, end)
+	} else {
+		m.keepLatest() // DRAM may be behind a dirty line
+		m.dramRead(s, end)
 	}
 	m.checkStale(&a, s, end)
 	if buf != nil {
@@ -599,6 +589,9 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 		return 0
 	}
 	s := uint64(pa)
+	if !coherent {
+		m.keepLatest() // the caches' copies are left behind
+	}
 	v := m.next()
 	a.Version = v
 	// The lines a coherent write snoops are written back (where dirty)
@@ -645,7 +638,9 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 		m.wbTop = top
 		m.writeDRAM(top)
 	}
-	m.latest.set(s, end, v)
+	if m.keep {
+		m.latest.set(s, end, v)
+	}
 	m.segs = append(m.segs[:0], PhysRange{pa, size})
 	m.record(v, m.segs, data)
 	m.report(a)

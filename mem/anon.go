@@ -155,7 +155,9 @@ func (m *Memory) clearPage(pa uint64) {
 		}
 	}
 	m.dram.set(pa, pa+PageSize, 0)
-	m.latest.set(pa, pa+PageSize, 0)
+	if m.keep {
+		m.latest.set(pa, pa+PageSize, 0)
+	}
 }
 
 // Populate faults in every absent page of [va, va+size) for a CPU of
@@ -345,7 +347,9 @@ func (m *Memory) MovePage(p *sim.Proc, node int, va VirtAddr, dst PhysAddr) (Phy
 		}
 	}
 	m.carry(&m.dram, src, d)
-	m.carry(&m.latest, src, d)
+	if m.keep {
+		m.carry(&m.latest, src, d)
+	}
 	a.pages[i] = d
 	// The new page table entry is the VMA's normal protection
 	// (remove_migration_pte): a NUMA hint on the old one is gone.

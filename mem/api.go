@@ -197,8 +197,17 @@ type Memory struct {
 	// Content (access.go, cache.go, payload.go).
 	ver    Version
 	dram   spanMap[Version] // what DRAM holds
-	latest spanMap[Version] // the latest write: the logical truth
+	latest spanMap[Version] // the latest write: the logical truth (kept only with keep)
 	caches []*cache         // one per node: its last-level cache
+	// keep says m.latest is kept: every write sets it and every read
+	// is checked against it. Until the first access that can make a
+	// copy stale (keepLatest says which), no byte can be: the latest
+	// write of every byte is its coherent value (the dirty line that
+	// holds it, else DRAM), which is what every reader obtains. So
+	// m.latest stays empty, a write updates one map less and a read
+	// skips the check; keepLatest builds it from DRAM and the dirty
+	// lines when keeping it starts.
+	keep bool
 	// held has cache i's bit (heldBit) set when it may hold a line,
 	// clear when it holds none: the accesses that look at every
 	// cache skip the empty ones without touching them.
@@ -221,6 +230,8 @@ type Memory struct {
 	// dirty holds a coherent device read's dirty cache lines, under
 	// m.got's spans before overlay lays them over DRAM's (deviceRead).
 	dirty, under []span[Version]
+	// view holds the coherent values latestIn walks.
+	view []span[Version]
 	// wb holds the dirty pieces a flush writes back; wbTop those and a
 	// device's write, as writeDRAM takes them; wbRun a run of them.
 	wb, wbTop, wbRun []span[Version]

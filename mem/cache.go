@@ -550,7 +550,9 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 	}
 	m.linePieces = pieces
 	c.lines.assign(ls, le, pieces)
-	m.latest.set(s, e, v)
+	if m.keep {
+		m.latest.set(s, e, v)
+	}
 	m.evict(c)
 }
 

@@ -94,7 +94,11 @@
 // copy, with its line's fill and dirty bit. A reader obtains versions
 // from where it really reads (its cache, DRAM, a snooped dirty line); a
 // byte whose obtained version differs from the latest makes the Access
-// Stale, with the first such byte and both versions. Memory grows with
+// Stale, with the first such byte and both versions. While every access
+// keeps the copies coherent (cached CPU accesses, coherent devices, no
+// Invalidate), no reader can obtain anything but the latest write: the
+// map of latest writes is built, and kept, from the first access that
+// can leave a copy behind (latest.go). Memory grows with
 // the number of distinct written regions and cached runs, never with
 // bytes: 64 GiB streamed through 256 buffers costs 640 spans.
 // Footprint counts them.

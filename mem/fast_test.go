@@ -27,12 +27,33 @@ func TestFastPathsMatchGeneral(t *testing.T) {
 		capacity platform.Bytes
 		pf       int
 		ring     bool
+		// coherent is the fraction of the steps, from the first, that
+		// make only accesses that keep every copy coherent (cached,
+		// coherent devices, no Invalidate): the fast memory does not
+		// keep its latest writes until the first other one (latest.go).
+		coherent float64
+		// first is the first access of the other kind, after them:
+		// 0 random, else 1 a non-coherent device write, 2 a
+		// non-coherent device read, 3 an uncached read, 4 an uncached
+		// write, 5 an Invalidate.
+		first int
 	}{
-		{"ring, large cache, prefetch 1", 32 * miB, 1, true},
-		{"ring, small cache, prefetch 2", 4 * kiB, 2, true},
-		{"random, large cache, prefetch 1", 32 * miB, 1, false},
-		{"random, tiny cache, prefetch 3", 1 * kiB, 3, false},
-		{"random, small cache, no prefetch", 8 * kiB, 0, false},
+		{"ring, large cache, prefetch 1", 32 * miB, 1, true, 0, 0},
+		{"ring, small cache, prefetch 2", 4 * kiB, 2, true, 0, 0},
+		{"random, large cache, prefetch 1", 32 * miB, 1, false, 0, 0},
+		{"random, tiny cache, prefetch 3", 1 * kiB, 3, false, 0, 0},
+		{"random, small cache, no prefetch", 8 * kiB, 0, false, 0, 0},
+		{"coherent ring, large cache, prefetch 1", 32 * miB, 1, true, 1, 0},
+		{"coherent ring, small cache, prefetch 2", 4 * kiB, 2, true, 1, 0},
+		{"coherent random, large cache, prefetch 1", 32 * miB, 1, false, 1, 0},
+		{"coherent random, tiny cache, prefetch 3", 1 * kiB, 3, false, 1, 0},
+		{"coherent ring, then not, prefetch 1", 32 * miB, 1, true, 0.5, 0},
+		{"coherent random, then not, no prefetch", 8 * kiB, 0, false, 0.5, 0},
+		{"coherent ring, then a device write", 32 * miB, 1, true, 0.5, 1},
+		{"coherent ring, then a device read", 32 * miB, 1, true, 0.5, 2},
+		{"coherent random, then an uncached read", 32 * miB, 1, false, 0.5, 3},
+		{"coherent ring, then an uncached write", 4 * kiB, 2, true, 0.5, 4},
+		{"coherent random, then an invalidate", 32 * miB, 0, false, 0.5, 5},
 	}
 	steps := 4000
 	if testing.Short() {
@@ -53,6 +74,9 @@ func TestFastPathsMatchGeneral(t *testing.T) {
 				ms[k] = newMem(t, spec, Options{Payload: true})
 				ms[k].general = k == 1
 				if ms[k].general {
+					// The general path keeps its latest writes
+					// from the start, as it always did.
+					ms[k].keepLatest()
 					// The general path's caches remove lines as a
 					// plain map does, with no void spans.
 					for _, c := range ms[k].caches {
@@ -82,6 +106,20 @@ func TestFastPathsMatchGeneral(t *testing.T) {
 					op = []int{0, 0, 0, 2, 2, 4, 5, 5, 5, 6, 7, 8}[rnd.IntN(12)]
 				}
 				coh := rnd.IntN(3) != 0
+				dirtyFirst := false
+				switch cut := int(tc.coherent * float64(steps)); {
+				case step < cut:
+					cached, coh = true, true
+					if op == 7 {
+						op = 8 // a flush, not an invalidate
+					}
+				case step == cut && tc.first > 0:
+					cached, coh = tc.first > 4 || tc.first < 3, false
+					op = []int{0, 5, 4, 0, 2, 7}[tc.first]
+					// A read that bypasses the caches, of lines a
+					// CPU has just written: stale.
+					dirtyFirst = tc.first == 2 || tc.first == 3
+				}
 				d := rnd.IntN(window - (e - s) + 1)
 				data := make([]byte, e-s)
 				for i := range data {
@@ -93,6 +131,9 @@ func TestFastPathsMatchGeneral(t *testing.T) {
 					pa := base + PhysAddr(s)
 					size := uint64(e - s)
 					va := m.PhysToVirt(pa)
+					if dirtyFirst {
+						m.Write(nil, node, va, size)
+					}
 					if !cached {
 						va = uc + VirtAddr(s)
 					}
@@ -133,11 +174,17 @@ func TestFastPathsMatchGeneral(t *testing.T) {
 				if err := sameState(ms[0], ms[1]); err != nil {
 					t.Fatalf("step %d %s: %v", step, what, err)
 				}
+				if err := ms[0].verifyCoherent(); err != nil {
+					t.Fatalf("step %d %s: %v", step, what, err)
+				}
 			}
 			for k, m := range ms {
 				if err := m.verify(); err != nil {
 					t.Fatalf("memory %d: %v", k, err)
 				}
+			}
+			if keep := tc.coherent < 1; ms[0].keep != keep {
+				t.Fatalf("fast memory keeps its latest writes: %v, want %v", ms[0].keep, keep)
 			}
 		})
 	}
@@ -173,8 +220,8 @@ func sameState(a, b *Memory) error {
 	if !slices.Equal(a.dram.spans(), b.dram.spans()) {
 		return fmt.Errorf("DRAM differs: %v, general %v", a.dram.spans(), b.dram.spans())
 	}
-	if !slices.Equal(a.latest.spans(), b.latest.spans()) {
-		return fmt.Errorf("latest differs: %v, general %v", a.latest.spans(), b.latest.spans())
+	if la, lb := latestMap(a).spans(), latestMap(b).spans(); !slices.Equal(la, lb) {
+		return fmt.Errorf("latest differs: %v, general %v", la, lb)
 	}
 	for i := range a.caches {
 		ca, cb := a.caches[i], b.caches[i]

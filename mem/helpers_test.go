@@ -84,3 +84,14 @@ func buf(t testing.TB, m *Memory, node int, size uint64) (PhysAddr, VirtAddr) {
 	}
 	return pa, m.PhysToVirt(pa)
 }
+
+// latestMap is the map of m's latest writes, kept or not (latest.go):
+// m.latest once kept, else the coherent values it stands for.
+func latestMap(m *Memory) *spanMap[Version] {
+	if m.keep {
+		return &m.latest
+	}
+	var l spanMap[Version]
+	m.coherentMap(&l)
+	return &l
+}

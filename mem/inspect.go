@@ -8,7 +8,20 @@ import "fmt"
 const checkInvariants = false
 
 // Latest is the version of the latest write to pa.
-func (m *Memory) Latest(pa PhysAddr) Version { return m.latest.get(uint64(pa)) }
+func (m *Memory) Latest(pa PhysAddr) Version {
+	if m.keep {
+		return m.latest.get(uint64(pa))
+	}
+	// The coherent value (latest.go): the dirty line's, else DRAM's.
+	for i, c := range m.caches {
+		if m.held&heldBit(i) != 0 {
+			if l := c.lines.get(uint64(pa)); l.dirty() {
+				return l.ver
+			}
+		}
+	}
+	return m.dram.get(uint64(pa))
+}
 
 // LatestIn is the newest version of the latest writes to any byte of
 // [pa, pa+size) (0 when none was written since boot). Versions only
@@ -18,7 +31,7 @@ func (m *Memory) Latest(pa PhysAddr) Version { return m.latest.get(uint64(pa)) }
 func (m *Memory) LatestIn(pa PhysAddr, size uint64) Version {
 	s, e := uint64(pa), uint64(pa)+size
 	var v Version
-	m.latest.each(s, e, func(_, _ uint64, w Version) bool { v = max(v, w); return true })
+	m.latestIn(s, e, func(_, _ uint64, w Version) { v = max(v, w) })
 	return v
 }
 
@@ -67,7 +80,8 @@ func (m *Memory) CacheStats(node int) CacheStats {
 }
 
 // Footprint is the number of spans the content maps hold (versions of
-// DRAM, latest writes and caches): what memory use grows with.
+// DRAM, latest writes and caches): what memory use grows with. The
+// latest writes count only once they are kept (latest.go).
 func (m *Memory) Footprint() int {
 	n := m.dram.len() + m.latest.len()
 	for _, c := range m.caches {
@@ -83,6 +97,9 @@ func (m *Memory) verify() error {
 	}
 	if err := m.latest.check(); err != nil {
 		return fmt.Errorf("latest: %w", err)
+	}
+	if err := m.verifyCoherent(); err != nil {
+		return err
 	}
 	for i, c := range m.caches {
 		if err := c.lines.check(); err != nil {

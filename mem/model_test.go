@@ -219,7 +219,7 @@ func expand[V comparable](sm *spanMap[V], base, n int) []V {
 
 func (r *refMem) compare(m *Memory) error {
 	n := len(r.dram)
-	dram, latest := expand(&m.dram, r.base, n), expand(&m.latest, r.base, n)
+	dram, latest := expand(&m.dram, r.base, n), expand(latestMap(m), r.base, n)
 	for i := range n {
 		pa := PhysAddr(r.base + i)
 		if dram[i] != r.dram[i] {
