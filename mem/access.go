@@ -94,7 +94,7 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 	segs, attr, err := m.cpuTranslate(node, va, size)
 	if err != nil {
 		a.Err = fmt.Errorf("read: %w", err)
-		m.report(a)
+		m.report(&a)
 		return a
 	}
 	a.Attr = attr
@@ -111,18 +111,26 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 		} else {
 			m.dramRead(s, e)
 		}
-		sa := a
-		sa.Phys, sa.Size, sa.VA = sg.Start, sg.Size, va+VirtAddr(off)
-		m.checkStale(&sa, s, e)
+		at, got, want, stale := m.checkStale(s, e)
 		if buf != nil {
 			m.assemble(buf[off:off+sg.Size], s, e)
 		}
-		m.report(sa)
+		if m.Hooks.Active() {
+			// Each piece is reported with the stale byte of the
+			// pieces before it, unless it has one of its own.
+			sa := &m.ev
+			*sa = a
+			sa.Phys, sa.Size, sa.VA = sg.Start, sg.Size, va+VirtAddr(off)
+			if stale {
+				sa.Stale, sa.StaleAt, sa.Got, sa.Want = true, at, got, want
+			}
+			m.emit()
+		}
 		if i == 0 {
 			a.Phys = sg.Start
 		}
-		if sa.Stale && !a.Stale {
-			a.Stale, a.StaleAt, a.Got, a.Want = true, sa.StaleAt, sa.Got, sa.Want
+		if stale && !a.Stale {
+			a.Stale, a.StaleAt, a.Got, a.Want = true, at, got, want
 		}
 		off += sg.Size
 	}
@@ -131,25 +139,29 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 	return a
 }
 
+// cpuAccess is the Access of a CPU access, before its outcome.
+func (m *Memory) cpuAccess(p *sim.Proc, kind AccessKind, node int, va VirtAddr, size uint64) Access {
+	return Access{Header: sim.Header{Time: m.now(), Proc: procName(p)}, Kind: kind, Node: node, VA: va, Size: size}
+}
+
 func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data []byte) Version {
 	if m.hints > 0 && size > 0 {
 		m.hintFaults(p, node, va, size)
 	}
-	a := Access{Header: sim.Header{Time: m.now(), Proc: procName(p)}, Kind: CPUWrite, Node: node, VA: va, Size: size}
 	if size == 0 {
 		return 0
 	}
 	segs, attr, err := m.cpuTranslate(node, va, size)
 	if err != nil {
+		a := m.cpuAccess(p, CPUWrite, node, va, size)
 		a.Err = fmt.Errorf("write: %w", err)
-		m.report(a)
+		m.report(&a)
 		return 0
 	}
 	if attr == Uncached {
 		m.keepLatest() // the caches' copies are left behind
 	}
 	v := m.next()
-	a.Attr, a.Version = attr, v
 	m.countRemote(node, segs)
 	m.record(v, segs, data)
 	var off uint64
@@ -162,9 +174,13 @@ func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data 
 			m.dram.set(s, e, v)
 			m.latest.set(s, e, v)
 		}
-		sa := a
-		sa.Phys, sa.Size, sa.VA = sg.Start, sg.Size, va+VirtAddr(off)
-		m.report(sa)
+		if m.Hooks.Active() {
+			// Built only when a hook listens (the time cannot have
+			// moved: nothing sleeps before the charge).
+			m.ev = m.cpuAccess(p, CPUWrite, node, va+VirtAddr(off), sg.Size)
+			m.ev.Phys, m.ev.Attr, m.ev.Version = sg.Start, attr, v
+			m.emit()
+		}
 		off += sg.Size
 	}
 	m.invariants()
@@ -334,15 +350,14 @@ func (m *Memory) overlay(top []span[Version]) {
 }
 
 // checkStale compares what the reader obtained (m.got) with the latest
-// writes over [s, e). While the latest writes are not kept, no reader
+// writes over [s, e): the first byte that differs, the versions there. While the latest writes are not kept, no reader
 // can obtain anything else (latest.go): nothing to compare.
-func (m *Memory) checkStale(a *Access, s, e uint64) {
+func (m *Memory) checkStale(s, e uint64) (at PhysAddr, got, want Version, stale bool) {
 	if !m.keep {
 		return // every reader obtains the latest writes (latest.go)
 	}
-	if at, got, want, found := firstDiff(m.got, &m.latest, s, e); found {
-		a.Stale, a.StaleAt, a.Got, a.Want = true, PhysAddr(at), got, want
-	}
+	x, got, want, stale := firstDiff(m.got, &m.latest, s, e)
+	return PhysAddr(x), got, want, stale
 }
 
 // CopyPhys is a CPU on node copying size bytes from src to dst through
@@ -363,35 +378,37 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 	w := Access{Header: sim.Header{Time: now, Proc: name}, Kind: CPUWrite, Node: node, Phys: dst, Size: size, VA: m.PhysToVirt(dst)}
 	if node < 0 || node >= len(m.nodes) {
 		r.Err = fmt.Errorf("copy: CPU of node %d: no such node: %w", node, ErrInvalid)
-		m.report(r)
+		m.report(&r)
 		return
 	}
 	if _, err := m.memRange(src, size, true); err != nil {
 		r.Err = fmt.Errorf("copy from: %w", err)
-		m.report(r)
+		m.report(&r)
 		return
 	}
 	if _, err := m.memRange(dst, size, true); err != nil {
 		w.Err = fmt.Errorf("copy to: %w", err)
-		m.report(w)
+		m.report(&w)
 		return
 	}
 	s, d := uint64(src), uint64(dst)
 	cached := !m.cacheRead(node, s, s+size) // no line had to be filled
-	m.checkStale(&r, s, s+size)
+	if at, got, want, stale := m.checkStale(s, s+size); stale {
+		r.Stale, r.StaleAt, r.Got, r.Want = true, at, got, want
+	}
 	var data []byte
 	if m.opt.Payload {
 		data = make([]byte, size)
 		m.assemble(data, s, s+size)
 	}
-	m.report(r)
+	m.report(&r)
 	v := m.next()
 	w.Version = v
 	if data != nil {
 		m.journal[v] = []jseg{{d, data}}
 	}
 	m.cacheWrite(node, d, d+size, v)
-	m.report(w)
+	m.report(&w)
 	m.invariants()
 	if p == nil {
 		return
@@ -551,14 +568,14 @@ func (m *Memory) DeviceWriteBytes(dev string, coherent bool, pa PhysAddr, data [
 }
 
 func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64, buf []byte) Access {
-	a := Access{Header: sim.Header{Time: m.now(), Proc: dev}, Kind: DeviceRead, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
+	a := m.deviceAccess(DeviceRead, dev, coherent, pa, size)
 	if size == 0 {
 		return a
 	}
 	end, err := m.memRange(pa, size, false)
 	if err != nil {
 		a.Err = fmt.Errorf("%s read: %w", dev, err)
-		m.report(a)
+		m.report(&a)
 		return a
 	}
 	s := uint64(pa)
@@ -568,24 +585,31 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 		m.keepLatest() // DRAM may be behind a dirty line
 		m.dramRead(s, end)
 	}
-	m.checkStale(&a, s, end)
+	if at, got, want, stale := m.checkStale(s, end); stale {
+		a.Stale, a.StaleAt, a.Got, a.Want = true, at, got, want
+	}
 	if buf != nil {
 		m.assemble(buf, s, end)
 	}
-	m.report(a)
+	m.report(&a)
 	m.invariants()
 	return a
 }
 
+// deviceAccess is the Access of a device access, before its outcome.
+func (m *Memory) deviceAccess(kind AccessKind, dev string, coherent bool, pa PhysAddr, size uint64) Access {
+	return Access{Header: sim.Header{Time: m.now(), Proc: dev}, Kind: kind, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
+}
+
 func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64, data []byte) Version {
-	a := Access{Header: sim.Header{Time: m.now(), Proc: dev}, Kind: DeviceWrite, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
 	if size == 0 {
 		return 0
 	}
 	end, err := m.memRange(pa, size, false)
 	if err != nil {
+		a := m.deviceAccess(DeviceWrite, dev, coherent, pa, size)
 		a.Err = fmt.Errorf("%s write: %w", dev, err)
-		m.report(a)
+		m.report(&a)
 		return 0
 	}
 	s := uint64(pa)
@@ -593,7 +617,6 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 		m.keepLatest() // the caches' copies are left behind
 	}
 	v := m.next()
-	a.Version = v
 	// The lines a coherent write snoops are written back (where dirty)
 	// and dropped, then the write lands: DRAM gets both in one write,
 	// the write-backs left only where the device's write does not
@@ -643,7 +666,11 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 	}
 	m.segs = append(m.segs[:0], PhysRange{pa, size})
 	m.record(v, m.segs, data)
-	m.report(a)
+	if m.Hooks.Active() {
+		m.ev = m.deviceAccess(DeviceWrite, dev, coherent, pa, size)
+		m.ev.Version = v
+		m.emit()
+	}
 	m.invariants()
 	return v
 }

@@ -300,13 +300,20 @@ func New(spec *platform.Spec, eng *sim.Engine, opt Options) (*Memory, error) {
 // Payload reports whether payload mode is on.
 func (m *Memory) Payload() bool { return m.opt.Payload }
 
-// report delivers a from the memory's own event struct, so that
+// report delivers *a from the memory's own event struct, so that
 // delivering allocates nothing.
-func (m *Memory) report(a Access) {
+func (m *Memory) report(a *Access) {
 	if !m.Hooks.Active() {
 		return
 	}
-	m.ev = a
+	m.ev = *a
+	m.emit()
+}
+
+// emit delivers m.ev, the access just made. The accesses on the hot
+// paths build it there only when a hook listens (Hooks.Active): with
+// none, an access builds no Access it would not return.
+func (m *Memory) emit() {
 	m.ev.Component = "mem"
 	m.ev.Cause = sim.CauseAccess
 	m.Hooks.Emit(&m.ev)
