@@ -72,6 +72,36 @@ func (m *Memory) WriteBytes(p *sim.Proc, node int, va VirtAddr, data []byte) Ver
 	return m.cpuWrite(p, node, va, uint64(len(data)), data)
 }
 
+// linearHit says whether [va, va+size) lies in the linear map, inside
+// the DRAM region regionOf found last, for a CPU of node that exists,
+// and if so sets m.segs to its one physical piece and m.remote and
+// m.local to its bytes, clearing m.faults: what cpuTranslate and
+// countRemote find for it, without their searches (Classify's, and
+// regionOf's three). A NIC's ring and buffers are such accesses, one
+// after another. The linear map never changes, so nothing is cached
+// but the region, which is checked.
+func (m *Memory) linearHit(node int, va VirtAddr, size uint64) bool {
+	pa := uint64(va) - uint64(LinearStart)
+	if va < LinearStart || pa >= maxDRAM || node < 0 || node >= len(m.nodes) ||
+		m.lastRegion >= len(m.regions) || m.general {
+		return false
+	}
+	r := &m.regions[m.lastRegion]
+	if r.node < 0 || pa < r.start || size > r.end-pa {
+		return false
+	}
+	m.faults = 0
+	m.segs = append(m.segs[:0], PhysRange{PhysAddr(pa), size})
+	clear(m.remote)
+	m.local = 0
+	if r.node != node {
+		m.remote[r.node] = size
+	} else {
+		m.local = size
+	}
+	return true
+}
+
 // cpuTranslate resolves a CPU access.
 func (m *Memory) cpuTranslate(node int, va VirtAddr, size uint64) ([]PhysRange, Attr, error) {
 	if node < 0 || node >= len(m.nodes) {
@@ -91,17 +121,24 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 	if size == 0 {
 		return a
 	}
-	segs, attr, err := m.cpuTranslate(node, va, size)
-	if err != nil {
-		a.Err = fmt.Errorf("read: %w", err)
-		m.report(&a)
-		return a
+	var segs []PhysRange
+	attr := Cached
+	if m.linearHit(node, va, size) {
+		segs = m.segs
+	} else {
+		var err error
+		segs, attr, err = m.cpuTranslate(node, va, size)
+		if err != nil {
+			a.Err = fmt.Errorf("read: %w", err)
+			m.report(&a)
+			return a
+		}
+		m.countRemote(node, segs)
 	}
 	a.Attr = attr
 	if attr == Uncached {
 		m.keepLatest() // DRAM may be behind a dirty line
 	}
-	m.countRemote(node, segs)
 	var off uint64
 	for i, sg := range segs {
 		s := uint64(sg.Start)
@@ -151,18 +188,25 @@ func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data 
 	if size == 0 {
 		return 0
 	}
-	segs, attr, err := m.cpuTranslate(node, va, size)
-	if err != nil {
-		a := m.cpuAccess(p, CPUWrite, node, va, size)
-		a.Err = fmt.Errorf("write: %w", err)
-		m.report(&a)
-		return 0
+	var segs []PhysRange
+	attr := Cached
+	if m.linearHit(node, va, size) {
+		segs = m.segs
+	} else {
+		var err error
+		segs, attr, err = m.cpuTranslate(node, va, size)
+		if err != nil {
+			a := m.cpuAccess(p, CPUWrite, node, va, size)
+			a.Err = fmt.Errorf("write: %w", err)
+			m.report(&a)
+			return 0
+		}
+		m.countRemote(node, segs)
 	}
 	if attr == Uncached {
 		m.keepLatest() // the caches' copies are left behind
 	}
 	v := m.next()
-	m.countRemote(node, segs)
 	m.record(v, segs, data)
 	var off uint64
 	for _, sg := range segs {

@@ -13,12 +13,12 @@ import (
 // reported to the hooks and returned, as the code before the Access was
 // built on demand (main at eaa0488) produced it: the accesses build what
 // they report only when a hook listens, and must report the same.
-const hookDigest = "fab313fb6f153bd98a1ec2e0b3accc3df8b6aec6f9df03bd788d4678511532a7"
+const hookDigest = "d23a0ca83139fcb4f88c94950be896c7b10e9d10590a1c26e3cc8bb17f9491ed"
 
 // TestHooksSeeTheSame makes random accesses of every kind, by a process
 // and outside one, on two nodes: linear, vmalloc (several physical
-// pieces), uncached and anonymous memory, device accesses coherent and
-// not, maintenance, copies, and failures (unmapped addresses, unknown
+// pieces), uncached and anonymous memory (faults that cost time),
+// device accesses coherent and not, maintenance, copies, and failures (unmapped addresses, unknown
 // nodes, ranges that are not memory, zero sizes). A hook records every
 // Access it is given, in full, and the test every value returned; their
 // digest must equal hookDigest.
@@ -56,12 +56,24 @@ func TestHooksSeeTheSame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vas := []VirtAddr{lva0, lva1, vva, uva, kva, 0x1234, lva0 + 64*kiB - 100}
+	m.SetFaultCost(700 * sim.Nanosecond)
+	ava, err := m.MapAnon(256*kiB, func(_ VirtAddr, node int) (PhysAddr, error) {
+		return m.AllocPages(max(node, 0), PageSize, ZoneNormal)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b0, n0 := m.NodeRange(0)
+	end0 := m.PhysToVirt(b0) + VirtAddr(n0) - 2*kiB // reads across node 0's end
+	vas := []VirtAddr{lva0, lva1, vva, uva, kva, 0x1234, lva0 + 64*kiB - 100, end0, ava}
 	pas := []PhysAddr{lin0, lin1, lin1 + 64*kiB - 100, 0x7fff_ffff_f000}
 	rnd := rand.New(rand.NewPCG(17, 5))
 	step := func(p *sim.Proc) {
 		node := rnd.IntN(3) - rnd.IntN(2) // -1 to 2: two bad nodes
 		va := vas[rnd.IntN(len(vas))] + VirtAddr(rnd.IntN(4*kiB))
+		if va >= ava && va < ava+256*kiB {
+			va = ava + VirtAddr(rnd.IntN(250*kiB)) // pages to fault in
+		}
 		pa := pas[rnd.IntN(len(pas))] + PhysAddr(rnd.IntN(4*kiB))
 		size := uint64(rnd.IntN(3000))
 		if rnd.IntN(3) == 0 {
