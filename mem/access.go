@@ -623,11 +623,19 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 		return a
 	}
 	s := uint64(pa)
-	if coherent {
-		m.coherentRead(s, end)
-	} else {
+	if !coherent {
 		m.keepLatest() // DRAM may be behind a dirty line
-		m.dramRead(s, end)
+	}
+	// What the device obtains (m.got) is for the staleness check and
+	// the bytes: a coherent read, while the latest writes are not kept
+	// (latest.go), without payload, needs neither (a NIC fetching
+	// descriptors).
+	if m.keep || buf != nil && m.opt.Payload {
+		if coherent {
+			m.coherentRead(s, end)
+		} else {
+			m.dramRead(s, end)
+		}
 	}
 	if at, got, want, stale := m.checkStale(s, end); stale {
 		a.Stale, a.StaleAt, a.Got, a.Want = true, at, got, want
