@@ -145,6 +145,11 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 		e := s + sg.Size
 		if attr == Cached {
 			m.cacheRead(node, s, e)
+			if !m.keep && buf != nil && m.opt.Payload {
+				// What the reader obtained, for its bytes: the
+				// coherent values (latest.go).
+				m.coherentRead(s, e)
+			}
 		} else {
 			m.dramRead(s, e)
 		}
@@ -437,6 +442,9 @@ func (m *Memory) CopyPhys(p *sim.Proc, node int, dst, src PhysAddr, size uint64)
 	}
 	s, d := uint64(src), uint64(dst)
 	cached := !m.cacheRead(node, s, s+size) // no line had to be filled
+	if !m.keep && m.opt.Payload {
+		m.coherentRead(s, s+size) // what was read, for its bytes (latest.go)
+	}
 	if at, got, want, stale := m.checkStale(s, s+size); stale {
 		r.Stale, r.StaleAt, r.Got, r.Want = true, at, got, want
 	}

@@ -131,7 +131,12 @@ func (m *Memory) fill(c *cache, s, e uint64) {
 // map, however many versions DRAM holds there.
 func (m *Memory) fillGap(c *cache, s, e uint64) {
 	c.seq++
-	m.linePieces = m.dramPieces(m.linePieces[:0], s, e, newLine(0, c.seq, false))
+	if m.keep {
+		m.linePieces = m.dramPieces(m.linePieces[:0], s, e, newLine(0, c.seq, false))
+	} else {
+		// The fill's versions are DRAM's: version 0 (latest.go).
+		m.linePieces = append(m.linePieces[:0], span[lineState]{s, e, newLine(0, c.seq, false)})
+	}
 	c.lines.assign(s, e, m.linePieces)
 	c.used += e - s
 	m.held |= c.bit
@@ -174,14 +179,25 @@ func (c *cache) gone(seq, n uint64) {
 // whether there were any.
 func (m *Memory) writeBack(c *cache, s, e uint64) bool {
 	m.wb = m.wb[:0]
+	dirty := false
 	c.lines.each(s, e, func(ps, pe uint64, l lineState) bool {
 		if l.dirty() {
-			m.wb = append(m.wb, span[Version]{ps, pe, l.ver})
+			dirty = true
+			m.wbAdd(ps, pe, l)
 		}
 		return true
 	})
 	m.writeDRAM(m.wb)
-	return len(m.wb) > 0
+	return dirty
+}
+
+// wbAdd appends the dirty piece [s, e) of a line in state l to m.wb, to
+// be written back: but for version 0 while the latest writes are not
+// kept, which stands for what DRAM holds already (latest.go).
+func (m *Memory) wbAdd(s, e uint64, l lineState) {
+	if l.ver != 0 || m.keep {
+		m.wb = append(m.wb, span[Version]{s, e, l.ver})
+	}
 }
 
 // writeDRAM makes DRAM hold pieces (in address order, disjoint; version
@@ -216,7 +232,13 @@ func (m *Memory) writeDRAM(pieces []span[Version]) {
 // clean.
 func (m *Memory) clean(c *cache, s, e uint64) {
 	if m.writeBack(c, s, e) {
-		c.lines.update(s, e, func(l lineState) lineState { return l.withDirty(false) })
+		keep := m.keep
+		c.lines.update(s, e, func(l lineState) lineState {
+			if !keep {
+				l.ver = 0 // DRAM holds it now (latest.go)
+			}
+			return l.withDirty(false)
+		})
 	}
 }
 
@@ -239,7 +261,7 @@ func (m *Memory) flush(c *cache, s, e uint64) {
 func (m *Memory) cutDirty(c *cache, s, e uint64) {
 	c.used -= c.lines.cut(s, e, func(ps, pe uint64, l lineState) {
 		if l.dirty() {
-			m.wb = append(m.wb, span[Version]{ps, pe, l.ver})
+			m.wbAdd(ps, pe, l)
 		}
 		c.gone(l.seq(), pe-ps)
 	})
@@ -383,7 +405,7 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 			m.gap = append(m.gap, extent{x, ps})
 		}
 		x = pe
-		if a, b := max(ps, s), min(pe, e); a < b {
+		if a, b := max(ps, s), min(pe, e); a < b && m.keep {
 			m.gotAdd(a, b, l.ver)
 		}
 		return true
@@ -426,7 +448,7 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 			}
 		}
 		done = max(done, r.end)
-		if ci == 0 && whole {
+		if ci == 0 && whole && m.keep {
 			m.got = m.got[:0]
 			for _, p := range m.linePieces {
 				if a, b := max(p.start, s), min(p.end, e); a < b {
@@ -435,7 +457,7 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 			}
 		}
 	}
-	if !whole {
+	if !whole && m.keep {
 		m.got = m.got[:0]
 		c.lines.each(s, e, func(ps, pe uint64, l lineState) bool {
 			m.gotAdd(ps, pe, l.ver)
@@ -535,11 +557,24 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 		// No line present: one fill, written as it is made.
 		c.seq++
 		l := newLine(0, c.seq, true)
-		pieces = m.dramPieces(pieces[:0], ls, s, l)
 		w := l
 		w.ver = v
-		pieces = append(pieces, span[lineState]{s, e, w})
-		pieces = m.dramPieces(pieces, e, le, l)
+		if m.keep {
+			pieces = m.dramPieces(pieces[:0], ls, s, l)
+			pieces = append(pieces, span[lineState]{s, e, w})
+			pieces = m.dramPieces(pieces, e, le, l)
+		} else {
+			// DRAM's versions around the write are version 0
+			// (latest.go).
+			pieces = pieces[:0]
+			if ls < s {
+				pieces = append(pieces, span[lineState]{ls, s, l})
+			}
+			pieces = append(pieces, span[lineState]{s, e, w})
+			if e < le {
+				pieces = append(pieces, span[lineState]{e, le, l})
+			}
+		}
 		c.used += le - ls
 		m.held |= c.bit
 		c.fifo = append(c.fifo, fillRec{ls, le, c.seq, le - ls})

@@ -95,3 +95,15 @@ func latestMap(m *Memory) *spanMap[Version] {
 	m.coherentMap(&l)
 	return &l
 }
+
+// linesMap is the map of c's lines, c a cache of m, with every version
+// explicit (latest.go): c.lines once the latest writes are kept.
+func linesMap(m *Memory, c *cache) *spanMap[lineState] {
+	if m.keep {
+		return &c.lines
+	}
+	var l spanMap[lineState]
+	l.setLazy(voidLine)
+	m.explicitLines(c, &l)
+	return &l
+}

@@ -15,8 +15,8 @@ func (m *Memory) Latest(pa PhysAddr) Version {
 	// The coherent value (latest.go): the dirty line's, else DRAM's.
 	for i, c := range m.caches {
 		if m.held&heldBit(i) != 0 {
-			if l := c.lines.get(uint64(pa)); l.dirty() {
-				return l.ver
+			if l := c.lines.get(uint64(pa)); l.dirty() && l.ver != 0 {
+				return l.ver // 0 is DRAM's
 			}
 		}
 	}
@@ -48,6 +48,9 @@ func (m *Memory) CacheLine(node int, pa PhysAddr) (v Version, present, dirty boo
 	c := m.caches[node]
 	// The map holds no zero value: a line present is never lineState{}.
 	if l := c.lines.get(uint64(pa)); l != (lineState{}) {
+		if l.ver == 0 && !m.keep {
+			return m.dram.get(uint64(pa)), true, l.dirty() // latest.go
+		}
 		return l.ver, true, l.dirty()
 	}
 	return 0, false, false

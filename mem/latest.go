@@ -21,7 +21,14 @@ import (
 // read (DRAM with the dirty lines over it) are never stale.
 //
 // So m.latest starts empty, not kept (Memory.keep false): writes leave
-// it alone and reads skip the check. The accesses that can break the
+// it alone and reads skip the check. For the same reason a cache's
+// line holds, while they are not kept, version 0 for every byte that
+// no CPU wrote since its fill or its last write-back: DRAM holds that
+// byte's version (nothing changes DRAM under a line but the line's own
+// write-back), so a fill is one span, whatever versions DRAM holds
+// there, refilled in place where the line was cut, and a write-back
+// skips the bytes DRAM holds already. A reader that wants the bytes
+// (payload mode) obtains the coherent values (coherentRead). The accesses that can break the
 // rule call keepLatest first, which builds m.latest from the coherent
 // values, the map it would hold had it been kept all along (a map's
 // spans are a function of its content), and keeps it from then on:
@@ -38,9 +45,34 @@ func (m *Memory) keepLatest() {
 	if m.keep {
 		return
 	}
-	m.keep = true
 	m.latest.reset()
 	m.coherentMap(&m.latest)
+	// The lines' versions made explicit, as kept ones are.
+	for _, c := range m.caches {
+		var lines spanMap[lineState]
+		lines.setLazy(voidLine)
+		m.explicitLines(c, &lines)
+		c.lines = lines
+	}
+	m.keep = true
+}
+
+// explicitLines sets into dst, an empty map, c's lines with every
+// version explicit: where a line holds version 0 while the latest
+// writes are not kept, DRAM's versions.
+func (m *Memory) explicitLines(c *cache, dst *spanMap[lineState]) {
+	var pieces []span[lineState]
+	c.lines.each(0, math.MaxUint64, func(ps, pe uint64, l lineState) bool {
+		if l.ver != 0 || m.keep {
+			dst.set(ps, pe, l)
+			return true
+		}
+		pieces = m.dramPieces(pieces[:0], ps, pe, l)
+		for _, p := range pieces {
+			dst.set(p.start, p.end, p.v)
+		}
+		return true
+	})
 }
 
 // coherentMap sets into dst, an empty map, the coherent value of every
@@ -56,8 +88,8 @@ func (m *Memory) coherentMap(dst *spanMap[Version]) {
 			continue
 		}
 		c.lines.each(0, math.MaxUint64, func(ps, pe uint64, l lineState) bool {
-			if l.dirty() {
-				dst.set(ps, pe, l.ver) // version 0 removes
+			if l.dirty() && l.ver != 0 {
+				dst.set(ps, pe, l.ver) // version 0 is DRAM's
 			}
 			return true
 		})
@@ -79,7 +111,8 @@ func (m *Memory) coherentRead(s, e uint64) {
 			continue // no line: nothing to add, from stays
 		}
 		c.lines.each(s, e, func(ps, pe uint64, l lineState) bool {
-			if l.dirty() {
+			if l.dirty() && (l.ver != 0 || m.keep) {
+				// Not kept, version 0 is DRAM's.
 				top = append(top, span[Version]{ps, pe, l.ver})
 			}
 			return true
@@ -118,8 +151,8 @@ func (m *Memory) latestIn(s, e uint64, f func(ps, pe uint64, v Version)) {
 }
 
 // verifyCoherent checks, while m.latest is not kept, what stands in for
-// it: the map is empty and every clean line holds DRAM's version (that a
-// dirty line is in no other cache, verify checks always).
+// it: the map is empty and every clean line holds version 0, DRAM's
+// (that a dirty line is in no other cache, verify checks always).
 func (m *Memory) verifyCoherent() error {
 	if m.keep {
 		return nil
@@ -129,15 +162,8 @@ func (m *Memory) verifyCoherent() error {
 	}
 	for i, c := range m.caches {
 		for _, sp := range c.lines.spans() {
-			if sp.v.dirty() {
-				continue
-			}
-			var want []span[Version]
-			if sp.v.ver != 0 {
-				want = []span[Version]{{sp.start, sp.end, sp.v.ver}}
-			}
-			if at, got, dram, found := firstDiff(want, &m.dram, sp.start, sp.end); found {
-				return fmt.Errorf("latest not kept, but cache %d holds version %d at %#x clean, DRAM %d", i, got, at, dram)
+			if !sp.v.dirty() && sp.v.ver != 0 {
+				return fmt.Errorf("latest not kept, but cache %d holds [%#x, %#x) clean at version %d", i, sp.start, sp.end, sp.v.ver)
 			}
 		}
 	}

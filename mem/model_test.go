@@ -230,7 +230,7 @@ func (r *refMem) compare(m *Memory) error {
 		}
 	}
 	for node, c := range r.nodes {
-		lines := expand(&m.caches[node].lines, r.base, n)
+		lines := expand(linesMap(m, m.caches[node]), r.base, n)
 		for i, ls := range lines {
 			got := lineWant{ls.ver, ls.seq() != 0, ls.dirty()}
 			want := lineWant{}
