@@ -14,6 +14,8 @@ import (
 // byte of a line; ver may differ inside a line (a partial write). seq
 // and dirty share a word (seq<<1 | dirty), so that a span of lines is
 // 32 bytes, not 40: the cache's map moves and scans a fifth less.
+// While the latest writes are not kept, ver 0 stands for DRAM's version
+// (latest.go).
 type lineState struct {
 	ver Version
 	sd  uint64

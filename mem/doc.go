@@ -98,9 +98,10 @@
 // keeps the copies coherent (cached CPU accesses, coherent devices, no
 // Invalidate), no reader can obtain anything but the latest write: the
 // map of latest writes is built, and kept, from the first access that
-// can leave a copy behind (latest.go). Memory grows with
-// the number of distinct written regions and cached runs, never with
-// bytes: 64 GiB streamed through 256 buffers costs 640 spans.
+// can leave a copy behind, and until then a cached byte that no CPU
+// wrote holds version 0, standing for DRAM's (latest.go). Memory grows
+// with the number of distinct written regions and cached runs, never
+// with bytes: 64 GiB streamed through 256 buffers costs 640 spans.
 // Footprint counts them.
 //
 // With Options.Payload, the bytes of every write are kept in a journal by
