@@ -123,8 +123,13 @@ type Fabric struct {
 	// last is when the active flows' progress and the link counters were
 	// last brought up to date.
 	last sim.Time
-	// pending: a recompute event is scheduled at the current instant.
-	pending bool
+	// pending: a recompute event is scheduled at the current instant
+	// (recomputeEv); dirty: the event under way asked for one, which tail
+	// schedules or runs.
+	pending, dirty bool
+	recomputeEv    sim.Handle
+	// inlined counts the events tail ran at once.
+	inlined uint64
 	// rateChanged: the filling under way set some group a new rate.
 	rateChanged bool
 	// hashed: groupByHash holds every group with flows (hashAll), as it

@@ -33,6 +33,8 @@ type flowFields struct {
 
 	state                  flowState
 	start, activeAt, endAt sim.Time // endAt: the end, once done
+	// activation is its activation event, while it pays its latency.
+	activation sim.Handle
 
 	// While active: its group (the active flows with its hops, cap and
 	// share, which always get the same rate) and its remaining bytes
@@ -140,7 +142,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	lat := ri.lat
 	f.emit(fl.start, FlowStart, fl, 0)
 	f.latent.push(latentFlow{at: fl.start + lat, fl: fl})
-	f.eng.At(fl.start+lat, f.activateFn)
+	fl.activation = f.eng.At(fl.start+lat, f.activateFn)
 	return fl
 }
 
@@ -211,14 +213,17 @@ func (q *latentQueue) pop() *Flow {
 }
 
 // activateNext ends the latency of the flow whose activation event this is.
-func (f *Fabric) activateNext() { f.latent.pop().activate() }
+func (f *Fabric) activateNext() {
+	f.latent.pop().activate()
+	f.tail()
+}
 
 // activate ends the latency phase.
 func (fl *Flow) activate() {
 	f := fl.fab
 	fl.state, fl.activeAt = flowActive, f.eng.Now()
 	f.emit(fl.activeAt, FlowActive, fl, 0)
-	if fl.bytes == 0 || len(fl.loads) == 0 && fl.cap == 0 {
+	if !fl.plain() {
 		f.finish(fl)
 		return
 	}
@@ -255,6 +260,11 @@ func (fl *Flow) activate() {
 	f.startedFlows = append(f.startedFlows, fl)
 	f.markDirty()
 }
+
+// plain reports whether fl's activation does nothing but join it to the
+// active flows (it has bytes, and loads or a cap, so that activate does
+// not end it at once).
+func (fl *Flow) plain() bool { return fl.bytes != 0 && (len(fl.loads) != 0 || fl.cap != 0) }
 
 // onTimer ends every active flow whose end is now, in activation order.
 func (f *Fabric) onTimer() {
@@ -328,6 +338,7 @@ func (f *Fabric) onTimer() {
 	// the ends and the starts (a closed loop costs one recompute per
 	// instant, not two).
 	f.markDirty()
+	f.tail()
 }
 
 // wholeBatches makes onTimer take a batch's ending members at once;

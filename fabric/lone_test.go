@@ -86,9 +86,15 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 	var active []*Flow
 	n := 0
 	// ended logs fl's end, takes it out of active and gives it back.
+	// (With the count of events fired, and the rates that the flows
+	// still active have at the end, which tell whether the recompute of
+	// this instant has run yet.)
 	ended := func(fl *Flow) {
-		logf("end %s %v %v\n", fl.name, fl.End(), fl.ActiveAt())
+		logf("end %s %v %v %d\n", fl.name, fl.End(), fl.ActiveAt(), eng.Fired())
 		active = slices.DeleteFunc(active, func(a *Flow) bool { return a == fl })
+		for _, a := range active {
+			logf(" %x", bits(a.Rate()))
+		}
 		fab.Release(fl)
 	}
 	drawSize := func() int64 {
@@ -97,6 +103,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 		}
 		return int64(rng.IntN(50000))
 	}
+	var probe func() // set below
 	var start func(r Route, again int, size int64, capped bool)
 	start = func(r Route, again int, size int64, capped bool) {
 		var opts []Option
@@ -109,6 +116,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 		active = append(active, fl)
 		fl.Done().OnComplete(func() {
 			ended(fl)
+			probe()
 			if again > 0 {
 				// Restarted over the same route, as a NIC's wire is.
 				start(r, again-1, drawSize(), rng.IntN(5) == 0)
@@ -159,6 +167,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 		eng.At(sim.Time(rng.IntN(2000))*100*sim.Nanosecond, func() { burst(r, size, k, again) })
 	}
 	sample := func() {
+		logf("%v fired %d\n", eng.Now(), eng.Fired())
 		for _, fl := range active {
 			logf("%v %s rate %x left %x\n", eng.Now(), fl.name, bits(fl.Rate()), bits(fl.Remaining()))
 		}
@@ -171,12 +180,23 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 	for range 30 {
 		eng.At(sim.Time(rng.IntN(4000))*100*sim.Nanosecond, sample)
 	}
+	// Events at the instants of flows' ends and activations, scheduled
+	// from a completion at that instant or before it: they must run
+	// where they always did among the fabric's own events.
+	probes := 0
+	probe = func() {
+		if probes < 200 && rng.IntN(4) == 0 {
+			probes++
+			eng.After(sim.Time(rng.IntN(3))*100*sim.Nanosecond, sample)
+		}
+	}
 	eng.Run()
 	sample()
 	if fab.Active() != 0 {
 		t.Fatalf("seed %d: %d flows active at the end", seed, fab.Active())
 	}
 	totalRecomputes += fab.Recomputes()
+	lastInlined = fab.inlined
 	return fmt.Sprintf("%x %d", log.Sum64(), fab.Recomputes()), fab.lones, fab.batched
 }
 
@@ -303,4 +323,22 @@ func TestInfoByContent(t *testing.T) {
 		}
 		keys[k] = i
 	}
+}
+
+// lastInlined is the count of events run at once (Fabric.inlined) of
+// loneRun's last run.
+var lastInlined uint64
+
+// TestInlineEventsSameRun: running the fabric's own events at once at the
+// end of the event before them, where the run loop would run them next
+// (tail), changes nothing a run shows, bit for bit, the count of events
+// fired included, over the random runs of TestLoneSameRun (hooked and
+// not, grouped and not), with events of the test's own at the instants
+// of the fabric's.
+func TestInlineEventsSameRun(t *testing.T) {
+	n := toggledRuns(t, &inlineEvents, 3, "inlined events", func(_, _ uint64) uint64 { return lastInlined })
+	if n < 20000 {
+		t.Errorf("only %d events run at once", n)
+	}
+	t.Logf("%d events run at once", n)
 }

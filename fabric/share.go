@@ -14,14 +14,63 @@ import (
 // recompute (O(F·H·R)); tests call checkShare directly.
 const checkInvariants = false
 
-// markDirty schedules one recompute at the current instant, however many
-// flows become active or end at it.
+// markDirty asks for one recompute at the current instant, however many
+// flows become active or end at it: the event under way schedules it as
+// the last thing it does (tail), unless one is scheduled already.
 func (f *Fabric) markDirty() {
 	if !f.pending {
-		f.pending = true
-		f.eng.At(f.eng.Now(), f.recomputeFn)
+		f.dirty = true
 	}
 }
+
+// tail is the last thing each of the fabric's events does (an
+// activation, the completion timer): it schedules the recompute that the
+// event asked for (markDirty), as the event would have as its last act.
+// Where the run loop would run the fabric's own events next, it runs
+// them at once instead (sim.Engine.RunsNext, TakeNext), in the order
+// and with the sequence numbers and counts of fired events that the loop
+// would give them: nothing else runs in between either way. So a flow's
+// activation, or its end, and the recompute it asks for cost one event
+// where nothing else is due at that instant, not two; and so do the
+// activations of flows with no latency started by the event under way
+// (a completion callback that starts the next flow) and the recompute
+// that follows them.
+//
+// An activation is run so only while no hook listens, and only when it
+// schedules nothing (a flow that activate joins to the active flows, not
+// one it ends at once): the recompute it follows in the queue, when the
+// event under way asked for one, is so scheduled after it with the
+// sequence number it would have had before it, as nothing takes one in
+// between. The recompute runs last, as its event would have.
+func (f *Fabric) tail() {
+	if inlineEvents && !f.Hooks.Active() {
+		for now := f.eng.Now(); len(f.latent.h) > 0; {
+			lf := &f.latent.h[0]
+			if lf.at != now || !lf.fl.plain() || !f.eng.TakeNext(lf.fl.activation) {
+				break
+			}
+			f.inlined++
+			f.latent.pop().activate()
+		}
+	}
+	if f.dirty {
+		f.dirty = false
+		if inlineEvents && f.eng.RunsNext() {
+			f.inlined++
+			f.recompute()
+			return
+		}
+		f.pending = true
+		f.recomputeEv = f.eng.At(f.eng.Now(), f.recomputeFn)
+	} else if f.pending && inlineEvents && f.eng.TakeNext(f.recomputeEv) {
+		f.inlined++
+		f.recompute()
+	}
+}
+
+// inlineEvents turns on tail's running the fabric's own events at once.
+// (A variable so that tests can check that doing so changes nothing.)
+var inlineEvents = true
 
 // changed marks resource r as changed since the last recompute.
 func (f *Fabric) changed(r int32) {
