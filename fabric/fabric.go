@@ -157,9 +157,11 @@ type Fabric struct {
 	batched uint64
 	batches int
 	// timer is the one completion event: at timerAt, the earliest end of
-	// an active flow.
-	timer   sim.Handle
-	timerAt sim.Time
+	// an active flow. timerDue: a recompute armed it at timerAt, and
+	// tail schedules it.
+	timer    sim.Handle
+	timerAt  sim.Time
+	timerDue bool
 
 	recomputeFn, timerFn, activateFn func() // method values, made once
 	latent                           latentQueue
@@ -226,7 +228,7 @@ func New(eng *sim.Engine, f Factors) *Fabric {
 		infoByHops:  make(map[uint64]*routeInfo),
 		last:        eng.Now(),
 	}
-	fab.recomputeFn, fab.timerFn, fab.activateFn = fab.recompute, fab.onTimer, fab.activateNext
+	fab.recomputeFn, fab.timerFn, fab.activateFn = fab.recomputeEvent, fab.onTimer, fab.activateNext
 	return fab
 }
 

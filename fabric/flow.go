@@ -266,8 +266,15 @@ func (fl *Flow) activate() {
 // not end it at once).
 func (fl *Flow) plain() bool { return fl.bytes != 0 && (len(fl.loads) != 0 || fl.cap != 0) }
 
-// onTimer ends every active flow whose end is now, in activation order.
+// onTimer is the completion timer's event.
 func (f *Fabric) onTimer() {
+	f.onTimerWork()
+	f.tail()
+}
+
+// onTimerWork ends every active flow whose end is now, in activation
+// order.
+func (f *Fabric) onTimerWork() {
 	now := f.eng.Now()
 	f.ending = f.ending[:0]
 	emptied := false
@@ -338,7 +345,6 @@ func (f *Fabric) onTimer() {
 	// the ends and the starts (a closed loop costs one recompute per
 	// instant, not two).
 	f.markDirty()
-	f.tail()
 }
 
 // wholeBatches makes onTimer take a batch's ending members at once;

@@ -24,45 +24,74 @@ func (f *Fabric) markDirty() {
 }
 
 // tail is the last thing each of the fabric's events does (an
-// activation, the completion timer): it schedules the recompute that the
-// event asked for (markDirty), as the event would have as its last act.
-// Where the run loop would run the fabric's own events next, it runs
-// them at once instead (sim.Engine.RunsNext, TakeNext), in the order
-// and with the sequence numbers and counts of fired events that the loop
-// would give them: nothing else runs in between either way. So a flow's
-// activation, or its end, and the recompute it asks for cost one event
-// where nothing else is due at that instant, not two; and so do the
-// activations of flows with no latency started by the event under way
-// (a completion callback that starts the next flow) and the recompute
-// that follows them.
+// activation, the completion timer, a recompute): it schedules what the
+// event left to schedule as its last act, the recompute it asked for
+// (markDirty) or the completion timer that a recompute armed (arm).
+// Where the run loop would run the fabric's own events next, it does
+// their work at once instead (sim.Engine.RunsNext, TakeNext), in the
+// order, at the times and with the sequence numbers and counts of fired
+// events that the loop would give them: nothing else runs in between
+// either way. So a flow's activation or end and the recompute it asks
+// for cost one event where nothing else is due at that instant, not two;
+// the completion timer that a recompute arms costs none where nothing
+// else is due before it; and the activations of flows with no latency
+// started by the event under way (a completion callback that starts the
+// next flow) cost none either. It goes on while the fabric's events come
+// next, one after the other, so it can run many in a row.
 //
-// An activation is run so only while no hook listens, and only when it
-// schedules nothing (a flow that activate joins to the active flows, not
-// one it ends at once): the recompute it follows in the queue, when the
-// event under way asked for one, is so scheduled after it with the
-// sequence number it would have had before it, as nothing takes one in
-// between. The recompute runs last, as its event would have.
+// While the recompute that the event under way asked for is not yet
+// scheduled (dirty), an activation is run first only at the current
+// instant, while no hook listens, and when it schedules nothing (a flow
+// that activate joins to the active flows, not one it ends at once): the
+// recompute, which would have been scheduled before it, is so scheduled
+// after it with the sequence number it would have had, as nothing takes
+// one in between. The timer is left to tail only while no hook listens
+// (arm), for the same reason: nothing between arm and the end of the
+// recompute takes a sequence number.
 func (f *Fabric) tail() {
-	if inlineEvents && !f.Hooks.Active() {
-		for now := f.eng.Now(); len(f.latent.h) > 0; {
-			lf := &f.latent.h[0]
-			if lf.at != now || !lf.fl.plain() || !f.eng.TakeNext(lf.fl.activation) {
-				break
-			}
-			f.inlined++
-			f.latent.pop().activate()
+	if !inlineEvents {
+		if f.dirty {
+			f.dirty = false
+			f.pending = true
+			f.recomputeEv = f.eng.At(f.eng.Now(), f.recomputeFn)
 		}
+		return
 	}
-	if f.dirty {
-		f.dirty = false
-		if inlineEvents && f.eng.RunsNext() {
+	for {
+		if f.timerDue {
+			f.timerDue = false
+			if f.eng.RunsNext(f.timerAt) {
+				f.inlined++
+				f.onTimerWork()
+				continue
+			}
+			f.timer = f.eng.At(f.timerAt, f.timerFn)
+		}
+		if len(f.latent.h) > 0 {
+			lf := &f.latent.h[0]
+			if (!f.dirty || lf.at == f.eng.Now() && !f.Hooks.Active() && lf.fl.plain()) && f.eng.TakeNext(lf.fl.activation) {
+				f.inlined++
+				fl := f.latent.pop()
+				fl.activate()
+				continue
+			}
+		}
+		switch {
+		case f.dirty:
+			f.dirty = false
+			if !f.eng.RunsNext(f.eng.Now()) {
+				f.pending = true
+				f.recomputeEv = f.eng.At(f.eng.Now(), f.recomputeFn)
+				return
+			}
+		case f.pending && f.eng.TakeNext(f.recomputeEv):
+		case f.eng.TakeNext(f.timer):
 			f.inlined++
-			f.recompute()
+			f.onTimerWork()
+			continue
+		default:
 			return
 		}
-		f.pending = true
-		f.recomputeEv = f.eng.At(f.eng.Now(), f.recomputeFn)
-	} else if f.pending && inlineEvents && f.eng.TakeNext(f.recomputeEv) {
 		f.inlined++
 		f.recompute()
 	}
@@ -155,7 +184,7 @@ func (f *Fabric) recompute() {
 			g.changed = false
 		}
 	}
-	f.arm(next)
+	f.arm(next, hooks)
 	if checkInvariants {
 		if err := f.checkShare(); err != nil {
 			panic(err)
@@ -524,8 +553,10 @@ func endTime(now sim.Time, bytes, rate float64) sim.Time {
 	return now + sim.Time(math.Ceil(t))
 }
 
-// arm points the completion timer at t.
-func (f *Fabric) arm(t sim.Time) {
+// arm points the completion timer at t. While no hook listens, it leaves
+// the timer to tail to schedule (timerDue), which the recompute's event
+// does as its last act.
+func (f *Fabric) arm(t sim.Time, hooks bool) {
 	if f.eng.Pending(f.timer) {
 		if f.timerAt == t {
 			return
@@ -536,6 +567,10 @@ func (f *Fabric) arm(t sim.Time) {
 		return
 	}
 	f.timerAt = t
+	if inlineEvents && !hooks {
+		f.timerDue = true
+		return
+	}
 	f.timer = f.eng.At(t, f.timerFn)
 }
 
@@ -1099,4 +1134,10 @@ func (f *Fabric) Unending() int {
 		}
 	}
 	return n
+}
+
+// recomputeEvent is the recompute's event.
+func (f *Fabric) recomputeEvent() {
+	f.recompute()
+	f.tail()
 }

@@ -43,7 +43,28 @@ func runsNextModel(inline bool, run func(e *Engine, logf func(string))) string {
 				e.After(Time(i%2), func() { logf("between") })
 			}
 			h = e.After(Time(i%2), next)
-		case inline && e.RunsNext():
+		case i%3 == 1:
+			// The next link later: done at once where
+			// it would be the loop's next event.
+			d := Time(1)
+			if inline && e.RunsNext(e.Now()+d) {
+				inlinedLinks++
+				next()
+			} else {
+				e.At(e.Now()+d, next)
+			}
+		case i%6 == 2:
+			// The next link later, as its own event, taken at once by
+			// an event at this instant when it is next.
+			h := e.After(1, next)
+			e.At(e.Now(), func() {
+				logf("now")
+				if inline && e.TakeNext(h) {
+					inlinedLinks++
+					next()
+				}
+			})
+		case inline && e.RunsNext(e.Now()):
 			inlinedLinks++
 			next()
 		default:
@@ -52,7 +73,7 @@ func runsNextModel(inline bool, run func(e *Engine, logf func(string))) string {
 	}
 	e.At(0, func() { link(0) })
 	e.At(0, func() { logf("late") })
-	e.At(3, func() { logf("at3") })
+	e.At(5, func() { logf("at5") })
 	run(e, logf)
 	return b.String()
 }
@@ -67,6 +88,12 @@ var inlinedLinks int
 func TestRunsNextSameRun(t *testing.T) {
 	runs := map[string]func(e *Engine, logf func(string)){
 		"run": func(e *Engine, _ func(string)) { e.Run() },
+		"until": func(e *Engine, logf func(string)) {
+			for t := Time(0); e.Fired() < 40 && t < 10; t++ {
+				e.RunUntil(t)
+				logf("until")
+			}
+		},
 		"guard": func(e *Engine, logf func(string)) {
 			for e.Guard(Limits{Events: 3}) != nil {
 				logf("guard")
@@ -78,7 +105,7 @@ func TestRunsNextSameRun(t *testing.T) {
 			}
 		},
 	}
-	for _, name := range []string{"run", "guard", "step"} {
+	for _, name := range []string{"run", "until", "guard", "step"} {
 		want := runsNextModel(false, runs[name])
 		if got := runsNextModel(true, runs[name]); got != want {
 			t.Errorf("%s: inline\n%s\nas events\n%s", name, got, want)
@@ -91,7 +118,7 @@ func TestRunsNextSameRun(t *testing.T) {
 	var taken int
 	e := New(1)
 	e.At(0, func() {
-		if e.RunsNext() {
+		if e.RunsNext(e.Now()) {
 			taken++
 		}
 		h := e.At(0, func() {})
@@ -105,7 +132,7 @@ func TestRunsNextSameRun(t *testing.T) {
 	}
 	// Not from a process.
 	e.Spawn("p", func(p *Proc) {
-		if e.RunsNext() {
+		if e.RunsNext(e.Now()) {
 			t.Error("RunsNext true in a process")
 		}
 	})
