@@ -85,11 +85,9 @@ func (f *Fabric) tail() {
 				return
 			}
 		case f.pending && f.eng.TakeNext(f.recomputeEv):
-		case f.eng.TakeNext(f.timer):
-			f.inlined++
-			f.onTimerWork()
-			continue
 		default:
+			// (A timer that a recompute left as it was is seldom next:
+			// not worth asking.)
 			return
 		}
 		f.inlined++
