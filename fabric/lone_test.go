@@ -196,7 +196,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 		t.Fatalf("seed %d: %d flows active at the end", seed, fab.Active())
 	}
 	totalRecomputes += fab.Recomputes()
-	lastInlined = fab.inlined
+	lastInlined, lastInRun = fab.inlined, fab.latent.inRun
 	return fmt.Sprintf("%x %d", log.Sum64(), fab.Recomputes()), fab.lones, fab.batched
 }
 
@@ -326,8 +326,9 @@ func TestInfoByContent(t *testing.T) {
 }
 
 // lastInlined is the count of events run at once (Fabric.inlined) of
-// loneRun's last run.
-var lastInlined uint64
+// loneRun's last run, lastInRun that of flows that waited their latency
+// in the latency queue's run (latentQueue.inRun).
+var lastInlined, lastInRun uint64
 
 // TestInlineEventsSameRun: running the fabric's own events at once at the
 // end of the event before them, where the run loop would run them next
@@ -341,4 +342,16 @@ func TestInlineEventsSameRun(t *testing.T) {
 		t.Errorf("only %d events run at once", n)
 	}
 	t.Logf("%d events run at once", n)
+}
+
+// TestLatentRunsSameRun: the flows whose activations come in order
+// waiting in the latency queue's run rather than its heap changes
+// nothing a run shows, bit for bit, over the random runs of
+// TestLoneSameRun.
+func TestLatentRunsSameRun(t *testing.T) {
+	n := toggledRuns(t, &latentRuns, 3, "the run", func(_, _ uint64) uint64 { return lastInRun })
+	if n < 20000 {
+		t.Errorf("only %d flows waited in the run", n)
+	}
+	t.Logf("%d flows waited in the run", n)
 }

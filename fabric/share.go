@@ -67,8 +67,7 @@ func (f *Fabric) tail() {
 			}
 			f.timer = f.eng.At(f.timerAt, f.timerFn)
 		}
-		if len(f.latent.h) > 0 {
-			lf := &f.latent.h[0]
+		if lf := f.latent.first(); lf != nil {
 			if (!f.dirty || lf.at == f.eng.Now() && !f.Hooks.Active() && lf.fl.plain()) && f.eng.TakeNext(lf.fl.activation) {
 				f.inlined++
 				fl := f.latent.pop()
