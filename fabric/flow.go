@@ -228,6 +228,13 @@ func (q *latentQueue) pop() *Flow {
 			r.fl = nil
 			if q.head++; q.head == len(q.run) {
 				q.run, q.head = q.run[:0], 0
+			} else if q.head >= 64 && 2*q.head >= len(q.run) {
+				// A run that never empties (flows always waiting)
+				// moves down from time to time, so that its storage
+				// stays within twice the flows waiting in it.
+				n := copy(q.run, q.run[q.head:])
+				clear(q.run[n:])
+				q.run, q.head = q.run[:n], 0
 			}
 			return fl
 		}

@@ -355,3 +355,31 @@ func TestLatentRunsSameRun(t *testing.T) {
 	}
 	t.Logf("%d flows waited in the run", n)
 }
+
+// TestLatentRunBounded: a run of flows waiting their latency that never
+// empties (a flow started every 100 ns, each waiting 1 µs) keeps its
+// storage within a small multiple of the flows waiting, not of all the
+// flows ever started.
+func TestLatentRunBounded(t *testing.T) {
+	p := newPair(Factors{})
+	l := p.fab.Connect("l", p.a, p.b, 100e9, sim.Microsecond, FullDuplex)
+	r := route(l, AtoB)
+	n := 0
+	var tick func()
+	tick = func() {
+		if n++; n > 20000 {
+			return
+		}
+		fl := p.fab.Start("f", r, 100)
+		fl.Done().OnComplete(func() { p.fab.Release(fl) })
+		p.eng.After(100*sim.Nanosecond, tick)
+	}
+	p.eng.At(0, tick)
+	p.eng.Run()
+	if c := cap(p.fab.latent.run); c > 256 {
+		t.Errorf("the run's storage holds %d flows, for at most 11 waiting", c)
+	}
+	if p.fab.latent.inRun < 19000 {
+		t.Errorf("only %d flows waited in the run", p.fab.latent.inRun)
+	}
+}
