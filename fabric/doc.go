@@ -45,6 +45,13 @@
 //     however many do (a burst of 1000 starts is one recompute, and so is
 //     an end whose completion callback starts the next flow with no
 //     latency: the recompute is scheduled after the ends' callbacks).
+//     Where the engine's run loop would run the fabric's own events next
+//     (the recompute, an activation, the completion timer), the event
+//     before them does their work at once instead, at the time and in the
+//     order they would have run, with the same sequence numbers and count
+//     of fired events (Fabric.tail; sim.Engine.RunsNext and TakeNext): a
+//     flow whose activation and end each come alone in their instant costs
+//     no recompute event, and a timer due before anything else no event.
 //   - A recompute shares anew only the connected component (resources
 //     joined by the flows that load them) that the flows started or ended
 //     since the last one reach; max-min is separable over components, so

@@ -123,8 +123,13 @@ type Fabric struct {
 	// last is when the active flows' progress and the link counters were
 	// last brought up to date.
 	last sim.Time
-	// pending: a recompute event is scheduled at the current instant.
-	pending bool
+	// pending: a recompute event is scheduled at the current instant
+	// (recomputeEv); dirty: the event under way asked for one, which tail
+	// schedules or runs.
+	pending, dirty bool
+	recomputeEv    sim.Handle
+	// inlined counts the events tail ran at once.
+	inlined uint64
 	// rateChanged: the filling under way set some group a new rate.
 	rateChanged bool
 	// hashed: groupByHash holds every group with flows (hashAll), as it
@@ -152,9 +157,11 @@ type Fabric struct {
 	batched uint64
 	batches int
 	// timer is the one completion event: at timerAt, the earliest end of
-	// an active flow.
-	timer   sim.Handle
-	timerAt sim.Time
+	// an active flow. timerDue: a recompute armed it at timerAt, and
+	// tail schedules it.
+	timer    sim.Handle
+	timerAt  sim.Time
+	timerDue bool
 
 	recomputeFn, timerFn, activateFn func() // method values, made once
 	latent                           latentQueue
@@ -221,7 +228,7 @@ func New(eng *sim.Engine, f Factors) *Fabric {
 		infoByHops:  make(map[uint64]*routeInfo),
 		last:        eng.Now(),
 	}
-	fab.recomputeFn, fab.timerFn, fab.activateFn = fab.recompute, fab.onTimer, fab.activateNext
+	fab.recomputeFn, fab.timerFn, fab.activateFn = fab.recomputeEvent, fab.onTimer, fab.activateNext
 	return fab
 }
 

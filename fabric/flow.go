@@ -33,6 +33,8 @@ type flowFields struct {
 
 	state                  flowState
 	start, activeAt, endAt sim.Time // endAt: the end, once done
+	// activation is its activation event, while it pays its latency.
+	activation sim.Handle
 
 	// While active: its group (the active flows with its hops, cap and
 	// share, which always get the same rate) and its remaining bytes
@@ -140,7 +142,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	lat := ri.lat
 	f.emit(fl.start, FlowStart, fl, 0)
 	f.latent.push(latentFlow{at: fl.start + lat, fl: fl})
-	f.eng.At(fl.start+lat, f.activateFn)
+	fl.activation = f.eng.At(fl.start+lat, f.activateFn)
 	return fl
 }
 
@@ -160,10 +162,36 @@ type latentFlow struct {
 // engine orders their activation events: by time, then by scheduling
 // order. Each activation event (the one function activateFn, which so
 // needs no closure per flow) takes the first flow: the engine fires
-// the events in that same order.
+// the events in that same order. A flow whose activation comes no
+// earlier than that of the last flow in the run (run[head:], in order)
+// joins the run's end, the others the heap h: flows mostly come in
+// order (a DMA engine's batch of writes, over one route, at once), and
+// a run costs less than the heap, whose every pop sifts.
 type latentQueue struct {
-	h   []latentFlow
-	seq uint64
+	h    []latentFlow
+	seq  uint64
+	run  []latentFlow
+	head int
+	// inRun counts the flows that joined the run.
+	inRun uint64
+}
+
+// first is the flow whose activation comes first, nil if none.
+func (q *latentQueue) first() *latentFlow {
+	if q.head < len(q.run) {
+		if r := &q.run[q.head]; len(q.h) == 0 || r.before(&q.h[0]) {
+			return r
+		}
+	}
+	if len(q.h) > 0 {
+		return &q.h[0]
+	}
+	return nil
+}
+
+// before reports whether a's activation event comes before b's.
+func (a *latentFlow) before(b *latentFlow) bool {
+	return a.at < b.at || a.at == b.at && a.seq < b.seq
 }
 
 func (q *latentQueue) less(i, j int) bool {
@@ -174,6 +202,47 @@ func (q *latentQueue) less(i, j int) bool {
 func (q *latentQueue) push(e latentFlow) {
 	q.seq++
 	e.seq = q.seq
+	if !latentRuns {
+		q.pushHeap(e)
+		return
+	}
+	// Its seq is the highest: it comes after the run's last unless
+	// that is due later.
+	if n := len(q.run); n == q.head || q.run[n-1].at <= e.at {
+		q.run = append(q.run, e)
+		q.inRun++
+		return
+	}
+	q.pushHeap(e)
+}
+
+// latentRuns turns on the run of flows in order. (A variable so that
+// tests can check that it changes nothing.)
+var latentRuns = true
+
+// pop takes the flow whose activation comes first.
+func (q *latentQueue) pop() *Flow {
+	if q.head < len(q.run) {
+		if r := &q.run[q.head]; len(q.h) == 0 || r.before(&q.h[0]) {
+			fl := r.fl
+			r.fl = nil
+			if q.head++; q.head == len(q.run) {
+				q.run, q.head = q.run[:0], 0
+			} else if q.head >= 64 && 2*q.head >= len(q.run) {
+				// A run that never empties (flows always waiting)
+				// moves down from time to time, so that its storage
+				// stays within twice the flows waiting in it.
+				n := copy(q.run, q.run[q.head:])
+				clear(q.run[n:])
+				q.run, q.head = q.run[:n], 0
+			}
+			return fl
+		}
+	}
+	return q.popHeap()
+}
+
+func (q *latentQueue) pushHeap(e latentFlow) {
 	q.h = append(q.h, e)
 	for i := len(q.h) - 1; i > 0; {
 		p := (i - 1) / 2
@@ -185,7 +254,7 @@ func (q *latentQueue) push(e latentFlow) {
 	}
 }
 
-func (q *latentQueue) pop() *Flow {
+func (q *latentQueue) popHeap() *Flow {
 	h := q.h
 	fl := h[0].fl
 	n := len(h) - 1
@@ -211,14 +280,17 @@ func (q *latentQueue) pop() *Flow {
 }
 
 // activateNext ends the latency of the flow whose activation event this is.
-func (f *Fabric) activateNext() { f.latent.pop().activate() }
+func (f *Fabric) activateNext() {
+	f.latent.pop().activate()
+	f.tail()
+}
 
 // activate ends the latency phase.
 func (fl *Flow) activate() {
 	f := fl.fab
 	fl.state, fl.activeAt = flowActive, f.eng.Now()
 	f.emit(fl.activeAt, FlowActive, fl, 0)
-	if fl.bytes == 0 || len(fl.loads) == 0 && fl.cap == 0 {
+	if !fl.plain() {
 		f.finish(fl)
 		return
 	}
@@ -256,8 +328,20 @@ func (fl *Flow) activate() {
 	f.markDirty()
 }
 
-// onTimer ends every active flow whose end is now, in activation order.
+// plain reports whether fl's activation does nothing but join it to the
+// active flows (it has bytes, and loads or a cap, so that activate does
+// not end it at once).
+func (fl *Flow) plain() bool { return fl.bytes != 0 && (len(fl.loads) != 0 || fl.cap != 0) }
+
+// onTimer is the completion timer's event.
 func (f *Fabric) onTimer() {
+	f.onTimerWork()
+	f.tail()
+}
+
+// onTimerWork ends every active flow whose end is now, in activation
+// order.
+func (f *Fabric) onTimerWork() {
 	now := f.eng.Now()
 	f.ending = f.ending[:0]
 	emptied := false

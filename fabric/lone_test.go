@@ -86,9 +86,15 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 	var active []*Flow
 	n := 0
 	// ended logs fl's end, takes it out of active and gives it back.
+	// (With the count of events fired, and the rates that the flows
+	// still active have at the end, which tell whether the recompute of
+	// this instant has run yet.)
 	ended := func(fl *Flow) {
-		logf("end %s %v %v\n", fl.name, fl.End(), fl.ActiveAt())
+		logf("end %s %v %v %d\n", fl.name, fl.End(), fl.ActiveAt(), eng.Fired())
 		active = slices.DeleteFunc(active, func(a *Flow) bool { return a == fl })
+		for _, a := range active {
+			logf(" %x", bits(a.Rate()))
+		}
 		fab.Release(fl)
 	}
 	drawSize := func() int64 {
@@ -97,6 +103,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 		}
 		return int64(rng.IntN(50000))
 	}
+	var probe func() // set below
 	var start func(r Route, again int, size int64, capped bool)
 	start = func(r Route, again int, size int64, capped bool) {
 		var opts []Option
@@ -109,6 +116,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 		active = append(active, fl)
 		fl.Done().OnComplete(func() {
 			ended(fl)
+			probe()
 			if again > 0 {
 				// Restarted over the same route, as a NIC's wire is.
 				start(r, again-1, drawSize(), rng.IntN(5) == 0)
@@ -159,6 +167,7 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 		eng.At(sim.Time(rng.IntN(2000))*100*sim.Nanosecond, func() { burst(r, size, k, again) })
 	}
 	sample := func() {
+		logf("%v fired %d\n", eng.Now(), eng.Fired())
 		for _, fl := range active {
 			logf("%v %s rate %x left %x\n", eng.Now(), fl.name, bits(fl.Rate()), bits(fl.Remaining()))
 		}
@@ -171,12 +180,23 @@ func loneRun(t *testing.T, seed uint64, hooked bool) (string, uint64, uint64) {
 	for range 30 {
 		eng.At(sim.Time(rng.IntN(4000))*100*sim.Nanosecond, sample)
 	}
+	// Events at the instants of flows' ends and activations, scheduled
+	// from a completion at that instant or before it: they must run
+	// where they always did among the fabric's own events.
+	probes := 0
+	probe = func() {
+		if probes < 200 && rng.IntN(4) == 0 {
+			probes++
+			eng.After(sim.Time(rng.IntN(3))*100*sim.Nanosecond, sample)
+		}
+	}
 	eng.Run()
 	sample()
 	if fab.Active() != 0 {
 		t.Fatalf("seed %d: %d flows active at the end", seed, fab.Active())
 	}
 	totalRecomputes += fab.Recomputes()
+	lastInlined, lastInRun = fab.inlined, fab.latent.inRun
 	return fmt.Sprintf("%x %d", log.Sum64(), fab.Recomputes()), fab.lones, fab.batched
 }
 
@@ -302,5 +322,64 @@ func TestInfoByContent(t *testing.T) {
 			t.Errorf("variants %d and %d share key %#x", j, i, k)
 		}
 		keys[k] = i
+	}
+}
+
+// lastInlined is the count of events run at once (Fabric.inlined) of
+// loneRun's last run, lastInRun that of flows that waited their latency
+// in the latency queue's run (latentQueue.inRun).
+var lastInlined, lastInRun uint64
+
+// TestInlineEventsSameRun: running the fabric's own events at once at the
+// end of the event before them, where the run loop would run them next
+// (tail), changes nothing a run shows, bit for bit, the count of events
+// fired included, over the random runs of TestLoneSameRun (hooked and
+// not, grouped and not), with events of the test's own at the instants
+// of the fabric's.
+func TestInlineEventsSameRun(t *testing.T) {
+	n := toggledRuns(t, &inlineEvents, 3, "inlined events", func(_, _ uint64) uint64 { return lastInlined })
+	if n < 20000 {
+		t.Errorf("only %d events run at once", n)
+	}
+	t.Logf("%d events run at once", n)
+}
+
+// TestLatentRunsSameRun: the flows whose activations come in order
+// waiting in the latency queue's run rather than its heap changes
+// nothing a run shows, bit for bit, over the random runs of
+// TestLoneSameRun.
+func TestLatentRunsSameRun(t *testing.T) {
+	n := toggledRuns(t, &latentRuns, 3, "the run", func(_, _ uint64) uint64 { return lastInRun })
+	if n < 20000 {
+		t.Errorf("only %d flows waited in the run", n)
+	}
+	t.Logf("%d flows waited in the run", n)
+}
+
+// TestLatentRunBounded: a run of flows waiting their latency that never
+// empties (a flow started every 100 ns, each waiting 1 µs) keeps its
+// storage within a small multiple of the flows waiting, not of all the
+// flows ever started.
+func TestLatentRunBounded(t *testing.T) {
+	p := newPair(Factors{})
+	l := p.fab.Connect("l", p.a, p.b, 100e9, sim.Microsecond, FullDuplex)
+	r := route(l, AtoB)
+	n := 0
+	var tick func()
+	tick = func() {
+		if n++; n > 20000 {
+			return
+		}
+		fl := p.fab.Start("f", r, 100)
+		fl.Done().OnComplete(func() { p.fab.Release(fl) })
+		p.eng.After(100*sim.Nanosecond, tick)
+	}
+	p.eng.At(0, tick)
+	p.eng.Run()
+	if c := cap(p.fab.latent.run); c > 256 {
+		t.Errorf("the run's storage holds %d flows, for at most 11 waiting", c)
+	}
+	if p.fab.latent.inRun < 19000 {
+		t.Errorf("only %d flows waited in the run", p.fab.latent.inRun)
 	}
 }

@@ -14,14 +14,89 @@ import (
 // recompute (O(F·H·R)); tests call checkShare directly.
 const checkInvariants = false
 
-// markDirty schedules one recompute at the current instant, however many
-// flows become active or end at it.
+// markDirty asks for one recompute at the current instant, however many
+// flows become active or end at it: the event under way schedules it as
+// the last thing it does (tail), unless one is scheduled already.
 func (f *Fabric) markDirty() {
 	if !f.pending {
-		f.pending = true
-		f.eng.At(f.eng.Now(), f.recomputeFn)
+		f.dirty = true
 	}
 }
+
+// tail is the last thing each of the fabric's events does (an
+// activation, the completion timer, a recompute): it schedules what the
+// event left to schedule as its last act, the recompute it asked for
+// (markDirty) or the completion timer that a recompute armed (arm).
+// Where the run loop would run the fabric's own events next, it does
+// their work at once instead (sim.Engine.RunsNext, TakeNext), in the
+// order, at the times and with the sequence numbers and counts of fired
+// events that the loop would give them: nothing else runs in between
+// either way. So a flow's activation or end and the recompute it asks
+// for cost one event where nothing else is due at that instant, not two;
+// the completion timer that a recompute arms costs none where nothing
+// else is due before it; and the activations of flows with no latency
+// started by the event under way (a completion callback that starts the
+// next flow) cost none either. It goes on while the fabric's events come
+// next, one after the other, so it can run many in a row.
+//
+// While the recompute that the event under way asked for is not yet
+// scheduled (dirty), an activation is run first only at the current
+// instant, while no hook listens, and when it schedules nothing (a flow
+// that activate joins to the active flows, not one it ends at once): the
+// recompute, which would have been scheduled before it, is so scheduled
+// after it with the sequence number it would have had, as nothing takes
+// one in between. The timer is left to tail only while no hook listens
+// (arm), for the same reason: nothing between arm and the end of the
+// recompute takes a sequence number.
+func (f *Fabric) tail() {
+	if !inlineEvents {
+		if f.dirty {
+			f.dirty = false
+			f.pending = true
+			f.recomputeEv = f.eng.At(f.eng.Now(), f.recomputeFn)
+		}
+		return
+	}
+	for {
+		if f.timerDue {
+			f.timerDue = false
+			if f.eng.RunsNext(f.timerAt) {
+				f.inlined++
+				f.onTimerWork()
+				continue
+			}
+			f.timer = f.eng.At(f.timerAt, f.timerFn)
+		}
+		if lf := f.latent.first(); lf != nil {
+			if (!f.dirty || lf.at == f.eng.Now() && !f.Hooks.Active() && lf.fl.plain()) && f.eng.TakeNext(lf.fl.activation) {
+				f.inlined++
+				fl := f.latent.pop()
+				fl.activate()
+				continue
+			}
+		}
+		switch {
+		case f.dirty:
+			f.dirty = false
+			if !f.eng.RunsNext(f.eng.Now()) {
+				f.pending = true
+				f.recomputeEv = f.eng.At(f.eng.Now(), f.recomputeFn)
+				return
+			}
+		case f.pending && f.eng.TakeNext(f.recomputeEv):
+		default:
+			// (A timer that a recompute left as it was is seldom next:
+			// not worth asking.)
+			return
+		}
+		f.inlined++
+		f.recompute()
+	}
+}
+
+// inlineEvents turns on tail's running the fabric's own events at once.
+// (A variable so that tests can check that doing so changes nothing.)
+var inlineEvents = true
 
 // changed marks resource r as changed since the last recompute.
 func (f *Fabric) changed(r int32) {
@@ -106,7 +181,7 @@ func (f *Fabric) recompute() {
 			g.changed = false
 		}
 	}
-	f.arm(next)
+	f.arm(next, hooks)
 	if checkInvariants {
 		if err := f.checkShare(); err != nil {
 			panic(err)
@@ -475,8 +550,10 @@ func endTime(now sim.Time, bytes, rate float64) sim.Time {
 	return now + sim.Time(math.Ceil(t))
 }
 
-// arm points the completion timer at t.
-func (f *Fabric) arm(t sim.Time) {
+// arm points the completion timer at t. While no hook listens, it leaves
+// the timer to tail to schedule (timerDue), which the recompute's event
+// does as its last act.
+func (f *Fabric) arm(t sim.Time, hooks bool) {
 	if f.eng.Pending(f.timer) {
 		if f.timerAt == t {
 			return
@@ -487,6 +564,10 @@ func (f *Fabric) arm(t sim.Time) {
 		return
 	}
 	f.timerAt = t
+	if inlineEvents && !hooks {
+		f.timerDue = true
+		return
+	}
 	f.timer = f.eng.At(t, f.timerFn)
 }
 
@@ -1050,4 +1131,10 @@ func (f *Fabric) Unending() int {
 		}
 	}
 	return n
+}
+
+// recomputeEvent is the recompute's event.
+func (f *Fabric) recomputeEvent() {
+	f.recompute()
+	f.tail()
 }

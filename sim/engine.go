@@ -292,6 +292,52 @@ func (e *Engine) skipAhead(n uint64, d Time) bool {
 	return true
 }
 
+// RunsNext and TakeNext let a component do work of its own that it would
+// otherwise schedule, or has scheduled, as an event at once, as the last
+// thing the event running now does, when that event would be the next
+// the run loop under way runs: nothing runs in between either way, so no
+// one can tell the difference, and the event's scheduling and running
+// are spared (the fabric's recomputes, activations and completion timer).
+// Both do what scheduling and running the event would do to the engine's
+// state (the sequence number, the count of fired events, the clock, which
+// moves to the event's time) and report true; the caller must then do
+// the event's work at once. They report false, and do nothing, from a
+// process (its caller is not the last thing an event does), under Step
+// (which is no loop), and when the loop would stop first (its limit, its
+// event budget) or run another event first.
+
+// RunsNext reports whether an event that the event running now would
+// schedule at t (not before now), as the last thing it does, would be the
+// next event the run loop under way runs: no other event is due by t
+// (those due by then were all scheduled before it, and so would run
+// first).
+func (e *Engine) RunsNext(t Time) bool {
+	if t < e.now || e.running != nil || e.fired >= e.loop.stop || t > e.loop.limit || e.laneHead < len(e.lane) ||
+		len(e.queue) > 0 && e.queue[0].at <= t || e.ahead != nil && e.aheadAt <= t {
+		return false
+	}
+	e.seq++
+	e.fired++
+	e.now = t
+	return true
+}
+
+// TakeNext reports whether h's event is the next event the run loop under
+// way runs once the event running now returns; if so it takes it off the
+// queue, and the caller does its work.
+func (e *Engine) TakeNext(h Handle) bool {
+	ev := h.ev
+	if ev == nil || ev.seq != h.seq || ev.idx < 0 || e.running != nil || e.fired >= e.loop.stop ||
+		ev.at > e.loop.limit || e.ahead != nil && e.aheadAt <= ev.at || e.next() != ev {
+		return false
+	}
+	e.take(ev)
+	e.now = ev.at
+	e.release(ev)
+	e.fired++
+	return true
+}
+
 // runAhead runs, on the coroutine of p, which sleeps for d > 0, the
 // events that the loop under way would run before p's resume, one by one
 // as the loop would (step, with the loop's limit and event budget, no
