@@ -102,6 +102,10 @@ func (c xlat) add(o xlat) xlat { return xlat{c.lead + o.lead, c.overlap + o.over
 // translateAccess translates [addr, addr+size): through a Pipeline, the first page
 // as the lead and the rest overlapped; else all as the lead.
 func (d *Device) translateAccess(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write bool) ([]mem.PhysRange, xlat, error) {
+	if d.direct {
+		// Direct.ToPhys, which is no Pipeline.
+		return append(out, mem.PhysRange{Start: mem.PhysAddr(addr), Size: size}), xlat{}, nil
+	}
 	pl, ok := d.tr.(Pipeline)
 	first := mem.PageSize - uint64(addr)%mem.PageSize
 	if !ok || size <= first {

@@ -265,7 +265,10 @@ func (d *Device) translateAll(t *Transfer, info *TransferInfo, rbuf, wbuf []mem.
 	info.Translate += c.lead
 	info.overlap = c.overlap
 	info.ReadErr, info.WriteErr = rerr, werr
-	info.Err = errors.Join(rerr, werr)
+	info.Err = nil
+	if rerr != nil || werr != nil {
+		info.Err = errors.Join(rerr, werr)
+	}
 	return reads, writes, info.Err
 }
 
@@ -304,8 +307,10 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 	eng := d.dma.eng
 	x := d.dma.newStartXfer()
 	x.d, x.report, x.done, x.transient = d, report, done, t.Transient
+	// The state is zero, new or reset by finish: only what is not zero
+	// is set, sparing a clear of the info.
 	info := &x.info
-	*info = TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: eng.Now()}
+	info.Name, info.Src, info.Dst, info.Bytes, info.Call = t.Name, t.Src, t.Dst, t.Bytes, eng.Now()
 	var err error
 	t, info.Peer, err = d.peer(t)
 	var route fabric.Route
@@ -496,12 +501,19 @@ type routeLimits struct {
 // come back to the same few routes millions of times, each a walk of
 // the route's hops with two map lookups per hop otherwise.
 func (x *DMA) limits(route fabric.Route, master machine.Master, read bool) *routeLimits {
+	// The entry found last first: a channel's transfers take one route
+	// after the other.
+	if l := &x.lims[x.limLast]; l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
+		return l
+	}
 	for i := range x.lims {
 		l := &x.lims[i]
 		if l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
+			x.limLast = i
 			return l
 		}
 	}
+	x.limLast = x.limNext
 	l := &x.lims[x.limNext]
 	x.limNext = (x.limNext + 1) % len(x.lims)
 	*l = routeLimits{hops: append(l.hops[:0:0], route.Hops...), master: master, isRead: read}
@@ -558,6 +570,9 @@ func (d *Device) translateInto(out []mem.PhysRange, spans []Span, write bool) ([
 			out = out[:n]
 			errs = append(errs, err)
 		}
+	}
+	if errs == nil {
+		return out, cost, nil
 	}
 	return out, cost, errors.Join(errs...)
 }

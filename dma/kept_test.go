@@ -1,0 +1,134 @@
+package dma
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dmalab/dmalab/machine"
+	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// isRAMReference is isRAM as it was before the kept node range: the
+// first and the last byte each looked up.
+func isRAMReference(m *mem.Memory, pa mem.PhysAddr, size uint64) bool {
+	if _, ok := m.NodeOf(pa); !ok {
+		return false
+	}
+	if size <= 1 {
+		return true
+	}
+	end := pa + mem.PhysAddr(size-1)
+	if end < pa {
+		return false
+	}
+	_, ok := m.NodeOf(end)
+	return ok
+}
+
+// TestIsRAMKeptRange: isRAM, which answers from the node range it found
+// last, agrees with looking both ends up, on random ranges around every
+// node's DRAM and VRAM, their edges and the gaps between them, sizes of
+// 0 and 1, ranges that cross from one region into the next and that
+// wrap, in an order that moves the kept range from node to node.
+func TestIsRAMKeptRange(t *testing.T) {
+	for _, name := range []string{"2s-4gpu-pcie", "h200-pcie"} {
+		m, x := machineDMA(t, preset(t, name), false)
+		var edges []mem.PhysAddr
+		for n := range m.Mem.Nodes() {
+			base, size := m.Mem.NodeRange(n)
+			edges = append(edges, base, base+mem.PhysAddr(size))
+		}
+		for _, g := range m.GPUs {
+			if base, size, ok := m.Mem.DeviceRange(g.Name); ok {
+				edges = append(edges, base, base+mem.PhysAddr(size))
+			}
+		}
+		edges = append(edges, ^mem.PhysAddr(0))
+		rng := rand.New(rand.NewPCG(3, 4))
+		sizes := []uint64{0, 1, 2, 8, 1500, 4096, 1 << 20, 1 << 31, 1 << 40, ^uint64(0)}
+		kept, hits := 0, 0
+		for range 200_000 {
+			e := edges[rng.IntN(len(edges))]
+			pa := e + mem.PhysAddr(rng.Int64N(1<<13)) - 1<<12
+			if rng.IntN(4) == 0 {
+				pa = e - mem.PhysAddr(rng.Uint64N(1<<33))
+			}
+			size := sizes[rng.IntN(len(sizes))]
+			if rng.IntN(2) == 0 {
+				size = rng.Uint64N(1 << 14)
+			}
+			if x.ramLo <= pa && pa < x.ramHi {
+				kept++
+			}
+			got, want := x.isRAM(pa, size), isRAMReference(m.Mem, pa, size)
+			if got != want {
+				t.Fatalf("%s: isRAM(%v, %#x) = %v, want %v (kept range [%v, %v))", name, pa, size, got, want, x.ramLo, x.ramHi)
+			}
+			if got {
+				hits++
+			}
+		}
+		if kept == 0 || hits == 0 {
+			t.Fatalf("%s: %d draws in the kept range, %d in RAM: the test misses its point", name, kept, hits)
+		}
+	}
+}
+
+// TestTranslatorChangeSeen: a device's transfers and accesses go
+// through the translator it has now, however often it changes: Direct,
+// an offset translator, Direct again, each seen by the transfer and the
+// device access that follow (the device keeps whether its translator is
+// Direct, to skip the interface's calls).
+func TestTranslatorChangeSeen(t *testing.T) {
+	m, x, g := xferRig(t, false)
+	gpu := m.GPUs[0]
+	host, _ := m.HostMemory(0)
+	buf, err := m.Mem.Kmalloc(0, 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := m.Mem.VirtToPhys(buf)
+	const off = 1 << 40
+	var phys []mem.PhysAddr
+	x.Hooks.Hook(func(e *Event) {
+		if e.Op == OpDeviceAccess {
+			phys = append(phys, e.Phys)
+		}
+	})
+	var errs []error
+	step := func(tr Translator, bus mem.DMAAddr) {
+		g.SetTranslator(tr)
+		m.Engine.Spawn("w", func(p *sim.Proc) {
+			_, err := g.Transfer(p, &Transfer{
+				Name: "w", Engine: gpu.CopyEngine(machine.DeviceToHost), Src: gpu.Memory(), Dst: host, Bytes: 64,
+				Write: []Span{BusSpan(bus, 64)},
+			})
+			errs = append(errs, err)
+			_, err = g.Write(bus, 8)
+			errs = append(errs, err)
+		})
+		m.Engine.Run()
+	}
+	step(Direct{}, mem.DMAAddr(pa))
+	step(slowTranslator{off: off, fault: ^mem.DMAAddr(0)}, mem.DMAAddr(pa)+off)
+	// Under Direct the offset address is no RAM: both fail.
+	step(Direct{}, mem.DMAAddr(pa)+off)
+	step(Direct{}, mem.DMAAddr(pa))
+	step(slowTranslator{off: off, fault: mem.DMAAddr(pa) + off}, mem.DMAAddr(pa)+off)
+	wantErr := []bool{false, false, false, false, true, true, false, false, true, true}
+	for i, err := range errs {
+		if (err != nil) != wantErr[i] {
+			t.Errorf("access %d: error %v, want one: %v", i, err, wantErr[i])
+		}
+	}
+	wantPhys := []mem.PhysAddr{pa, pa, pa, pa, pa + off, pa + off, pa, pa, pa + off, pa + off}
+	if len(phys) != len(wantPhys) {
+		t.Fatalf("%d access events, want %d: %v", len(phys), len(wantPhys), phys)
+	}
+	for i := range phys {
+		if phys[i] != wantPhys[i] {
+			t.Errorf("access %d reached %v, want %v", i, phys[i], wantPhys[i])
+		}
+	}
+}
