@@ -556,7 +556,8 @@ func (d *Device) translate(spans []Span, write bool) ([]mem.PhysRange, xlat, err
 func (d *Device) translateInto(out []mem.PhysRange, spans []Span, write bool) ([]mem.PhysRange, xlat, error) {
 	var cost xlat
 	var errs []error
-	for _, s := range spans {
+	for i := range spans {
+		s := &spans[i]
 		if s.Local {
 			out = append(out, mem.PhysRange{Start: s.Phys, Size: s.Len})
 			continue

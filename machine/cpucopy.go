@@ -145,7 +145,10 @@ var LocalFlowMin int64 = 64 << 10
 // was shared. toMemory says the bytes go from the CPU to memory. It
 // blocks p until the bytes are through and counts as p's CPU time.
 func (m *Machine) CPULocalAccess(p *sim.Proc, name string, node int, bytes int64, toMemory bool, rate float64) error {
-	if _, err := m.HostMemory(node); err != nil {
+	// HostMemory's check, without making its endpoint: every CPU access
+	// of a driver comes here.
+	if node < 0 || node >= len(m.Nodes) {
+		_, err := m.HostMemory(node)
 		return fmt.Errorf("CPU access %s: %w", name, err)
 	}
 	if bytes < 0 || !(rate > 0) {
