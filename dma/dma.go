@@ -39,8 +39,10 @@ type DMA struct {
 	Transfers sim.Hooks[TransferInfo]
 	devices   map[string]*Device
 
-	// tlb is the swiotlb pool, nil until some device needs it.
-	tlb *swiotlb
+	// tlb is the swiotlb pool, nil until some device needs it;
+	// [tlbLo, tlbHi) is where it lies (empty without one), for inTLB.
+	tlb          *swiotlb
+	tlbLo, tlbHi mem.PhysAddr
 	// dramTop is the highest DRAM address of the machine.
 	dramTop mem.PhysAddr
 	// call is scratch for Event.Call; ev for the event being emitted;
@@ -174,8 +176,13 @@ func (x *DMA) ensureSwiotlb() error {
 		return fmt.Errorf("dma: swiotlb: reserving %d bytes in ZONE_DMA32 of node %d: %w", size, node, err)
 	}
 	x.tlb = newSwiotlb(pa, int(size>>ioTLBShift))
+	x.tlbLo, x.tlbHi = pa, pa+mem.PhysAddr(x.tlb.size())
 	return nil
 }
+
+// inTLB is x.tlb.contains(pa) from the bounds kept in x: every unmap
+// and sync asks, and the pool's own struct is cold by then.
+func (x *DMA) inTLB(pa mem.PhysAddr) bool { return x.tlbLo <= pa && pa < x.tlbHi }
 
 // isRAM says whether [pa, pa+size) is DRAM of some node: whether its
 // first and its last byte are. A range inside the node's DRAM found

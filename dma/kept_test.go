@@ -132,3 +132,38 @@ func TestTranslatorChangeSeen(t *testing.T) {
 		}
 	}
 }
+
+// TestInTLB: the pool's bounds kept in the DMA layer (inTLB) answer as
+// the pool does (swiotlb.contains), around its edges and far from it,
+// without a pool and once one is reserved.
+func TestInTLB(t *testing.T) {
+	for _, name := range []string{"h200-pcie", "2s-4gpu-pcie"} {
+		_, x := machineDMA(t, preset(t, name), false)
+		for round := range 2 {
+			if round == 1 {
+				if err := x.ensureSwiotlb(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var edges []mem.PhysAddr
+			if x.tlb != nil {
+				edges = append(edges, x.tlb.start, x.tlb.start+mem.PhysAddr(x.tlb.size()))
+			}
+			edges = append(edges, 0, 1<<32, ^mem.PhysAddr(0))
+			rng := rand.New(rand.NewPCG(5, 6))
+			in := 0
+			for range 20_000 {
+				pa := edges[rng.IntN(len(edges))] + mem.PhysAddr(rng.Int64N(1<<12)) - 1<<11
+				if got, want := x.inTLB(pa), x.tlb.contains(pa); got != want {
+					t.Fatalf("%s: inTLB(%v) = %v, pool says %v", name, pa, got, want)
+				}
+				if x.inTLB(pa) {
+					in++
+				}
+			}
+			if round == 1 && in == 0 {
+				t.Fatalf("%s: no draw in the pool", name)
+			}
+		}
+	}
+}
