@@ -469,7 +469,11 @@ func (ch *Chan) Submit(p *sim.Proc, d Descriptor) (Cookie, error) {
 	}
 	i := ch.tail
 	s := ch.slot(i)
-	s.slotFields = slotFields{cookie: Cookie(i + 1), desc: d, hw: d, submitted: p.Now()}
+	// Cleared in place, then set field by field: a composite literal is
+	// built on the stack and copied in with wide loads across its narrow
+	// stores, which the CPU cannot forward (a stall per packet).
+	s.slotFields = slotFields{}
+	s.cookie, s.desc, s.hw, s.submitted = Cookie(i+1), d, d, p.Now()
 	m, node, va := ch.c.mem, ch.c.node, ch.entryVA(i)
 	if ch.payload {
 		var b [DescSize]byte
