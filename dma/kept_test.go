@@ -2,8 +2,10 @@ package dma
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
+	"github.com/dmalab/dmalab/fabric"
 	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
@@ -165,5 +167,93 @@ func TestInTLB(t *testing.T) {
 				t.Fatalf("%s: no draw in the pool", name)
 			}
 		}
+	}
+}
+
+// TestFixedTransferKeepsLimits: one Fixed transfer made again and again
+// (as a channel does) over routes, masters and directions drawn at
+// random (a new Route, the same Route given other hops, the same hops
+// with another master or Load turned on or off) takes the same times as the same transfers
+// not Fixed, on a machine of its own: what it keeps is the limits of
+// the route, master and direction it has now.
+func TestFixedTransferKeepsLimits(t *testing.T) {
+	// A draw gives the transfer a new Route (change 0), the same Route
+	// with a new Hops slice (1), the same Route and hops (2), or its
+	// first hop alone, in the same array (3), and a master and
+	// direction of its own.
+	type draw struct {
+		change, route, master int
+		load                  bool
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	var draws []draw
+	for i := range 600 {
+		d := draw{change: rng.IntN(4), route: rng.IntN(1 << 20), master: rng.IntN(1 << 20), load: rng.IntN(2) == 0}
+		if d.change == 3 && i > 0 {
+			// Only the length changes.
+			d.master, d.load = draws[i-1].master, draws[i-1].load
+		}
+		draws = append(draws, d)
+	}
+	run := func(fixed bool) []TransferInfo {
+		m, x := machineDMA(t, preset(t, "2s-4gpu-pcie"), false)
+		g, err := x.Device("gpu0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var routes [][]fabric.Hop
+		var masters []machine.Master
+		for _, gp := range m.GPUs {
+			masters = append(masters, gp.CE(), gp.SMs())
+			for n := range m.Mem.Nodes() {
+				host, _ := m.HostMemory(n)
+				for _, pair := range [][2]machine.Endpoint{{host, gp.Memory()}, {gp.Memory(), host}, {host, host}} {
+					if r, err := m.DMARoute(pair[0], pair[1], gp.CE()); err == nil {
+						routes = append(routes, r.Hops)
+					}
+				}
+			}
+		}
+		masters = append(masters, machine.Master{})
+		buf, err := m.Mem.Kmalloc(0, 1<<16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pa, _ := m.Mem.VirtToPhys(buf)
+		var infos []TransferInfo
+		tr := &Transfer{Name: "fixed", Bytes: 1 << 16, Read: []Span{BusSpan(mem.DMAAddr(pa), 1<<16)}, Transient: true, Fixed: fixed}
+		route := &fabric.Route{}
+		for _, d := range draws {
+			switch d.change {
+			case 0:
+				route = &fabric.Route{Hops: slices.Clone(routes[d.route%len(routes)])}
+			case 1:
+				route.Hops = slices.Clone(routes[d.route%len(routes)])
+			case 3:
+				// The same array, its first hop alone.
+				route.Hops = route.Hops[:1]
+			}
+			tr.Route, tr.Master, tr.Load = route, masters[d.master%len(masters)], d.load
+			if _, err := g.StartTransfer(tr, func(i *TransferInfo) { infos = append(infos, *i) }); err != nil {
+				t.Fatal(err)
+			}
+			m.Engine.Run()
+		}
+		return infos
+	}
+	fixed, plain := run(true), run(false)
+	if len(fixed) != len(draws) || len(plain) != len(draws) {
+		t.Fatalf("%d and %d transfers, want %d", len(fixed), len(plain), len(draws))
+	}
+	leads := map[sim.Time]bool{}
+	for i := range draws {
+		f, p := fixed[i], plain[i]
+		if f.Start-f.Call != p.Start-p.Call || f.End-f.Call != p.End-p.Call || f.Move != p.Move {
+			t.Fatalf("transfer %d (%+v): Fixed moved in %v and ended %v after its call, not Fixed %v and %v", i, draws[i], f.Move, f.End-f.Call, p.Move, p.End-p.Call)
+		}
+		leads[p.End-p.Call] = true
+	}
+	if len(leads) < 4 {
+		t.Fatalf("only %d different transfer times: the draws do not exercise the limits", len(leads))
 	}
 }

@@ -121,8 +121,28 @@ type Transfer struct {
 	// fabric: observers may keep what their events point to.
 	Transient bool
 
+	// Fixed says that the transfer is made again and again (a channel's
+	// data phase, its descriptor fetch) over the same Route, whose hops
+	// are not changed in place, by the same master: the layer then keeps
+	// what it derives from the route and the master (the read's lead and
+	// rate, the copy rate) in the Transfer, and derives them again only
+	// when the route's Hops slice, the master or Load is another. A
+	// transfer whose route's hops may change in place leaves it unset.
+	Fixed bool
+
 	// rateCap is a cap the peer rules put on the transfer (0: none).
 	rateCap float64
+	// kept is what a Fixed transfer's route and master gave.
+	kept keptLimits
+}
+
+// keptLimits are the route limits a Fixed transfer keeps (readLimit):
+// hops and n are the route's Hops slice they were derived for (its
+// first element, its length); lim.hops is nil until kept.
+type keptLimits struct {
+	hops *fabric.Hop
+	n    int
+	lim  routeLimits
 }
 
 // TransferInfo is a finished transfer: when it was issued, started and
@@ -463,7 +483,23 @@ func (d *Device) readLimit(t *Transfer, route fabric.Route, buf *[1]fabric.Optio
 	if t.Route == nil {
 		read = m.Reads(t.Dst, master)
 	}
-	lim := d.dma.limits(route, master, read)
+	var lim *routeLimits
+	if k := &t.kept; t.Fixed && t.Route != nil {
+		// What the layer keeps with a Fixed transfer, as long as its
+		// hops (the slice), master and direction are the ones it was
+		// kept for: no search of the kept routes, no compare of hops.
+		var hops *fabric.Hop
+		if len(route.Hops) > 0 {
+			hops = &route.Hops[0]
+		}
+		if k.hops != hops || k.n != len(route.Hops) || k.lim.master != master || k.lim.isRead != read || k.lim.hops == nil {
+			k.hops, k.n = hops, len(route.Hops)
+			k.lim = *d.dma.limits(route, master, read)
+		}
+		lim = &k.lim
+	} else {
+		lim = d.dma.limits(route, master, read)
+	}
 	lead = lim.lead
 	if rate := lim.read; rate > 0 && (capRate == 0 || rate < capRate) {
 		capRate = rate

@@ -69,7 +69,7 @@ func (ch *Chan) fetchIssue() {
 	t := &f.t
 	if t.Route == nil {
 		f.route = ch.c.toDev
-		*t = dma.Transfer{Name: ch.flowNames[0], Route: &f.route, Read: f.read[:], Opts: ch.opts, Transient: true}
+		*t = dma.Transfer{Name: ch.flowNames[0], Route: &f.route, Read: f.read[:], Opts: ch.opts, Transient: true, Fixed: true}
 	}
 	f.read[0], t.Bytes = dma.BusSpan(addr, size), int64(size)
 	if _, err := ch.c.dev.StartTransfer(t, f.done); err != nil {
@@ -184,7 +184,7 @@ func (ch *Chan) start() {
 			// What every transfer of the phase shares, set once: the
 			// DMA layer reads the transfer and changes none of it.
 			r.route = ch.c.fromDev
-			r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Write: r.write[:], Opts: ch.opts, Transient: true}
+			r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Write: r.write[:], Opts: ch.opts, Transient: true, Fixed: true}
 			r.done = func(*dma.TransferInfo) { ch.rxLanded(ph) }
 		}
 		r.write[0] = dma.BusSpan(d.Dst, n)
@@ -225,7 +225,7 @@ func (ch *Chan) txRead(ph *phase) {
 	if x.t.Route == nil {
 		// Set once per phase, as start's DevToMem transfer.
 		x.route = ch.c.toDev
-		x.t = dma.Transfer{Name: ch.flowNames[2], Route: &x.route, Read: x.read[:], Opts: ch.opts, Transient: true}
+		x.t = dma.Transfer{Name: ch.flowNames[2], Route: &x.route, Read: x.read[:], Opts: ch.opts, Transient: true, Fixed: true}
 	}
 	x.t.Bytes = int64(x.n)
 	if _, err := ch.c.dev.StartTransfer(&x.t, x.done); err != nil {
