@@ -64,3 +64,40 @@ func TestWrap(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkBytesKeptApart: a channel's chunks and their bytes, kept in
+// two queues from the first chunk delivered with bytes on (pushChunk,
+// popChunk), come out as one queue of (size, origin, bytes) would give
+// them: random runs of deliveries with and without bytes, the first
+// with bytes arriving while chunks without wait or not, and takes.
+func TestChunkBytesKeptApart(t *testing.T) {
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 11))
+		ch := &Chan{}
+		type ref struct {
+			c       chunk
+			payload []byte
+		}
+		var want []ref
+		withBytes := r.IntN(4) // deliveries before the first with bytes, in quarters of the run
+		for i := range 300 {
+			if len(want) > 0 && r.IntN(2) == 0 {
+				got := ch.popChunk()
+				w := want[0]
+				want = want[1:]
+				if got.chunk != w.c || len(got.payload) != len(w.payload) || (got.payload == nil) != (w.payload == nil) ||
+					len(w.payload) > 0 && &got.payload[0] != &w.payload[0] {
+					t.Fatalf("seed %d, step %d: took %+v, want %+v", seed, i, got, w)
+				}
+				continue
+			}
+			c := chunk{size: uint64(i), origin: sim.Time(r.IntN(1000))}
+			var payload []byte
+			if i >= withBytes*75 && r.IntN(3) > 0 {
+				payload = make([]byte, 1+r.IntN(4))
+			}
+			ch.pushChunk(c, payload)
+			want = append(want, ref{c, payload})
+		}
+	}
+}
