@@ -90,7 +90,7 @@ func (ch *Chan) fetchDone(i *dma.TransferInfo) {
 		// A fetch whose read failed got an error completion:
 		// the engine has no descriptor to run.
 		s.failed = i.ReadErr != nil
-		s.fetched = now
+		s.rec.Fetched = now
 	}
 	ch.fetched += n
 	ch.stats.FetchedDescs += n
@@ -128,7 +128,7 @@ func (ch *Chan) start() {
 	s := ch.slot(i)
 	ch.started++
 	ch.inflight++
-	s.started = ch.eng().Now()
+	s.rec.Started = ch.eng().Now()
 	d := s.hw
 	if s.failed {
 		// Its fetch failed: it completes with an error at once, moving
@@ -165,7 +165,7 @@ func (ch *Chan) start() {
 	case DevToMem:
 		// Posted writes: no request; the data flows device → memory.
 		c := ch.popChunk()
-		s.origin = c.origin
+		s.rec.Origin = c.origin
 		n, trunc := c.size, c.size > d.Len
 		if trunc {
 			n = d.Len
@@ -264,7 +264,7 @@ func (ch *Chan) write(addr mem.DMAAddr, size uint64, data []byte) error {
 // asked, an MSI is sent.
 func (ch *Chan) land(s *slot, bytes uint32, failed bool) {
 	s.done = true
-	s.landed = ch.eng().Now()
+	s.rec.Landed = ch.eng().Now()
 	s.result = Status{Done: true, Bytes: bytes, Error: failed || s.failed}
 	for ch.retired < ch.started {
 		r := ch.slot(ch.retired)
@@ -288,7 +288,7 @@ func (ch *Chan) land(s *slot, bytes uint32, failed bool) {
 			// driver will find the entry never completed.
 			ch.stats.LostStatus++
 		}
-		r.status = st
+		r.rec.Status = st
 		ch.retired++
 		ch.inflight--
 		ch.stats.Completed++
@@ -306,8 +306,8 @@ func (ch *Chan) land(s *slot, bytes uint32, failed bool) {
 // completed is s as the device sees it at the end of its data phase.
 func (ch *Chan) completed(s *slot) Completed {
 	return Completed{
-		Cookie: s.cookie, Desc: s.hw, Status: s.result,
-		Origin: s.origin, Submitted: s.submitted, Fetched: s.fetched, Started: s.started, Landed: s.landed,
+		Cookie: s.rec.Cookie, Desc: s.hw, Status: s.result,
+		Origin: s.rec.Origin, Submitted: s.rec.Submitted, Fetched: s.rec.Fetched, Started: s.rec.Started, Landed: s.rec.Landed,
 	}
 }
 
