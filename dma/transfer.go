@@ -345,7 +345,6 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 	}
 	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
-	x.name, x.bytes, x.route = t.Name, t.Bytes, route
 	x.noRead, x.tdata = len(t.Read) == 0, t.Data
 	x.lead, x.opts = d.readLimit(t, route, &x.optBuf)
 	x.reads, x.writes, _ = d.translateAll(t, info, x.rbuf[:0], x.wbuf[:0])
@@ -365,13 +364,11 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 // startXfer is one transfer's state from start to done; info is the
 // TransferInfo handed to done.
 type startXfer struct {
+	// info holds the transfer's name, bytes and route too (the flow's).
 	info          TransferInfo
 	d             *Device
-	name          string
-	bytes         int64
 	noRead        bool // the transfer reads no span: its bytes are tdata
 	tdata         []byte
-	route         fabric.Route
 	report        bool
 	transient     bool // Transfer.Transient: reused once done has run
 	done          func(*TransferInfo)
@@ -438,7 +435,7 @@ func (x *startXfer) move() {
 
 func (x *startXfer) flow() {
 	info := &x.info
-	info.Flow = x.d.dma.mach.Fabric.Start(x.name, x.route, x.bytes, x.opts...)
+	info.Flow = x.d.dma.mach.Fabric.Start(info.Name, info.Route, info.Bytes, x.opts...)
 	if x.movedFn == nil {
 		x.movedFn = x.moved
 	}
