@@ -257,3 +257,90 @@ func TestFixedTransferKeepsLimits(t *testing.T) {
 		t.Fatalf("only %d different transfer times: the draws do not exercise the limits", len(leads))
 	}
 }
+
+// writeReference is Device.Write as it was before its way for Direct:
+// every write through access.
+func writeReference(d *Device, addr mem.DMAAddr, size uint64) (mem.Version, error) {
+	r, err := d.accessNow(addr, size, true)
+	if err != nil {
+		return 0, err
+	}
+	var v mem.Version
+	for _, pr := range r {
+		v = d.dma.mem.DeviceWrite(d.name, d.coherent, pr.Start, pr.Size)
+	}
+	return v, nil
+}
+
+// TestWriteDirectWay: Device.Write, which under Direct with nothing
+// observing writes RAM without going through access, gives the
+// versions, the errors and the memory of writeReference on a machine
+// of its own, for writes drawn in RAM, across its end, beyond a 32-bit
+// mask and at no memory, by a coherent and a non-coherent device, under
+// Direct and under another translator (an offset).
+func TestWriteDirectWay(t *testing.T) {
+	type op struct {
+		dev      string
+		at, size uint64
+		iommu    bool
+	}
+	rng := rand.New(rand.NewPCG(12, 13))
+	var ops []op
+	for range 3000 {
+		ops = append(ops, op{dev: []string{"nic0", "nic2"}[rng.IntN(2)], at: rng.Uint64N(1 << 20), size: []uint64{0, 1, 8, 64, 1500, 1 << 16}[rng.IntN(6)], iommu: rng.IntN(5) == 0})
+	}
+	run := func(write func(*Device, mem.DMAAddr, uint64) (mem.Version, error)) (vs []mem.Version, errs []string, reads []mem.Version) {
+		m, x := machineDMA(t, server(t, "nic2"), false)
+		base, size := m.Mem.NodeRange(0)
+		buf, err := m.Mem.Kmalloc(0, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pa, _ := m.Mem.VirtToPhys(buf)
+		starts := []mem.PhysAddr{pa, base + mem.PhysAddr(size) - 1<<19, 1 << 32, ^mem.PhysAddr(0) - 1<<20}
+		for i, o := range ops {
+			d, err := x.Device(o.dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.iommu {
+				d.SetTranslator(slowTranslator{off: 1 << 12, fault: ^mem.DMAAddr(0)})
+			} else {
+				d.SetTranslator(Direct{})
+			}
+			addr := mem.DMAAddr(starts[i%len(starts)]) + mem.DMAAddr(o.at)
+			v, err := write(d, addr, o.size)
+			vs = append(vs, v)
+			if err != nil {
+				errs = append(errs, err.Error())
+			} else {
+				errs = append(errs, "")
+			}
+		}
+		for _, at := range starts[:2] {
+			for off := mem.PhysAddr(0); off < 1<<20+1<<13; off += 256 {
+				reads = append(reads, m.Mem.DRAMVersion(at+off))
+			}
+		}
+		return vs, errs, reads
+	}
+	vs, errs, reads := run((*Device).Write)
+	wvs, werrs, wreads := run(writeReference)
+	ok := 0
+	for i := range ops {
+		if vs[i] != wvs[i] || errs[i] != werrs[i] {
+			t.Fatalf("write %d (%+v): version %v, error %q; reference %v, %q", i, ops[i], vs[i], errs[i], wvs[i], werrs[i])
+		}
+		if errs[i] == "" {
+			ok++
+		}
+	}
+	if ok == 0 || ok == len(ops) {
+		t.Fatalf("%d of %d writes succeeded: the draws miss either way", ok, len(ops))
+	}
+	for i := range reads {
+		if reads[i] != wreads[i] {
+			t.Fatalf("read back %d: %+v, reference %+v", i, reads[i], wreads[i])
+		}
+	}
+}
