@@ -135,6 +135,19 @@ func (d *Device) translateAccess(out []mem.PhysRange, addr mem.DMAAddr, size uin
 // access reports the access and translates it, appending its physical
 // ranges to out; it returns the translation's cost.
 func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write, pinned bool) ([]mem.PhysRange, xlat, error) {
+	if d.direct && len(d.dma.peers) == 0 && !d.dma.observed() && d.capable(addr, size) && d.dma.isRAM(mem.PhysAddr(addr), size) {
+		// What accessAll gives under Direct when it has nothing to
+		// report and the range is RAM: the range itself, at no cost.
+		// Every transfer's spans and device access of a NIC's rings
+		// take this way.
+		return append(out, mem.PhysRange{Start: mem.PhysAddr(addr), Size: size}), xlat{}, nil
+	}
+	return d.accessAll(out, addr, size, write, pinned)
+}
+
+// accessAll is access the whole way: the mask, the translator, RAM or
+// peer memory, the event.
+func (d *Device) accessAll(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write, pinned bool) ([]mem.PhysRange, xlat, error) {
 	n := len(out)
 	var cost xlat
 	var err error

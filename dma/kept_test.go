@@ -259,9 +259,9 @@ func TestFixedTransferKeepsLimits(t *testing.T) {
 }
 
 // writeReference is Device.Write as it was before its way for Direct:
-// every write through access.
+// every write through accessAll.
 func writeReference(d *Device, addr mem.DMAAddr, size uint64) (mem.Version, error) {
-	r, err := d.accessNow(addr, size, true)
+	r, _, err := d.accessAll(nil, addr, size, true, false)
 	if err != nil {
 		return 0, err
 	}
@@ -342,5 +342,47 @@ func TestWriteDirectWay(t *testing.T) {
 		if reads[i] != wreads[i] {
 			t.Fatalf("read back %d: %+v, reference %+v", i, reads[i], wreads[i])
 		}
+	}
+}
+
+// TestAccessDirectWay: access, which under Direct with nothing
+// observing answers for RAM without the whole way, gives the ranges,
+// costs and errors of accessAll, appending to ranges already there, for
+// accesses drawn in RAM, across its end, beyond a 32-bit mask and at no
+// memory, reads and writes, under Direct and an offset translator (with
+// a hook listening, access takes the whole way: the tests of events).
+func TestAccessDirectWay(t *testing.T) {
+	m, x := machineDMA(t, server(t, "nic2"), false)
+	base, size := m.Mem.NodeRange(0)
+	starts := []mem.DMAAddr{mem.DMAAddr(base), mem.DMAAddr(base) + mem.DMAAddr(size) - 1<<19, 1 << 32, ^mem.DMAAddr(0) - 1<<20}
+	rng := rand.New(rand.NewPCG(14, 15))
+	fast, whole := 0, 0
+	for i := range 20_000 {
+		d, err := x.Device([]string{"nic0", "nic2"}[rng.IntN(2)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rng.IntN(5) == 0 {
+			d.SetTranslator(slowTranslator{off: 1 << 12, walk: 7, fault: ^mem.DMAAddr(0)})
+		} else {
+			d.SetTranslator(Direct{})
+		}
+		addr := starts[rng.IntN(len(starts))] + mem.DMAAddr(rng.Uint64N(1<<20))
+		n := []uint64{0, 1, 8, 1500, 1 << 16, 1 << 20}[rng.IntN(6)]
+		write, pinned := rng.IntN(2) == 0, rng.IntN(4) == 0
+		prefix := []mem.PhysRange{{Start: 1, Size: 2}}[:rng.IntN(2)]
+		got, gc, gerr := d.access(slices.Clone(prefix), addr, n, write, pinned)
+		want, wc, werr := d.accessAll(slices.Clone(prefix), addr, n, write, pinned)
+		if !slices.Equal(got, want) || gc != wc || (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Fatalf("access %d (%s %v+%d): %v %v %v, whole way %v %v %v", i, d.name, addr, n, got, gc, gerr, want, wc, werr)
+		}
+		if gerr == nil && d.direct {
+			fast++
+		} else {
+			whole++
+		}
+	}
+	if fast == 0 || whole == 0 {
+		t.Fatalf("%d accesses the direct way, %d not: the draws miss one", fast, whole)
 	}
 }
