@@ -132,8 +132,9 @@ type Transfer struct {
 
 	// rateCap is a cap the peer rules put on the transfer (0: none).
 	rateCap float64
-	// kept is what a Fixed transfer's route and master gave.
-	kept keptLimits
+	// kept is what a Fixed transfer's route and master gave, made at
+	// its first start (a pointer, so that other transfers stay small).
+	kept *keptLimits
 }
 
 // keptLimits are the route limits a Fixed transfer keeps (readLimit):
@@ -481,7 +482,12 @@ func (d *Device) readLimit(t *Transfer, route fabric.Route, buf *[1]fabric.Optio
 		read = m.Reads(t.Dst, master)
 	}
 	var lim *routeLimits
-	if k := &t.kept; t.Fixed && t.Route != nil {
+	if t.Fixed && t.Route != nil {
+		k := t.kept
+		if k == nil {
+			k = new(keptLimits)
+			t.kept = k
+		}
 		// What the layer keeps with a Fixed transfer, as long as its
 		// hops (the slice), master and direction are the ones it was
 		// kept for: no search of the kept routes, no compare of hops.
@@ -541,7 +547,7 @@ func (x *DMA) limits(route fabric.Route, master machine.Master, read bool) *rout
 	}
 	for i := range x.lims {
 		l := &x.lims[i]
-		if l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
+		if i != x.limLast && l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
 			x.limLast = i
 			return l
 		}
