@@ -204,13 +204,8 @@ type Chan struct {
 	inflight                            int
 	fifoUsed                            uint64
 	// rx is the device's data waiting for a descriptor (DevToMem),
-	// oldest first, and rxData their bytes, from the first chunk
-	// delivered with bytes on (rxDataOn): a backlog of chunks (the
-	// device's buffer full) puts each pop on a line written a backlog
-	// before, and chunks without bytes fit four to a line.
-	rx       queue[chunk]
-	rxData   queue[[]byte]
-	rxDataOn bool
+	// oldest first.
+	rx queue[chunk]
 	// rung are the tails of the doorbell writes on their way to the
 	// device, oldest first: each arrives one way after it was rung, so
 	// they arrive in this order, and ringFn (bound once) takes the
@@ -325,11 +320,11 @@ type rxPhase struct {
 	done func(*dma.TransferInfo)
 }
 
-// chunk is data the device produced, waiting for a descriptor (its
-// bytes, in payload mode, wait in Chan.rxData).
+// chunk is data the device produced, waiting for a descriptor.
 type chunk struct {
-	size   uint64
-	origin sim.Time
+	size    uint64
+	origin  sim.Time
+	payload []byte
 }
 
 // queue is a FIFO in a circular buffer: its storage is the most items
@@ -660,7 +655,7 @@ func (ch *Chan) Terminate(p *sim.Proc) {
 	ch.eng().After(ch.c.oneWay, func() {
 		ch.stopped = true
 		for ch.rx.len() > 0 {
-			ch.fifoUsed -= ch.popChunk().size
+			ch.fifoUsed -= ch.rx.pop().size
 		}
 		ch.hwCond.Broadcast()
 	})

@@ -164,7 +164,7 @@ func (ch *Chan) start() {
 		ch.eng().After(ch.c.oneWay, x.start)
 	case DevToMem:
 		// Posted writes: no request; the data flows device → memory.
-		c := ch.popChunk()
+		c := ch.rx.pop()
 		s.rec.Origin = c.origin
 		n, trunc := c.size, c.size > d.Len
 		if trunc {
@@ -348,39 +348,9 @@ func (ch *Chan) Deliver(size uint64, origin sim.Time, payload []byte) bool {
 		return false
 	}
 	ch.fifoUsed += size
-	ch.pushChunk(chunk{size: size, origin: origin}, payload)
+	ch.rx.push(chunk{size: size, origin: origin, payload: payload})
 	ch.kick()
 	return true
-}
-
-// pushChunk queues c with its bytes.
-func (ch *Chan) pushChunk(c chunk, payload []byte) {
-	if payload != nil && !ch.rxDataOn {
-		// The chunks waiting came without bytes.
-		ch.rxDataOn = true
-		for range ch.rx.len() {
-			ch.rxData.push(nil)
-		}
-	}
-	ch.rx.push(c)
-	if ch.rxDataOn {
-		ch.rxData.push(payload)
-	}
-}
-
-// popChunk takes the oldest chunk waiting, with its bytes.
-func (ch *Chan) popChunk() chunkData {
-	c := chunkData{chunk: ch.rx.pop()}
-	if ch.rxDataOn {
-		c.payload = ch.rxData.pop()
-	}
-	return c
-}
-
-// chunkData is a chunk with its bytes.
-type chunkData struct {
-	chunk
-	payload []byte
 }
 
 // Drain tells the engine of a MemToDev channel that the device has
