@@ -190,15 +190,12 @@ type Chan struct {
 	// the options of every flow (its tag), made once too.
 	flowNames []string
 	opts      []fabric.Option
+	reapCond  *sim.Cond
 	// hwCond is broadcast when a stopped engine finishes a step.
 	hwCond *sim.Cond
 
-	// Driver side. reapCond is broadcast at every reap; kept in the
-	// channel beside the indexes Reap updates, rather than as a
-	// condition of its own elsewhere on the heap, whose line a reap
-	// would find cold (nobody waits on it on a NIC's receive path).
+	// Driver side.
 	tail, reaped uint64
-	reapCond     sim.Cond
 
 	// Hardware side.
 	doorbell, fetched, started, retired uint64
@@ -392,6 +389,7 @@ func (c *Controller) NewChan(p *sim.Proc, cfg Config) (*Chan, error) {
 		onSpace:  cfg.OnSpace,
 		poll:     cfg.PollInterval,
 		payload:  c.mem.Payload(),
+		reapCond: sim.NewCond("reaped " + cfg.Name),
 		irqCond:  sim.NewCond("irq " + cfg.Name),
 		hwCond:   sim.NewCond("terminate " + cfg.Name),
 	}
@@ -402,7 +400,6 @@ func (c *Controller) NewChan(p *sim.Proc, cfg Config) (*Chan, error) {
 		ch.poll = DefaultPollInterval
 	}
 	ch.fetchMax = min(ch.fetchMax, ch.n)
-	ch.reapCond = *sim.NewCond("reaped " + cfg.Name)
 	va, addr, err := c.dev.AllocCoherent(p, ch.n*DescSize)
 	if err != nil {
 		return nil, fmt.Errorf("dmaengine %s: ring of %d descriptors: %w", ch.name, ch.n, err)
@@ -567,7 +564,7 @@ func (ch *Chan) Lookup(c Cookie) (Completed, bool) {
 // Wait blocks p, idle, until cookie has been reaped, by an interrupt
 // handler or another process.
 func (ch *Chan) Wait(p *sim.Proc, c Cookie) {
-	p.WaitUntil(&ch.reapCond, func() bool { return ch.IsReaped(c) })
+	p.WaitUntil(ch.reapCond, func() bool { return ch.IsReaped(c) })
 }
 
 // Poll busy-polls from p until cookie has been reaped: it reaps (a

@@ -96,7 +96,7 @@ func (ch *Chan) WaitSpace(p *sim.Proc, mode Mode, fn func(Completed)) {
 		}
 		return
 	}
-	p.WaitUntil(&ch.reapCond, func() bool { return ch.Space() > 0 })
+	p.WaitUntil(ch.reapCond, func() bool { return ch.Space() > 0 })
 }
 
 // CPUCopy is the CPU path: p, on a core of node, copies size bytes from
