@@ -39,6 +39,12 @@ func (d *Device) Read(addr mem.DMAAddr, size uint64) (mem.Access, error) {
 
 // Write is the device writing [addr, addr+size).
 func (d *Device) Write(addr mem.DMAAddr, size uint64) (mem.Version, error) {
+	if d.direct && len(d.dma.peers) == 0 && !d.dma.observed() && d.capable(addr, size) && d.dma.isRAM(mem.PhysAddr(addr), size) {
+		// What access gives under Direct when it has nothing to report
+		// and the range is RAM: the range itself. A DMA engine's
+		// status word takes this way, once a packet.
+		return d.dma.mem.DeviceWrite(d.name, d.coherent, mem.PhysAddr(addr), size), nil
+	}
 	r, err := d.accessNow(addr, size, true)
 	if err != nil {
 		return 0, err
@@ -102,6 +108,10 @@ func (c xlat) add(o xlat) xlat { return xlat{c.lead + o.lead, c.overlap + o.over
 // translateAccess translates [addr, addr+size): through a Pipeline, the first page
 // as the lead and the rest overlapped; else all as the lead.
 func (d *Device) translateAccess(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write bool) ([]mem.PhysRange, xlat, error) {
+	if d.direct {
+		// Direct.ToPhys, which is no Pipeline.
+		return append(out, mem.PhysRange{Start: mem.PhysAddr(addr), Size: size}), xlat{}, nil
+	}
 	pl, ok := d.tr.(Pipeline)
 	first := mem.PageSize - uint64(addr)%mem.PageSize
 	if !ok || size <= first {
@@ -125,6 +135,19 @@ func (d *Device) translateAccess(out []mem.PhysRange, addr mem.DMAAddr, size uin
 // access reports the access and translates it, appending its physical
 // ranges to out; it returns the translation's cost.
 func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write, pinned bool) ([]mem.PhysRange, xlat, error) {
+	if d.direct && len(d.dma.peers) == 0 && !d.dma.observed() && d.capable(addr, size) && d.dma.isRAM(mem.PhysAddr(addr), size) {
+		// What accessAll gives under Direct when it has nothing to
+		// report and the range is RAM: the range itself, at no cost.
+		// Every transfer's spans and device access of a NIC's rings
+		// take this way.
+		return append(out, mem.PhysRange{Start: mem.PhysAddr(addr), Size: size}), xlat{}, nil
+	}
+	return d.accessAll(out, addr, size, write, pinned)
+}
+
+// accessAll is access the whole way: the mask, the translator, RAM or
+// peer memory, the event.
+func (d *Device) accessAll(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write, pinned bool) ([]mem.PhysRange, xlat, error) {
 	n := len(out)
 	var cost xlat
 	var err error

@@ -32,8 +32,11 @@ type Device struct {
 	forceBounce bool
 	// userDMA: the device is owned by user space (VFIO), SetUserDMA.
 	userDMA bool
-	// tr is the device's translation (Translator).
-	tr Translator
+	// tr is the device's translation (Translator); direct says it is
+	// Direct{}, so that an access translates without the interface's
+	// calls (the identity at no cost, as Direct.ToPhys).
+	tr     Translator
+	direct bool
 	// mapper is tr when it is a Mapper (an IOMMU domain), else nil.
 	mapper Mapper
 	// scratch holds the ranges of an access being made.
@@ -50,6 +53,7 @@ func newDevice(x *DMA, name string, node int, s platform.Device) *Device {
 		maxSeg:      uint64(s.MaxSeg()),
 		segBoundary: uint64(s.SegBoundary()) - 1,
 		tr:          Direct{},
+		direct:      true,
 	}
 }
 

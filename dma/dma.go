@@ -39,8 +39,10 @@ type DMA struct {
 	Transfers sim.Hooks[TransferInfo]
 	devices   map[string]*Device
 
-	// tlb is the swiotlb pool, nil until some device needs it.
-	tlb *swiotlb
+	// tlb is the swiotlb pool, nil until some device needs it;
+	// [tlbLo, tlbHi) is where it lies (empty without one), for inTLB.
+	tlb          *swiotlb
+	tlbLo, tlbHi mem.PhysAddr
 	// dramTop is the highest DRAM address of the machine.
 	dramTop mem.PhysAddr
 	// call is scratch for Event.Call; ev for the event being emitted;
@@ -56,9 +58,11 @@ type DMA struct {
 	// StartTransfer to reuse.
 	freeXfers []*startXfer
 	// lims are the last routes' limits (limits), limNext the slot the
-	// next one replaces.
-	lims    [4]routeLimits
-	limNext int
+	// next one replaces, limLast the one found last.
+	lims             [4]routeLimits
+	limNext, limLast int
+	// ramLo and ramHi bound the DRAM of the node isRAM found last.
+	ramLo, ramHi mem.PhysAddr
 }
 
 // New builds the DMA layer of machine m over its memory. As swiotlb_init
@@ -172,22 +176,40 @@ func (x *DMA) ensureSwiotlb() error {
 		return fmt.Errorf("dma: swiotlb: reserving %d bytes in ZONE_DMA32 of node %d: %w", size, node, err)
 	}
 	x.tlb = newSwiotlb(pa, int(size>>ioTLBShift))
+	x.tlbLo, x.tlbHi = pa, pa+mem.PhysAddr(x.tlb.size())
 	return nil
 }
 
-// isRAM says whether [pa, pa+size) is DRAM of some node.
+// inTLB is x.tlb.contains(pa) from the bounds kept in x: every unmap
+// and sync asks, and the pool's own struct is cold by then.
+func (x *DMA) inTLB(pa mem.PhysAddr) bool { return x.tlbLo <= pa && pa < x.tlbHi }
+
+// isRAM says whether [pa, pa+size) is DRAM of some node: whether its
+// first and its last byte are. A range inside the node's DRAM found
+// last, [ramLo, ramHi), is, with no lookup: a machine's DRAM does not
+// move once it is built (mem lays it out in New), and a device's
+// accesses come in runs on one node's buffers.
 func (x *DMA) isRAM(pa mem.PhysAddr, size uint64) bool {
-	if _, ok := x.mem.NodeOf(pa); !ok {
-		return false
+	end := pa
+	if size > 1 {
+		end = pa + mem.PhysAddr(size-1)
+		if end < pa {
+			return false
+		}
 	}
-	if size <= 1 {
+	if x.ramLo <= pa && end < x.ramHi {
 		return true
 	}
-	end := pa + mem.PhysAddr(size-1)
-	if end < pa {
+	node, ok := x.mem.NodeOf(pa)
+	if !ok {
 		return false
 	}
-	_, ok := x.mem.NodeOf(end)
+	base, n := x.mem.NodeRange(node)
+	x.ramLo, x.ramHi = base, base+mem.PhysAddr(n)
+	if end == pa {
+		return true
+	}
+	_, ok = x.mem.NodeOf(end)
 	return ok
 }
 

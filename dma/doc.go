@@ -90,6 +90,11 @@
 // done keeps nothing of the result) has its state, TransferInfo and flow
 // reused for later transfers while no hook listens to the DMA layer or
 // the fabric, so a device's stream of them allocates nothing either.
+// One marked Fixed as well (made again and again over one route by one
+// master: a DMA engine channel's data phases and descriptor fetches)
+// keeps the limits its route and master give (the read's lead and rate,
+// the copy rate) and finds them again by its route's hops slice, its
+// master and its direction, without comparing hops.
 //
 // # Cost
 //

@@ -282,7 +282,7 @@ func (d *Device) unmapPhys(p *sim.Proc, pa mem.PhysAddr, size uint64, dir Direct
 	if sync {
 		d.syncForCPU(p, pa, size, dir)
 	}
-	if d.dma.tlb.contains(pa) {
+	if d.dma.inTLB(pa) {
 		d.dma.tlb.release(pa)
 	}
 }
@@ -297,7 +297,7 @@ func (d *Device) syncForCPU(p *sim.Proc, pa mem.PhysAddr, size uint64, dir Direc
 	if !d.coherent && d.dma.isRAM(pa, size) {
 		opForCPU(dir).apply(d.dma.mem, p, pa, size)
 	}
-	if (dir == FromDevice || dir == Bidirectional) && d.dma.tlb.contains(pa) {
+	if (dir == FromDevice || dir == Bidirectional) && d.dma.inTLB(pa) {
 		d.bounce(p, pa, size, false)
 	}
 }
@@ -309,7 +309,7 @@ func (d *Device) syncForDevice(p *sim.Proc, pa mem.PhysAddr, size uint64, dir Di
 	if !dir.valid() {
 		return
 	}
-	if (dir == ToDevice || dir == Bidirectional) && d.dma.tlb.contains(pa) {
+	if (dir == ToDevice || dir == Bidirectional) && d.dma.inTLB(pa) {
 		d.bounce(p, pa, size, true)
 	}
 	if !d.coherent && d.dma.isRAM(pa, size) {

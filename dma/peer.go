@@ -118,7 +118,7 @@ func (d *Device) peer(t *Transfer) (*Transfer, *PeerRule, error) {
 	// address: behind a translating IOMMU the BAR1 address is an IOVA no
 	// one mapped, and the access faults there (GPUDirect RDMA does not
 	// work with the IOMMU translating).
-	if _, direct := d.tr.(Direct); !direct {
+	if !d.direct {
 		return t, nil, nil
 	}
 	at := func(spans []Span) PeerMemory {

@@ -121,8 +121,29 @@ type Transfer struct {
 	// fabric: observers may keep what their events point to.
 	Transient bool
 
+	// Fixed says that the transfer is made again and again (a channel's
+	// data phase, its descriptor fetch) over the same Route, whose hops
+	// are not changed in place, by the same master: the layer then keeps
+	// what it derives from the route and the master (the read's lead and
+	// rate, the copy rate) in the Transfer, and derives them again only
+	// when the route's Hops slice, the master or Load is another. A
+	// transfer whose route's hops may change in place leaves it unset.
+	Fixed bool
+
 	// rateCap is a cap the peer rules put on the transfer (0: none).
 	rateCap float64
+	// kept is what a Fixed transfer's route and master gave, made at
+	// its first start (a pointer, so that other transfers stay small).
+	kept *keptLimits
+}
+
+// keptLimits are the route limits a Fixed transfer keeps (readLimit):
+// hops and n are the route's Hops slice they were derived for (its
+// first element, its length); lim.hops is nil until kept.
+type keptLimits struct {
+	hops *fabric.Hop
+	n    int
+	lim  routeLimits
 }
 
 // TransferInfo is a finished transfer: when it was issued, started and
@@ -265,7 +286,10 @@ func (d *Device) translateAll(t *Transfer, info *TransferInfo, rbuf, wbuf []mem.
 	info.Translate += c.lead
 	info.overlap = c.overlap
 	info.ReadErr, info.WriteErr = rerr, werr
-	info.Err = errors.Join(rerr, werr)
+	info.Err = nil
+	if rerr != nil || werr != nil {
+		info.Err = errors.Join(rerr, werr)
+	}
 	return reads, writes, info.Err
 }
 
@@ -304,8 +328,10 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 	eng := d.dma.eng
 	x := d.dma.newStartXfer()
 	x.d, x.report, x.done, x.transient = d, report, done, t.Transient
+	// The state is zero, new or reset by finish: only what is not zero
+	// is set, sparing a clear of the info.
 	info := &x.info
-	*info = TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: eng.Now()}
+	info.Name, info.Src, info.Dst, info.Bytes, info.Call = t.Name, t.Src, t.Dst, t.Bytes, eng.Now()
 	var err error
 	t, info.Peer, err = d.peer(t)
 	var route fabric.Route
@@ -320,7 +346,6 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 	}
 	info.Src, info.Dst = t.Src, t.Dst
 	info.Route = route
-	x.name, x.bytes, x.route = t.Name, t.Bytes, route
 	x.noRead, x.tdata = len(t.Read) == 0, t.Data
 	x.lead, x.opts = d.readLimit(t, route, &x.optBuf)
 	x.reads, x.writes, _ = d.translateAll(t, info, x.rbuf[:0], x.wbuf[:0])
@@ -340,13 +365,11 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 // startXfer is one transfer's state from start to done; info is the
 // TransferInfo handed to done.
 type startXfer struct {
+	// info holds the transfer's name, bytes and route too (the flow's).
 	info          TransferInfo
 	d             *Device
-	name          string
-	bytes         int64
 	noRead        bool // the transfer reads no span: its bytes are tdata
 	tdata         []byte
-	route         fabric.Route
 	report        bool
 	transient     bool // Transfer.Transient: reused once done has run
 	done          func(*TransferInfo)
@@ -413,7 +436,7 @@ func (x *startXfer) move() {
 
 func (x *startXfer) flow() {
 	info := &x.info
-	info.Flow = x.d.dma.mach.Fabric.Start(x.name, x.route, x.bytes, x.opts...)
+	info.Flow = x.d.dma.mach.Fabric.Start(info.Name, info.Route, info.Bytes, x.opts...)
 	if x.movedFn == nil {
 		x.movedFn = x.moved
 	}
@@ -458,7 +481,28 @@ func (d *Device) readLimit(t *Transfer, route fabric.Route, buf *[1]fabric.Optio
 	if t.Route == nil {
 		read = m.Reads(t.Dst, master)
 	}
-	lim := d.dma.limits(route, master, read)
+	var lim *routeLimits
+	if t.Fixed && t.Route != nil {
+		k := t.kept
+		if k == nil {
+			k = new(keptLimits)
+			t.kept = k
+		}
+		// What the layer keeps with a Fixed transfer, as long as its
+		// hops (the slice), master and direction are the ones it was
+		// kept for: no search of the kept routes, no compare of hops.
+		var hops *fabric.Hop
+		if len(route.Hops) > 0 {
+			hops = &route.Hops[0]
+		}
+		if k.hops != hops || k.n != len(route.Hops) || k.lim.master != master || k.lim.isRead != read || k.lim.hops == nil {
+			k.hops, k.n = hops, len(route.Hops)
+			k.lim = *d.dma.limits(route, master, read)
+		}
+		lim = &k.lim
+	} else {
+		lim = d.dma.limits(route, master, read)
+	}
 	lead = lim.lead
 	if rate := lim.read; rate > 0 && (capRate == 0 || rate < capRate) {
 		capRate = rate
@@ -496,12 +540,19 @@ type routeLimits struct {
 // come back to the same few routes millions of times, each a walk of
 // the route's hops with two map lookups per hop otherwise.
 func (x *DMA) limits(route fabric.Route, master machine.Master, read bool) *routeLimits {
+	// The entry found last first: a channel's transfers take one route
+	// after the other.
+	if l := &x.lims[x.limLast]; l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
+		return l
+	}
 	for i := range x.lims {
 		l := &x.lims[i]
-		if l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
+		if i != x.limLast && l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
+			x.limLast = i
 			return l
 		}
 	}
+	x.limLast = x.limNext
 	l := &x.lims[x.limNext]
 	x.limNext = (x.limNext + 1) % len(x.lims)
 	*l = routeLimits{hops: append(l.hops[:0:0], route.Hops...), master: master, isRead: read}
@@ -544,7 +595,8 @@ func (d *Device) translate(spans []Span, write bool) ([]mem.PhysRange, xlat, err
 func (d *Device) translateInto(out []mem.PhysRange, spans []Span, write bool) ([]mem.PhysRange, xlat, error) {
 	var cost xlat
 	var errs []error
-	for _, s := range spans {
+	for i := range spans {
+		s := &spans[i]
 		if s.Local {
 			out = append(out, mem.PhysRange{Start: s.Phys, Size: s.Len})
 			continue
@@ -558,6 +610,9 @@ func (d *Device) translateInto(out []mem.PhysRange, spans []Span, write bool) ([
 			out = out[:n]
 			errs = append(errs, err)
 		}
+	}
+	if errs == nil {
+		return out, cost, nil
 	}
 	return out, cost, errors.Join(errs...)
 }

@@ -93,6 +93,7 @@ func (d *Device) Translator() Translator { return d.tr }
 // keep the bus addresses they were given.
 func (d *Device) SetTranslator(t Translator) {
 	d.tr = t
+	_, d.direct = t.(Direct)
 	d.mapper, _ = t.(Mapper)
 }
 
@@ -100,7 +101,7 @@ func (d *Device) SetTranslator(t Translator) {
 // translation never fails; a translator that refuses gives
 // MappingErrorAddr, which no mask accepts, so the mapping fails.
 func (d *Device) bus(pa mem.PhysAddr, size uint64) mem.DMAAddr {
-	if _, ok := d.tr.(Direct); ok {
+	if d.direct {
 		return mem.DMAAddr(pa)
 	}
 	a, err := d.tr.ToBus(pa, size)
@@ -114,7 +115,7 @@ func (d *Device) bus(pa mem.PhysAddr, size uint64) mem.DMAAddr {
 // (unmap, sync, bounce copies), which the kernel knows from its own
 // bookkeeping, never from a device access: the first byte's.
 func (d *Device) toPhys(a mem.DMAAddr) mem.PhysAddr {
-	if _, ok := d.tr.(Direct); ok {
+	if d.direct {
 		return mem.PhysAddr(a)
 	}
 	if mp := d.mapper; mp != nil {

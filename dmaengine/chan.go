@@ -240,19 +240,22 @@ type slot struct {
 
 // slotFields are what Submit sets anew for each entry.
 type slotFields struct {
-	cookie Cookie
-	// desc is what the driver wrote; hw what the engine fetched (the
-	// decoded bytes in payload mode, desc otherwise).
-	desc, hw Descriptor
-	// status is the status word in memory; result the status the
-	// engine will write once the entry retires.
-	status, result Status
-	origin         sim.Time
-	data           []byte // MemToDev: the bytes read, until the device takes them (payload mode)
-	done           bool   // data phase over, status not yet written
-	failed         bool   // the fetch of the entry failed
-
-	submitted, fetched, started, landed, reaped sim.Time
+	// rec is the entry as the driver reaps it: its cookie, the
+	// descriptor the driver wrote (Desc), the status word in memory
+	// (Status), when the data came (Origin) and each step's time. It is
+	// kept whole, so that Reap hands it on in one wide copy of lines the
+	// engine wrote long before: a record put together field by field
+	// and then copied is read with wide loads across narrow stores not
+	// yet written back, which the CPU cannot forward (a stall each).
+	rec Completed
+	// hw is what the engine fetched (the decoded bytes in payload mode,
+	// Desc otherwise); result the status the engine will write once the
+	// entry retires.
+	hw     Descriptor
+	result Status
+	data   []byte // MemToDev: the bytes read, until the device takes them (payload mode)
+	done   bool   // data phase over, status not yet written
+	failed bool   // the fetch of the entry failed
 }
 
 // phase is the state of an entry's data phase (DevToMem or MemToDev)
@@ -469,7 +472,11 @@ func (ch *Chan) Submit(p *sim.Proc, d Descriptor) (Cookie, error) {
 	}
 	i := ch.tail
 	s := ch.slot(i)
-	s.slotFields = slotFields{cookie: Cookie(i + 1), desc: d, hw: d, submitted: p.Now()}
+	// Cleared in place, then set field by field: a composite literal is
+	// built on the stack and copied in with wide loads across its narrow
+	// stores, which the CPU cannot forward (a stall per packet).
+	s.slotFields = slotFields{}
+	s.rec.Cookie, s.rec.Desc, s.hw, s.rec.Submitted = Cookie(i+1), d, d, p.Now()
 	m, node, va := ch.c.mem, ch.c.node, ch.entryVA(i)
 	if ch.payload {
 		var b [DescSize]byte
@@ -480,7 +487,7 @@ func (ch *Chan) Submit(p *sim.Proc, d Descriptor) (Cookie, error) {
 	}
 	ch.tail++
 	ch.stats.Submitted++
-	return s.cookie, nil
+	return s.rec.Cookie, nil
 }
 
 // IssuePending rings the doorbell (dma_async_issue_pending): an MMIO
@@ -514,7 +521,7 @@ func (ch *Chan) Reap(p *sim.Proc, max int, fn func(Completed)) int {
 		// The read obtains the word as it is when the read begins (the
 		// shadow is taken before mem charges the read's time), in both
 		// modes.
-		st := s.status
+		st := s.rec.Status
 		if ch.payload {
 			var b [StatusSize]byte
 			ch.c.mem.ReadBytes(p, ch.c.node, va, b[:])
@@ -525,25 +532,20 @@ func (ch *Chan) Reap(p *sim.Proc, max int, fn func(Completed)) int {
 		if !st.Done {
 			break
 		}
-		s.status, s.reaped = st, p.Now()
-		done := s.completion()
+		if st != s.rec.Status {
+			// (Payload mode: the word as read.)
+			s.rec.Status = st
+		}
+		s.rec.Reaped = p.Now()
 		ch.reaped++
 		ch.stats.Reaped++
 		n++
 		ch.reapCond.Broadcast()
 		if fn != nil {
-			fn(done)
+			fn(s.rec)
 		}
 	}
 	return n
-}
-
-// completion is the record of a reaped slot.
-func (s *slot) completion() Completed {
-	return Completed{
-		Cookie: s.cookie, Desc: s.desc, Status: s.status, Origin: s.origin,
-		Submitted: s.submitted, Fetched: s.fetched, Started: s.started, Landed: s.landed, Reaped: s.reaped,
-	}
 }
 
 // Lookup returns the completion of a reaped cookie while its ring entry
@@ -553,10 +555,10 @@ func (ch *Chan) Lookup(c Cookie) (Completed, bool) {
 		return Completed{}, false
 	}
 	s := ch.slot(uint64(c) - 1)
-	if s.cookie != c {
+	if s.rec.Cookie != c {
 		return Completed{}, false
 	}
-	return s.completion(), true
+	return s.rec, true
 }
 
 // Wait blocks p, idle, until cookie has been reaped, by an interrupt

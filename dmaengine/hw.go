@@ -52,6 +52,7 @@ func (ch *Chan) fetch(n uint64) {
 // made once, so that a fetch allocates nothing.
 type fetchState struct {
 	first, n uint64
+	t        dma.Transfer
 	route    fabric.Route
 	read     [1]dma.Span
 	issue    func()
@@ -62,11 +63,16 @@ type fetchState struct {
 func (ch *Chan) fetchIssue() {
 	f := &ch.fetch1
 	addr, size := ch.entryDMA(f.first), f.n*DescSize
-	f.route, f.read[0] = ch.c.toDev, dma.BusSpan(addr, size)
 	// The result's data and read error are read in fetchDone, and
-	// nothing of it is kept: the transfer is transient.
-	t := dma.Transfer{Name: ch.flowNames[0], Route: &f.route, Bytes: int64(size), Read: f.read[:], Opts: ch.opts, Transient: true}
-	if _, err := ch.c.dev.StartTransfer(&t, f.done); err != nil {
+	// nothing of it is kept: the transfer is transient. What every
+	// fetch shares is set once.
+	t := &f.t
+	if t.Route == nil {
+		f.route = ch.c.toDev
+		*t = dma.Transfer{Name: ch.flowNames[0], Route: &f.route, Read: f.read[:], Opts: ch.opts, Transient: true, Fixed: true}
+	}
+	f.read[0], t.Bytes = dma.BusSpan(addr, size), int64(size)
+	if _, err := ch.c.dev.StartTransfer(t, f.done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
 }
@@ -84,7 +90,7 @@ func (ch *Chan) fetchDone(i *dma.TransferInfo) {
 		// A fetch whose read failed got an error completion:
 		// the engine has no descriptor to run.
 		s.failed = i.ReadErr != nil
-		s.fetched = now
+		s.rec.Fetched = now
 	}
 	ch.fetched += n
 	ch.stats.FetchedDescs += n
@@ -122,7 +128,7 @@ func (ch *Chan) start() {
 	s := ch.slot(i)
 	ch.started++
 	ch.inflight++
-	s.started = ch.eng().Now()
+	s.rec.Started = ch.eng().Now()
 	d := s.hw
 	if s.failed {
 		// Its fetch failed: it completes with an error at once, moving
@@ -159,7 +165,7 @@ func (ch *Chan) start() {
 	case DevToMem:
 		// Posted writes: no request; the data flows device → memory.
 		c := ch.rx.pop()
-		s.origin = c.origin
+		s.rec.Origin = c.origin
 		n, trunc := c.size, c.size > d.Len
 		if trunc {
 			n = d.Len
@@ -174,12 +180,15 @@ func (ch *Chan) start() {
 		ph := ch.takePhase(s)
 		r := &ph.rx
 		r.size, r.n, r.trunc = c.size, n, trunc
-		r.route = ch.c.fromDev
-		r.write[0] = dma.BusSpan(d.Dst, n)
-		r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Bytes: int64(n), Write: r.write[:], Data: payload, Opts: ch.opts, Transient: true}
 		if r.done == nil {
+			// What every transfer of the phase shares, set once: the
+			// DMA layer reads the transfer and changes none of it.
+			r.route = ch.c.fromDev
+			r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Write: r.write[:], Opts: ch.opts, Transient: true, Fixed: true}
 			r.done = func(*dma.TransferInfo) { ch.rxLanded(ph) }
 		}
+		r.write[0] = dma.BusSpan(d.Dst, n)
+		r.t.Bytes, r.t.Data = int64(n), payload
 		if _, err := ch.c.dev.StartTransfer(&r.t, r.done); err != nil {
 			panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 		}
@@ -213,8 +222,12 @@ func (ch *Chan) txLanded(ph *phase, i *dma.TransferInfo) {
 // with the phase's own transfer, span and route.
 func (ch *Chan) txRead(ph *phase) {
 	x := &ph.tx
-	x.route = ch.c.toDev
-	x.t = dma.Transfer{Name: ch.flowNames[2], Route: &x.route, Bytes: int64(x.n), Read: x.read[:], Opts: ch.opts, Transient: true}
+	if x.t.Route == nil {
+		// Set once per phase, as start's DevToMem transfer.
+		x.route = ch.c.toDev
+		x.t = dma.Transfer{Name: ch.flowNames[2], Route: &x.route, Read: x.read[:], Opts: ch.opts, Transient: true, Fixed: true}
+	}
+	x.t.Bytes = int64(x.n)
 	if _, err := ch.c.dev.StartTransfer(&x.t, x.done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
@@ -251,7 +264,7 @@ func (ch *Chan) write(addr mem.DMAAddr, size uint64, data []byte) error {
 // asked, an MSI is sent.
 func (ch *Chan) land(s *slot, bytes uint32, failed bool) {
 	s.done = true
-	s.landed = ch.eng().Now()
+	s.rec.Landed = ch.eng().Now()
 	s.result = Status{Done: true, Bytes: bytes, Error: failed || s.failed}
 	for ch.retired < ch.started {
 		r := ch.slot(ch.retired)
@@ -275,7 +288,7 @@ func (ch *Chan) land(s *slot, bytes uint32, failed bool) {
 			// driver will find the entry never completed.
 			ch.stats.LostStatus++
 		}
-		r.status = st
+		r.rec.Status = st
 		ch.retired++
 		ch.inflight--
 		ch.stats.Completed++
@@ -293,8 +306,8 @@ func (ch *Chan) land(s *slot, bytes uint32, failed bool) {
 // completed is s as the device sees it at the end of its data phase.
 func (ch *Chan) completed(s *slot) Completed {
 	return Completed{
-		Cookie: s.cookie, Desc: s.hw, Status: s.result,
-		Origin: s.origin, Submitted: s.submitted, Fetched: s.fetched, Started: s.started, Landed: s.landed,
+		Cookie: s.rec.Cookie, Desc: s.hw, Status: s.result,
+		Origin: s.rec.Origin, Submitted: s.rec.Submitted, Fetched: s.rec.Fetched, Started: s.rec.Started, Landed: s.rec.Landed,
 	}
 }
 

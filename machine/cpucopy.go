@@ -145,14 +145,17 @@ var LocalFlowMin int64 = 64 << 10
 // was shared. toMemory says the bytes go from the CPU to memory. It
 // blocks p until the bytes are through and counts as p's CPU time.
 func (m *Machine) CPULocalAccess(p *sim.Proc, name string, node int, bytes int64, toMemory bool, rate float64) error {
-	if _, err := m.HostMemory(node); err != nil {
+	// HostMemory's check, without making its endpoint: every CPU access
+	// of a driver comes here.
+	if node < 0 || node >= len(m.Nodes) {
+		_, err := m.HostMemory(node)
 		return fmt.Errorf("CPU access %s: %w", name, err)
 	}
 	if bytes < 0 || !(rate > 0) {
 		return fmt.Errorf("CPU access %s: size %d at %v B/s", name, bytes, rate)
 	}
 	if bytes < LocalFlowMin {
-		p.Sleep(sim.TransferTime(float64(bytes), rate))
+		p.Sleep(m.accessTime(bytes, rate))
 		return nil
 	}
 	dir := fabric.BtoA
@@ -164,6 +167,30 @@ func (m *Machine) CPULocalAccess(p *sim.Proc, name string, node int, bytes int64
 	p.Wait(fl.Done())
 	p.Charge(p.Now() - start)
 	return nil
+}
+
+// accessTimeEntry is one (bytes, rate) and its TransferTime.
+type accessTimeEntry struct {
+	bytes int64
+	rate  float64
+	t     sim.Time
+}
+
+// accessTime is sim.TransferTime(bytes, rate), rate > 0, for the last
+// few pairs kept: a driver's accesses come back to a few sizes at a few
+// rates (a status word, a packet, a descriptor), and the division and
+// rounding cost more than the look-up. The zero entries match no call
+// (rate > 0).
+func (m *Machine) accessTime(bytes int64, rate float64) sim.Time {
+	for i := range m.times {
+		if e := &m.times[i]; e.bytes == bytes && e.rate == rate {
+			return e.t
+		}
+	}
+	t := sim.TransferTime(float64(bytes), rate)
+	m.times[m.timesNext] = accessTimeEntry{bytes: bytes, rate: rate, t: t}
+	m.timesNext = (m.timesNext + 1) % len(m.times)
+	return t
 }
 
 // CPUCopyBetween is one CPU thread on node cpu copying bytes from memory

@@ -41,6 +41,9 @@ type Machine struct {
 	memory map[*fabric.Link]sim.Time
 	// nvlink holds the packet view of every NVLink bundle (DMARoute).
 	nvlink map[*fabric.Link]nvPacket
+	// times are the last sleeps of small local accesses (accessTime).
+	times     [4]accessTimeEntry
+	timesNext int
 }
 
 // Node is a NUMA node: its cores and DRAM.

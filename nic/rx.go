@@ -61,7 +61,7 @@ func (n *NIC) startRx() {
 // then NAPI polling from interrupts or busy polling until every packet
 // has been handled, then close.
 func (n *NIC) rxDriver(p *sim.Proc) {
-	o, rx := n.opt, &n.rx
+	o, rx := &n.opt, &n.rx
 	ch, err := n.c.NewChan(p, dmaengine.Config{
 		Name: o.Device + ".rx", Kind: dmaengine.DevToMem, Entries: o.Ring, FIFO: o.FIFO,
 		PollInterval: o.PollInterval, Timing: o.Timing, OnSpace: n.rxSpace,
@@ -118,7 +118,7 @@ func (n *NIC) rxDone() bool { return n.rx.handled == uint64(n.opt.Packets) }
 // FROM_DEVICE, checked with dma_mapping_error); with Sync it hands the
 // still-mapped buffer back (dma_sync_single_for_device).
 func (n *NIC) postAt(p *sim.Proc, b rxBuf, fresh bool) bool {
-	o, rx := n.opt, &n.rx
+	o, rx := &n.opt, &n.rx
 	if fresh || !o.Sync {
 		b.addr = n.dev.MapSingle(p, b.va, o.PacketSize, dma.FromDevice)
 		if n.dev.MappingError(b.addr) {
@@ -168,7 +168,7 @@ func (n *NIC) napiPoll(p *sim.Proc) int {
 // rxPacket is the driver's work for one received packet: take the
 // buffer back from the device, read the packet, give the buffer back.
 func (n *NIC) rxPacket(p *sim.Proc, c dmaengine.Completed) {
-	o, rx := n.opt, &n.rx
+	o, rx := &n.opt, &n.rx
 	b := rx.bufs[wrap(uint64(c.Cookie-1), len(rx.bufs))]
 	if o.Sync {
 		n.dev.SyncSingleForCPU(p, b.addr, o.PacketSize, dma.FromDevice)
@@ -215,7 +215,7 @@ func (n *NIC) rxHandled() {
 // rxClose stops the engine, takes every posted buffer back (unmap and
 // free) and frees the ring.
 func (n *NIC) rxClose(p *sim.Proc) {
-	o, rx := n.opt, &n.rx
+	o, rx := &n.opt, &n.rx
 	rx.ch.Terminate(p)
 	// The buffers still posted are the outstanding descriptors' ones.
 	out := rx.ch.Outstanding()

@@ -63,7 +63,7 @@ func (n *NIC) startTx() {
 // txDriver is the driver's transmit path (ndo_start_xmit for each
 // packet, completions cleaned by interrupt or by polling), then close.
 func (n *NIC) txDriver(p *sim.Proc) {
-	o, tx := n.opt, &n.tx
+	o, tx := &n.opt, &n.tx
 	ch, err := n.c.NewChan(p, dmaengine.Config{
 		Name: o.Device + ".tx", Kind: dmaengine.MemToDev, Entries: o.Ring, FIFO: o.FIFO,
 		PollInterval: o.PollInterval, Timing: o.Timing, OnData: n.txWire,
@@ -130,7 +130,7 @@ func (n *NIC) txDriver(p *sim.Proc) {
 // xmit sends packet seq: allocate a buffer, write the packet with the
 // CPU, map it TO_DEVICE (checked), submit, ring the doorbell.
 func (n *NIC) xmit(p *sim.Proc, seq uint64) (dmaengine.Cookie, bool) {
-	o, tx := n.opt, &n.tx
+	o, tx := &n.opt, &n.tx
 	t0 := p.Now()
 	va, err := n.mem.Kmalloc(n.node, o.PacketSize)
 	if err != nil {

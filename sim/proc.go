@@ -422,7 +422,12 @@ func (e *Engine) NewLabelledCompletion(prefix, name string) *Completion {
 // object (a flow's), which so needs no allocation of its own. *c must
 // not be in use.
 func (e *Engine) InitCompletion(c *Completion, prefix, name string) {
-	*c = Completion{e: e, prefix: prefix, name: name}
+	// Cleared in place, then the fields set: a composite literal is
+	// built on the stack and copied in with wide loads across its
+	// narrow stores, which the CPU cannot forward from its store
+	// buffer (a stall on every flow).
+	*c = Completion{}
+	c.e, c.prefix, c.name = e, prefix, name
 }
 
 // Done reports whether c has completed.
