@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dmalab/dmalab/platform"
+	"github.com/dmalab/dmalab/sim"
 )
 
 // TestFastPathsMatchGeneral runs the same random accesses on two
@@ -140,6 +141,12 @@ func TestFastPathsMatchGeneral(t *testing.T) {
 					switch op {
 					case 0, 1:
 						what = fmt.Sprintf("read node %d [%d, %d) cached %v", node, s, e, cached)
+						if step%2 == 0 {
+							// Without bytes: the fast memory's
+							// cpuRead takes its short way.
+							res[k] = fmt.Sprintf("%+v", m.Read(nil, node, va, size))
+							break
+						}
 						buf := make([]byte, size)
 						a := m.ReadBytes(nil, node, va, buf)
 						res[k] = fmt.Sprintf("%+v %x", a, buf)
@@ -284,4 +291,63 @@ func liveFills(c *cache) []fillRec {
 		}
 	}
 	return out
+}
+
+// TestReadByProcMatchesGeneral has a process read through the linear
+// map, at virtual times that its reads advance, on a memory that takes
+// cpuRead's short way (no bytes, no hook, the latest writes not kept)
+// and on one that takes the general path: the Accesses returned (the
+// time and the process's name among them) and the time taken must be
+// the same.
+func TestReadByProcMatchesGeneral(t *testing.T) {
+	spec := testSpec(1*giB, 1*giB)
+	var got [2][]string
+	for k := range got {
+		m := newMem(t, spec, Options{})
+		if k == 1 {
+			m.general = true
+			m.keepLatest()
+			for _, c := range m.caches {
+				c.lines = spanMap[lineState]{}
+			}
+		}
+		pa, va := buf(t, m, 0, 64*kiB)
+		_, va1 := buf(t, m, 1, 64*kiB)
+		rnd := rand.New(rand.NewPCG(3, 9))
+		took := inProc(m, func(p *sim.Proc) {
+			for i := range 300 {
+				node := rnd.IntN(2)
+				off := uint64(rnd.IntN(60 * kiB))
+				size := uint64(1 + rnd.IntN(3000))
+				from := va
+				if rnd.IntN(3) == 0 {
+					from = va1
+				}
+				switch rnd.IntN(4) {
+				case 0:
+					m.Write(p, node, from+VirtAddr(off), size)
+				case 1:
+					m.DeviceWrite("nic", true, pa+PhysAddr(off), size)
+				default:
+					a := m.Read(p, node, from+VirtAddr(off), size)
+					got[k] = append(got[k], fmt.Sprintf("%d %+v", i, a))
+				}
+			}
+		})
+		got[k] = append(got[k], fmt.Sprint("took ", took))
+		if k == 0 && m.keep {
+			t.Fatal("the fast memory keeps its latest writes")
+		}
+	}
+	if !slices.Equal(got[0], got[1]) {
+		for i := range min(len(got[0]), len(got[1])) {
+			if got[0][i] != got[1][i] {
+				t.Fatalf("read %s, general %s", got[0][i], got[1][i])
+			}
+		}
+		t.Fatalf("%d reads, general %d", len(got[0]), len(got[1]))
+	}
+	if len(got[0]) < 100 || got[0][len(got[0])-1] == "took 0" {
+		t.Fatalf("too few reads or no time taken: %v", got[0][len(got[0])-1])
+	}
 }
