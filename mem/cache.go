@@ -135,11 +135,14 @@ func (m *Memory) fillGap(c *cache, s, e uint64) {
 	c.seq++
 	if m.keep {
 		m.linePieces = m.dramPieces(m.linePieces[:0], s, e, newLine(0, c.seq, false))
+		c.lines.assign(s, e, m.linePieces)
 	} else {
-		// The fill's versions are DRAM's: version 0 (latest.go).
-		m.linePieces = append(m.linePieces[:0], span[lineState]{s, e, newLine(0, c.seq, false)})
+		// The fill's versions are DRAM's: version 0 (latest.go). One
+		// span, and set writes it in place of the void span a device's
+		// write left there (its fast path), without assign's general
+		// walk.
+		c.lines.set(s, e, newLine(0, c.seq, false))
 	}
-	c.lines.assign(s, e, m.linePieces)
 	c.used += e - s
 	m.held |= c.bit
 	c.fifo = append(c.fifo, fillRec{s, e, c.seq, e - s})
