@@ -669,10 +669,18 @@ func (f *Fabric) component() {
 // purge clears changed resource r's mark and, if drop, drops its
 // emptied groups. drop is whether any group emptied since the last
 // recompute, which dropped those emptied before it (emptied).
+//
+// r's members hold a group once per load of it on r, and so do its
+// count of loads (nAll), but that an emptied group's end takes its
+// loads off the count at once and leaves it among the members until
+// here: members that number the count hold no emptied group, and the
+// pass over them (reading each group) is skipped. A lone flow's
+// resources, purged at its start and again at its end, so take the pass
+// once.
 func (f *Fabric) purge(r int32, drop bool) {
 	res := &f.res[r]
 	res.changedMark = false
-	if drop {
+	if drop && len(res.members) != int(res.nAll) {
 		res.members = live(res.members)
 	}
 }
