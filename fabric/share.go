@@ -459,10 +459,26 @@ func (f *Fabric) shareAlone(g *group) {
 			f.used = append(f.used, st)
 		}
 	}
-	if g.batch {
-		f.countBatch(g)
-	} else {
+	switch {
+	case !g.batch:
 		f.countStats(g)
+	case ri.countN == g.n && ri.countX == g.rate:
+		// The counters as countBatch left them for the route's last
+		// batch of this size at this rate, from the same cleared
+		// counters: its sums are a function of the two.
+		for i, d := range g.dirs {
+			d.st.rate = ri.countRates[i]
+		}
+		for _, d := range g.dirs {
+			d.st.n += int32(g.n)
+		}
+	default:
+		f.countBatch(g)
+		ri.countN, ri.countX = g.n, g.rate
+		ri.countRates = ri.countRates[:0]
+		for _, d := range g.dirs {
+			ri.countRates = append(ri.countRates, d.st.rate)
+		}
 	}
 }
 
