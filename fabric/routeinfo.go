@@ -41,16 +41,18 @@ type routeInfo struct {
 	loneX    float64
 	resLoads []int32
 	lonePeak []float64
+	// lonePeaked: shareAlone has raised the peaks of res to lonePeak,
+	// which they so never fall below again.
+	lonePeaked bool
 	// resDirs are the link directions of res (both for a Shared link's
 	// one resource), whose counters a lone group's recompute clears.
 	resDirs []*dirState
 	// The same for the last batch of flows over the route alone on its
-	// resources, uncapped (shareAlone): its size (0 for none yet), level
-	// and the utilisation its freeze leaves on each resource. The only
-	// part that changes, a pure function of the size.
+	// resources, uncapped (shareAlone): its size (0 for none yet) and
+	// level, a pure function of the size. (The utilisations its freeze
+	// leaves are not kept: shareAlone raised the peaks to them.)
 	batchN     int
 	batchLevel float64
-	batchPeak  []float64
 	// The rates that countBatch left on the counters of the route's link
 	// directions (by dirs), cleared before, for the last batch alone on
 	// its resources that shareAlone counted: its size (0 for none yet)

@@ -483,7 +483,8 @@ func (f *Fabric) shareAlone(g *group) {
 }
 
 // shareAloneRate sets g's rate, and returns the utilisations its freeze
-// leaves on its resources, or raises their peaks itself and returns nil.
+// leaves on its resources, or raises their peaks itself, or finds them
+// raised to those already, and returns nil.
 func (f *Fabric) shareAloneRate(g *group) []float64 {
 	ri := g.ri
 	reps, k := g.reps()
@@ -495,7 +496,11 @@ func (f *Fabric) shareAloneRate(g *group) []float64 {
 		if x := ri.batchLevel * g.share; x != g.rate {
 			f.setRate(g, x)
 		}
-		return ri.batchPeak
+		// Its peaks are raised: the route's last batch, of this size,
+		// raised them to the utilisations it leaves (below), and a peak
+		// never falls (max), so raising them again would leave them
+		// as they are.
+		return nil
 	}
 	if g.n != 1 {
 		// Each resource's weights summed in load order, × k, as the
@@ -524,6 +529,11 @@ func (f *Fabric) shareAloneRate(g *group) []float64 {
 		f.setRate(g, x)
 	}
 	if g.n == 1 && x == ri.loneX {
+		if ri.lonePeaked {
+			// As for a batch, above.
+			return nil
+		}
+		ri.lonePeaked = true
 		return ri.lonePeak
 	}
 	for _, r := range ri.res {
@@ -535,18 +545,12 @@ func (f *Fabric) shareAloneRate(g *group) []float64 {
 		}
 	}
 	// The peaks as clearRes raises them.
-	keep := g.batch && g.cap == 0
-	if keep {
+	if g.batch && g.cap == 0 {
 		ri.batchN, ri.batchLevel = g.n, level
-		ri.batchPeak = ri.batchPeak[:0]
 	}
 	for _, r := range ri.res {
 		res := &f.res[r]
-		p := (res.cap - fst[r].rem) / res.cap
-		res.peak = max(res.peak, p)
-		if keep {
-			ri.batchPeak = append(ri.batchPeak, p)
-		}
+		res.peak = max(res.peak, (res.cap-fst[r].rem)/res.cap)
 	}
 	return nil
 }
