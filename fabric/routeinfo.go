@@ -41,16 +41,26 @@ type routeInfo struct {
 	loneX    float64
 	resLoads []int32
 	lonePeak []float64
+	// lonePeaked: shareAlone has raised the peaks of res to lonePeak,
+	// which they so never fall below again.
+	lonePeaked bool
 	// resDirs are the link directions of res (both for a Shared link's
 	// one resource), whose counters a lone group's recompute clears.
 	resDirs []*dirState
 	// The same for the last batch of flows over the route alone on its
-	// resources, uncapped (shareAlone): its size (0 for none yet), level
-	// and the utilisation its freeze leaves on each resource. The only
-	// part that changes, a pure function of the size.
+	// resources, uncapped (shareAlone): its size (0 for none yet) and
+	// level, a pure function of the size. (The utilisations its freeze
+	// leaves are not kept: shareAlone raised the peaks to them.)
 	batchN     int
 	batchLevel float64
-	batchPeak  []float64
+	// The rates that countBatch left on the counters of the route's link
+	// directions (by dirs), cleared before, for the last batch alone on
+	// its resources that shareAlone counted: its size (0 for none yet)
+	// and rate, of which they are a function. A batch of eight writes
+	// over six hops so sets six counters, not 48 terms.
+	countN     int
+	countX     float64
+	countRates []float64
 
 	// buf backs the slices above for a route of up to infoInline hops,
 	// so that deriving one (a model that looks a route up per flow, or
@@ -64,6 +74,7 @@ type routeInfo struct {
 		cnt   [2 * infoInline]int32
 		peak  [2 * infoInline]float64
 		rdirs [4 * infoInline]*dirState
+		rates [infoInline]float64
 	}
 }
 
@@ -161,6 +172,7 @@ func (f *Fabric) newInfo(name string, r Route) *routeInfo {
 	}
 	ri.loads = inlineOr(ri.buf.loads[:], nl)
 	ri.dirs = inlineOr(ri.buf.dirs[:], len(r.Hops))
+	ri.countRates = inlineOr(ri.buf.rates[:], len(r.Hops))
 	for i, h := range r.Hops {
 		switch w := h.Weight; {
 		case h.Link == nil || h.Link.fab != f:

@@ -459,15 +459,32 @@ func (f *Fabric) shareAlone(g *group) {
 			f.used = append(f.used, st)
 		}
 	}
-	if g.batch {
-		f.countBatch(g)
-	} else {
+	switch {
+	case !g.batch:
 		f.countStats(g)
+	case ri.countN == g.n && ri.countX == g.rate:
+		// The counters as countBatch left them for the route's last
+		// batch of this size at this rate, from the same cleared
+		// counters: its sums are a function of the two.
+		for i, d := range g.dirs {
+			d.st.rate = ri.countRates[i]
+		}
+		for _, d := range g.dirs {
+			d.st.n += int32(g.n)
+		}
+	default:
+		f.countBatch(g)
+		ri.countN, ri.countX = g.n, g.rate
+		ri.countRates = ri.countRates[:0]
+		for _, d := range g.dirs {
+			ri.countRates = append(ri.countRates, d.st.rate)
+		}
 	}
 }
 
 // shareAloneRate sets g's rate, and returns the utilisations its freeze
-// leaves on its resources, or raises their peaks itself and returns nil.
+// leaves on its resources, or raises their peaks itself, or finds them
+// raised to those already, and returns nil.
 func (f *Fabric) shareAloneRate(g *group) []float64 {
 	ri := g.ri
 	reps, k := g.reps()
@@ -479,7 +496,11 @@ func (f *Fabric) shareAloneRate(g *group) []float64 {
 		if x := ri.batchLevel * g.share; x != g.rate {
 			f.setRate(g, x)
 		}
-		return ri.batchPeak
+		// Its peaks are raised: the route's last batch, of this size,
+		// raised them to the utilisations it leaves (below), and a peak
+		// never falls (max), so raising them again would leave them
+		// as they are.
+		return nil
 	}
 	if g.n != 1 {
 		// Each resource's weights summed in load order, × k, as the
@@ -508,6 +529,11 @@ func (f *Fabric) shareAloneRate(g *group) []float64 {
 		f.setRate(g, x)
 	}
 	if g.n == 1 && x == ri.loneX {
+		if ri.lonePeaked {
+			// As for a batch, above.
+			return nil
+		}
+		ri.lonePeaked = true
 		return ri.lonePeak
 	}
 	for _, r := range ri.res {
@@ -519,18 +545,12 @@ func (f *Fabric) shareAloneRate(g *group) []float64 {
 		}
 	}
 	// The peaks as clearRes raises them.
-	keep := g.batch && g.cap == 0
-	if keep {
+	if g.batch && g.cap == 0 {
 		ri.batchN, ri.batchLevel = g.n, level
-		ri.batchPeak = ri.batchPeak[:0]
 	}
 	for _, r := range ri.res {
 		res := &f.res[r]
-		p := (res.cap - fst[r].rem) / res.cap
-		res.peak = max(res.peak, p)
-		if keep {
-			ri.batchPeak = append(ri.batchPeak, p)
-		}
+		res.peak = max(res.peak, (res.cap-fst[r].rem)/res.cap)
 	}
 	return nil
 }
@@ -669,10 +689,18 @@ func (f *Fabric) component() {
 // purge clears changed resource r's mark and, if drop, drops its
 // emptied groups. drop is whether any group emptied since the last
 // recompute, which dropped those emptied before it (emptied).
+//
+// r's members hold a group once per load of it on r, and so do its
+// count of loads (nAll), but that an emptied group's end takes its
+// loads off the count at once and leaves it among the members until
+// here: members that number the count hold no emptied group, and the
+// pass over them (reading each group) is skipped. A lone flow's
+// resources, purged at its start and again at its end, so take the pass
+// once.
 func (f *Fabric) purge(r int32, drop bool) {
 	res := &f.res[r]
 	res.changedMark = false
-	if drop {
+	if drop && len(res.members) != int(res.nAll) {
 		res.members = live(res.members)
 	}
 }
