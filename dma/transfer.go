@@ -343,7 +343,10 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 	// the way out on an error clears the info whole, sparing a clear of
 	// the whole state (about 570 bytes) per transfer.
 	info := &x.info
-	info.Name, info.Src, info.Dst, info.Bytes, info.Call = t.Name, t.Src, t.Dst, t.Bytes, eng.Now()
+	now := eng.Now()
+	// The info names the transfer as given (t0); its endpoints are the
+	// ones a peer rule gives, once the transfer can start.
+	t0 := t
 	var err error
 	t, info.Peer, err = d.peer(t)
 	var route fabric.Route
@@ -351,13 +354,12 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 		route, err = d.route(t)
 	}
 	if err != nil {
-		now := eng.Now()
-		*info = TransferInfo{Name: info.Name, Src: info.Src, Dst: info.Dst, Bytes: info.Bytes, Call: info.Call,
+		*info = TransferInfo{Name: t0.Name, Src: t0.Src, Dst: t0.Dst, Bytes: t0.Bytes, Call: now,
 			Peer: info.Peer, Err: err, Start: now, End: now}
 		x.finish()
 		return 0
 	}
-	info.Src, info.Dst = t.Src, t.Dst
+	info.Name, info.Src, info.Dst, info.Bytes, info.Call = t0.Name, t.Src, t.Dst, t0.Bytes, now
 	info.Route = route
 	x.noRead, x.tdata = len(t.Read) == 0, t.Data
 	x.lead, x.opts = d.readLimit(t, route, &x.optBuf)
