@@ -514,38 +514,68 @@ func (ch *Chan) IssuePending(p *sim.Proc) {
 func (ch *Chan) Reap(p *sim.Proc, max int, fn func(Completed)) int {
 	n := 0
 	for (max <= 0 || n < max) && ch.reaped < ch.tail {
-		i := ch.reaped
-		s := ch.slot(i)
-		va := ch.entryVA(i) + StatusOffset
-		ch.stats.StatusReads++
-		// The read obtains the word as it is when the read begins (the
-		// shadow is taken before mem charges the read's time), in both
-		// modes.
-		st := s.rec.Status
-		if ch.payload {
-			var b [StatusSize]byte
-			ch.c.mem.ReadBytes(p, ch.c.node, va, b[:])
-			st = decodeStatus(b[:])
-		} else {
-			ch.c.mem.Read(p, ch.c.node, va, StatusSize)
-		}
-		if !st.Done {
+		s := ch.reapNext(p)
+		if s == nil {
 			break
 		}
-		if st != s.rec.Status {
-			// (Payload mode: the word as read.)
-			s.rec.Status = st
-		}
-		s.rec.Reaped = p.Now()
-		ch.reaped++
-		ch.stats.Reaped++
 		n++
-		ch.reapCond.Broadcast()
 		if fn != nil {
 			fn(s.rec)
 		}
 	}
 	return n
+}
+
+// ReapInPlace is Reap handing fn the entry's record itself rather than
+// a copy: a driver's per-packet callback then reads the few fields it
+// needs, not a copy of the whole record (the copy's wide loads of the
+// reap time just stored stall the CPU). The record is valid until fn
+// Submits (a Submit on a full ring takes this very entry) or returns;
+// fn must not keep it.
+func (ch *Chan) ReapInPlace(p *sim.Proc, max int, fn func(*Completed)) int {
+	n := 0
+	for (max <= 0 || n < max) && ch.reaped < ch.tail {
+		s := ch.reapNext(p)
+		if s == nil {
+			break
+		}
+		n++
+		fn(&s.rec)
+	}
+	return n
+}
+
+// reapNext reads the status word of the oldest outstanding descriptor,
+// which must exist; completed, it frees the entry and returns it, else
+// nil.
+func (ch *Chan) reapNext(p *sim.Proc) *slot {
+	i := ch.reaped
+	s := ch.slot(i)
+	va := ch.entryVA(i) + StatusOffset
+	ch.stats.StatusReads++
+	// The read obtains the word as it is when the read begins (the
+	// shadow is taken before mem charges the read's time), in both
+	// modes.
+	st := s.rec.Status
+	if ch.payload {
+		var b [StatusSize]byte
+		ch.c.mem.ReadBytes(p, ch.c.node, va, b[:])
+		st = decodeStatus(b[:])
+	} else {
+		ch.c.mem.Read(p, ch.c.node, va, StatusSize)
+	}
+	if !st.Done {
+		return nil
+	}
+	if st != s.rec.Status {
+		// (Payload mode: the word as read.)
+		s.rec.Status = st
+	}
+	s.rec.Reaped = p.Now()
+	ch.reaped++
+	ch.stats.Reaped++
+	ch.reapCond.Broadcast()
+	return s
 }
 
 // Lookup returns the completion of a reaped cookie while its ring entry

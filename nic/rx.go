@@ -153,7 +153,7 @@ func (n *NIC) napi(p *sim.Proc) { n.napiPoll(p) }
 func (n *NIC) napiPoll(p *sim.Proc) int {
 	rx, total := &n.rx, 0
 	for n.err == nil {
-		k := rx.ch.Reap(p, n.opt.Budget, func(c dmaengine.Completed) { n.rxPacket(p, c) })
+		k := rx.ch.ReapInPlace(p, n.opt.Budget, func(c *dmaengine.Completed) { n.rxPacket(p, c) })
 		total += k
 		if k < n.opt.Budget {
 			break
@@ -167,7 +167,9 @@ func (n *NIC) napiPoll(p *sim.Proc) int {
 
 // rxPacket is the driver's work for one received packet: take the
 // buffer back from the device, read the packet, give the buffer back.
-func (n *NIC) rxPacket(p *sim.Proc, c dmaengine.Completed) {
+// c is the ring entry's own record (Chan.ReapInPlace): it is read before
+// the buffer is posted again, whose Submit may take the entry.
+func (n *NIC) rxPacket(p *sim.Proc, c *dmaengine.Completed) {
 	o, rx := &n.opt, &n.rx
 	b := rx.bufs[wrap(uint64(c.Cookie-1), len(rx.bufs))]
 	if o.Sync {

@@ -166,12 +166,19 @@ func (n *NIC) xmit(p *sim.Proc, seq uint64) (dmaengine.Cookie, bool) {
 // txClean is the tx interrupt handler: reap every completed packet.
 func (n *NIC) txClean(p *sim.Proc) { n.txReap(p) }
 
-func (n *NIC) txReap(p *sim.Proc) { n.tx.ch.Reap(p, 0, n.txDone(p)) }
+func (n *NIC) txReap(p *sim.Proc) { n.tx.ch.ReapInPlace(p, 0, n.txDoneInPlace(p)) }
 
 // txDone returns the completion work for one sent packet: the device
 // has read it, so unmap (TO_DEVICE) and free the buffer.
 func (n *NIC) txDone(p *sim.Proc) func(dmaengine.Completed) {
-	return func(c dmaengine.Completed) {
+	done := n.txDoneInPlace(p)
+	return func(c dmaengine.Completed) { done(&c) }
+}
+
+// txDoneInPlace is txDone for Chan.ReapInPlace: it reads the entry's
+// own record, and submits nothing.
+func (n *NIC) txDoneInPlace(p *sim.Proc) func(*dmaengine.Completed) {
+	return func(c *dmaengine.Completed) {
 		tx := &n.tx
 		if c.Status.Error {
 			tx.s.Errors++
