@@ -102,6 +102,20 @@ func (m *Memory) linearHit(node int, va VirtAddr, size uint64) bool {
 	return true
 }
 
+// cpuSegs resolves a CPU access and counts its local and remote bytes
+// (m.local, m.remote): from the DRAM region found last where it lies
+// in it (linearHit), else through the page tables (cpuTranslate).
+func (m *Memory) cpuSegs(node int, va VirtAddr, size uint64) ([]PhysRange, Attr, error) {
+	if m.linearHit(node, va, size) {
+		return m.segs, Cached, nil
+	}
+	segs, attr, err := m.cpuTranslate(node, va, size)
+	if err == nil {
+		m.countRemote(node, segs)
+	}
+	return segs, attr, err
+}
+
 // cpuTranslate resolves a CPU access.
 func (m *Memory) cpuTranslate(node int, va VirtAddr, size uint64) ([]PhysRange, Attr, error) {
 	if node < 0 || node >= len(m.nodes) {
@@ -135,19 +149,11 @@ func (m *Memory) cpuRead(p *sim.Proc, node int, va VirtAddr, size uint64, buf []
 	if size == 0 {
 		return a
 	}
-	var segs []PhysRange
-	attr := Cached
-	if m.linearHit(node, va, size) {
-		segs = m.segs
-	} else {
-		var err error
-		segs, attr, err = m.cpuTranslate(node, va, size)
-		if err != nil {
-			a.Err = fmt.Errorf("read: %w", err)
-			m.report(&a)
-			return a
-		}
-		m.countRemote(node, segs)
+	segs, attr, err := m.cpuSegs(node, va, size)
+	if err != nil {
+		a.Err = fmt.Errorf("read: %w", err)
+		m.report(&a)
+		return a
 	}
 	a.Attr = attr
 	if attr == Uncached {
@@ -207,20 +213,12 @@ func (m *Memory) cpuWrite(p *sim.Proc, node int, va VirtAddr, size uint64, data 
 	if size == 0 {
 		return 0
 	}
-	var segs []PhysRange
-	attr := Cached
-	if m.linearHit(node, va, size) {
-		segs = m.segs
-	} else {
-		var err error
-		segs, attr, err = m.cpuTranslate(node, va, size)
-		if err != nil {
-			a := m.cpuAccess(p, CPUWrite, node, va, size)
-			a.Err = fmt.Errorf("write: %w", err)
-			m.report(&a)
-			return 0
-		}
-		m.countRemote(node, segs)
+	segs, attr, err := m.cpuSegs(node, va, size)
+	if err != nil {
+		a := m.cpuAccess(p, CPUWrite, node, va, size)
+		a.Err = fmt.Errorf("write: %w", err)
+		m.report(&a)
+		return 0
 	}
 	if attr == Uncached {
 		m.keepLatest() // the caches' copies are left behind
