@@ -39,7 +39,7 @@ func (d *Device) Read(addr mem.DMAAddr, size uint64) (mem.Access, error) {
 
 // Write is the device writing [addr, addr+size).
 func (d *Device) Write(addr mem.DMAAddr, size uint64) (mem.Version, error) {
-	if d.direct && len(d.dma.peers) == 0 && !d.dma.observed() && d.capable(addr, size) && d.dma.isRAM(mem.PhysAddr(addr), size) {
+	if d.directRAM(addr, size) {
 		// What access gives under Direct when it has nothing to report
 		// and the range is RAM: the range itself. A DMA engine's
 		// status word takes this way, once a packet.
@@ -135,7 +135,7 @@ func (d *Device) translateAccess(out []mem.PhysRange, addr mem.DMAAddr, size uin
 // access reports the access and translates it, appending its physical
 // ranges to out; it returns the translation's cost.
 func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, write, pinned bool) ([]mem.PhysRange, xlat, error) {
-	if d.direct && len(d.dma.peers) == 0 && !d.dma.observed() && d.capable(addr, size) && d.dma.isRAM(mem.PhysAddr(addr), size) {
+	if d.directRAM(addr, size) {
 		// What accessAll gives under Direct when it has nothing to
 		// report and the range is RAM: the range itself, at no cost.
 		// Every transfer's spans and device access of a NIC's rings
@@ -143,6 +143,14 @@ func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, writ
 		return append(out, mem.PhysRange{Start: mem.PhysAddr(addr), Size: size}), xlat{}, nil
 	}
 	return d.accessAll(out, addr, size, write, pinned)
+}
+
+// directRAM says whether an access to [addr, addr+size) is, under
+// Direct with no peer memory and nothing observing, its own physical
+// range in RAM within the device's mask: what accessAll would give for
+// it, with nothing to report and no translation cost.
+func (d *Device) directRAM(addr mem.DMAAddr, size uint64) bool {
+	return d.direct && len(d.dma.peers) == 0 && !d.dma.observed() && d.capable(addr, size) && d.dma.isRAM(mem.PhysAddr(addr), size)
 }
 
 // accessAll is access the whole way: the mask, the translator, RAM or

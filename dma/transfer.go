@@ -559,6 +559,12 @@ type routeLimits struct {
 	copy   float64
 }
 
+// matches reports whether l holds the limits of route for master in
+// the direction read.
+func (l *routeLimits) matches(route fabric.Route, master machine.Master, read bool) bool {
+	return l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops)
+}
+
 // limits are the routeLimits of route, master and read, kept for the
 // last few: they depend on nothing else (a machine's links, memories
 // and masters do not change once it is built), and a GPU's migrations
@@ -567,12 +573,12 @@ type routeLimits struct {
 func (x *DMA) limits(route fabric.Route, master machine.Master, read bool) *routeLimits {
 	// The entry found last first: a channel's transfers take one route
 	// after the other.
-	if l := &x.lims[x.limLast]; l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
+	if l := &x.lims[x.limLast]; l.matches(route, master, read) {
 		return l
 	}
 	for i := range x.lims {
 		l := &x.lims[i]
-		if i != x.limLast && l.hops != nil && l.isRead == read && l.master == master && slices.Equal(l.hops, route.Hops) {
+		if i != x.limLast && l.matches(route, master, read) {
 			x.limLast = i
 			return l
 		}

@@ -178,15 +178,19 @@ type latentQueue struct {
 
 // first is the flow whose activation comes first, nil if none.
 func (q *latentQueue) first() *latentFlow {
-	if q.head < len(q.run) {
-		if r := &q.run[q.head]; len(q.h) == 0 || r.before(&q.h[0]) {
-			return r
-		}
+	if q.runFirst() {
+		return &q.run[q.head]
 	}
 	if len(q.h) > 0 {
 		return &q.h[0]
 	}
 	return nil
+}
+
+// runFirst reports whether the run's first flow is the one whose
+// activation comes first (rather than the heap's, or none).
+func (q *latentQueue) runFirst() bool {
+	return q.head < len(q.run) && (len(q.h) == 0 || q.run[q.head].before(&q.h[0]))
 }
 
 // before reports whether a's activation event comes before b's.
@@ -222,24 +226,23 @@ var latentRuns = true
 
 // pop takes the flow whose activation comes first.
 func (q *latentQueue) pop() *Flow {
-	if q.head < len(q.run) {
-		if r := &q.run[q.head]; len(q.h) == 0 || r.before(&q.h[0]) {
-			fl := r.fl
-			r.fl = nil
-			if q.head++; q.head == len(q.run) {
-				q.run, q.head = q.run[:0], 0
-			} else if q.head >= 64 && 2*q.head >= len(q.run) {
-				// A run that never empties (flows always waiting)
-				// moves down from time to time, so that its storage
-				// stays within twice the flows waiting in it.
-				n := copy(q.run, q.run[q.head:])
-				clear(q.run[n:])
-				q.run, q.head = q.run[:n], 0
-			}
-			return fl
-		}
+	if !q.runFirst() {
+		return q.popHeap()
 	}
-	return q.popHeap()
+	r := &q.run[q.head]
+	fl := r.fl
+	r.fl = nil
+	if q.head++; q.head == len(q.run) {
+		q.run, q.head = q.run[:0], 0
+	} else if q.head >= 64 && 2*q.head >= len(q.run) {
+		// A run that never empties (flows always waiting) moves down
+		// from time to time, so that its storage stays within twice
+		// the flows waiting in it.
+		n := copy(q.run, q.run[q.head:])
+		clear(q.run[n:])
+		q.run, q.head = q.run[:n], 0
+	}
+	return fl
 }
 
 func (q *latentQueue) pushHeap(e latentFlow) {
