@@ -260,7 +260,8 @@ func (e *Engine) step(limit Time, stop uint64) bool {
 	if ev == nil || ev.at > limit {
 		return false
 	}
-	// run's body, written out: the run loop pays no call for it.
+	// fire's and run's body, written out: the run loop pays no call
+	// for it (fire is past the inlining budget).
 	e.take(ev)
 	e.now = ev.at
 	fn := ev.fn
@@ -271,14 +272,22 @@ func (e *Engine) step(limit Time, stop uint64) bool {
 	return true
 }
 
-// run runs ev, the event next returned, due at or before limit, as step
-// does: a run ahead, which has found it already, calls it directly.
-func (e *Engine) run(ev *event, limit Time, stop uint64) {
+// fire takes ev, the event next returned, off the queue as running it
+// does (the clock to its time, the count of fired events) and returns
+// its function, for the caller to run or to do at once.
+func (e *Engine) fire(ev *event) func() {
 	e.take(ev)
 	e.now = ev.at
 	fn := ev.fn
 	e.release(ev)
 	e.fired++
+	return fn
+}
+
+// run runs ev, the event next returned, due at or before limit, as step
+// does: a run ahead, which has found it already, calls it directly.
+func (e *Engine) run(ev *event, limit Time, stop uint64) {
+	fn := e.fire(ev)
 	e.loop = runLoop{limit: limit, stop: stop}
 	fn()
 }
@@ -344,10 +353,7 @@ func (e *Engine) TakeNext(h Handle) bool {
 		ev.at > e.loop.limit || e.ahead != nil && e.aheadAt <= ev.at || e.next() != ev {
 		return false
 	}
-	e.take(ev)
-	e.now = ev.at
-	e.release(ev)
-	e.fired++
+	e.fire(ev)
 	return true
 }
 
@@ -423,10 +429,7 @@ func (e *Engine) waitAhead(p *Proc, c *Completion) bool {
 			break
 		}
 		if top == e.aheadWake {
-			e.take(top)
-			e.now = top.at
-			e.release(top)
-			e.fired++
+			e.fire(top)
 			e.waitAheads++
 			ok = true
 			break
