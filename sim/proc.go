@@ -195,8 +195,23 @@ func (p *process) negativeSleep(d Time) {
 // the switch out and the resume, and it spares the event and the two
 // switches.
 func (p *Proc) Sleep(d Time) {
-	p.charge(d)
 	e := p.e
+	// The usual sleep, written out: a positive d, no CPU hook (charge
+	// only adds d), p running, and its resume the loop's next event
+	// (skipAhead(1, d)'s test and work, for one event). It spares the
+	// calls of charge and skipAhead, and skipAhead's tests of n, on the
+	// path most sleeps of a hot model take.
+	if t := e.now + d; d > 0 && t > e.now && e.running == &p.process && p.state == procRunning && !e.CPU.Active() &&
+		e.fired < e.loop.stop && t <= e.loop.limit && sleepShortcut && e.laneHead == len(e.lane) &&
+		(len(e.queue) == 0 || e.queue[0].at > t) && (e.ahead == nil || e.aheadAt > t) {
+		p.cpu += d
+		e.seq++
+		e.now = t
+		e.fired++
+		e.shortcuts++
+		return
+	}
+	p.charge(d)
 	if p.state == procRunning && e.running == &p.process {
 		if e.skipAhead(1, d) {
 			return
@@ -444,6 +459,20 @@ func (c *Completion) Complete() {
 		panic("sim: completion " + c.label() + " completed twice")
 	}
 	c.done, c.at = true, c.e.now
+	if c.waiters == nil && c.callbacks == nil {
+		// At most one waiter and one callback, the usual case: only
+		// the fields in use are cleared, which spares the stores (and
+		// their write barriers' tests) of the empty ones.
+		if w := c.waiter; w != nil {
+			c.waiter = nil
+			w.wake()
+		}
+		if first := c.first; first != nil {
+			c.first = nil
+			first()
+		}
+		return
+	}
 	if c.waiter != nil {
 		c.waiter.wake()
 	}
