@@ -196,35 +196,45 @@ func (p *process) negativeSleep(d Time) {
 // switches.
 func (p *Proc) Sleep(d Time) {
 	e := p.e
-	// The usual sleep, written out: a positive d, no CPU hook (charge
-	// only adds d), p running, and its resume the loop's next event
-	// (skipAhead(1, d)'s test and work, for one event). It spares the
-	// calls of charge and skipAhead, and skipAhead's tests of n, on the
-	// path most sleeps of a hot model take.
-	if t := e.now + d; d > 0 && t > e.now && e.running == &p.process && p.state == procRunning && !e.CPU.Active() &&
-		e.fired < e.loop.stop && t <= e.loop.limit && sleepShortcut && e.laneHead == len(e.lane) &&
-		(len(e.queue) == 0 || e.queue[0].at > t) && (e.ahead == nil || e.aheadAt > t) {
+	if d > 0 && e.running == &p.process && p.state == procRunning && !e.CPU.Active() {
+		// The usual sleep, written out: charge only adds d (positive,
+		// no CPU hook), and skipAhead(1, d)'s test and work for one
+		// event follow. It spares charge's and skipAhead's calls, and
+		// skipAhead's tests of n, on the path most sleeps of a hot
+		// model take.
 		p.cpu += d
-		e.seq++
-		e.now = t
-		e.fired++
-		e.shortcuts++
+		if t := e.now + d; t > e.now && e.fired < e.loop.stop && t <= e.loop.limit && sleepShortcut &&
+			e.laneHead == len(e.lane) && (len(e.queue) == 0 || e.queue[0].at > t) && (e.ahead == nil || e.aheadAt > t) {
+			e.seq++
+			e.now = t
+			e.fired++
+			e.shortcuts++
+			return
+		}
+		p.sleepOut(d)
 		return
 	}
 	p.charge(d)
-	if p.state == procRunning && e.running == &p.process {
-		if e.skipAhead(1, d) {
+	if p.state == procRunning && e.running == &p.process && e.skipAhead(1, d) {
+		return
+	}
+	p.sleepOut(d)
+}
+
+// sleepOut is the rest of a sleep of d, charged, whose resume is not the
+// loop's next event (skipAhead said no): p runs the events before it
+// ahead (RunAhead), or blocks until its resume runs.
+func (p *Proc) sleepOut(d Time) {
+	e := p.e
+	// (A sleep of 0 goes through the lane; one whose end overflows the
+	// clock panics in After.)
+	if p.ahead && e.ahead == nil && e.loop.stop > 0 && sleepShortcut && d > 0 && e.now+d > e.now &&
+		p.state == procRunning && e.running == &p.process {
+		if e.runAhead(p, d) {
 			return
 		}
-		// (A sleep of 0 goes through the lane; one whose end overflows
-		// the clock panics in After.)
-		if p.ahead && e.ahead == nil && e.loop.stop > 0 && sleepShortcut && d > 0 && e.now+d > e.now {
-			if e.runAhead(p, d) {
-				return
-			}
-			p.block(asleep{})
-			return
-		}
+		p.block(asleep{})
+		return
 	}
 	e.After(d, p.resumeFn)
 	p.block(asleep{})
