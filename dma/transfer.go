@@ -315,7 +315,39 @@ func (d *Device) StartTransfer(t *Transfer, done func(*TransferInfo)) (sim.Time,
 	if t.Engine != nil || t.Overhead != 0 {
 		return 0, fmt.Errorf("dma: %s: transfer %s: an engine or overhead needs a process (Transfer)", d.name, t.Name)
 	}
-	return d.start(t, true, done), nil
+	return d.start(t, true, done, nil, nil), nil
+}
+
+// StartPosted is StartTransfer for a master that learns nothing of the
+// transfer but that it is over (a device's posted writes of the data it
+// received): done is called when the last byte has landed, with no
+// TransferInfo. t must not change until then.
+func (d *Device) StartPosted(t *Transfer, done func()) (sim.Time, error) {
+	return d.startShortOr(t, done, nil)
+}
+
+// StartRead is StartTransfer for a master that learns of the transfer
+// what it read (the bytes, in payload mode) and whether the read failed
+// (a DMA engine's descriptor fetch, a device's read of the data it
+// sends): done gets the info's Data and ReadErr when the last byte has
+// landed, and no TransferInfo. t must not change until then.
+func (d *Device) StartRead(t *Transfer, done func(data []byte, readErr error)) (sim.Time, error) {
+	return d.startShortOr(t, nil, done)
+}
+
+// startShortOr starts t the short way (short) when it can take it, else
+// as StartTransfer does, with posted or read as its done.
+func (d *Device) startShortOr(t *Transfer, posted func(), read func([]byte, error)) (sim.Time, error) {
+	if err := d.checkTransfer(t); err != nil {
+		return 0, err
+	}
+	if t.Engine != nil || t.Overhead != 0 {
+		return 0, fmt.Errorf("dma: %s: transfer %s: an engine or overhead needs a process (Transfer)", d.name, t.Name)
+	}
+	if s, write, ok := d.shortSpan(t); ok {
+		return d.short(t, s, write, posted, read), nil
+	}
+	return d.start(t, true, nil, posted, read), nil
 }
 
 func (d *Device) checkTransfer(t *Transfer) error {
@@ -333,10 +365,11 @@ func (d *Device) checkTransfer(t *Transfer) error {
 // the translation's cost. The info handed to done lives in one
 // allocation with the transfer's state, whose steps are methods rather
 // than per-call closures.
-func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.Time {
+func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo), posted func(), read func([]byte, error)) sim.Time {
 	eng := d.dma.eng
 	x := d.dma.newStartXfer()
 	x.d, x.report, x.done, x.transient = d, report, done, t.Transient
+	x.posted, x.readDone = posted, read
 	// The state is new, or a reused one that holds the last transfer's
 	// fields: each use sets every field it hands on (the info's Engine,
 	// Overhead and Queue, which this way never sets, stay zero), and
@@ -381,13 +414,17 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 // TransferInfo handed to done.
 type startXfer struct {
 	// info holds the transfer's name, bytes and route too (the flow's).
-	info          TransferInfo
-	d             *Device
-	noRead        bool // the transfer reads no span: its bytes are tdata
-	tdata         []byte
-	report        bool
-	transient     bool // Transfer.Transient: reused once done has run
+	info      TransferInfo
+	d         *Device
+	noRead    bool // the transfer reads no span: its bytes are tdata
+	tdata     []byte
+	report    bool
+	transient bool // Transfer.Transient: reused once done has run
+	// done gets the info; when it is nil, posted (StartPosted) or
+	// readDone (StartRead) is called instead.
 	done          func(*TransferInfo)
+	posted        func()
+	readDone      func([]byte, error)
 	lead          sim.Time
 	opts          []fabric.Option
 	optBuf        [1]fabric.Option // backs opts when only the cap is
@@ -417,7 +454,14 @@ func (x *startXfer) finish() {
 	if x.report {
 		x.d.report(&x.info)
 	}
-	x.done(&x.info)
+	switch {
+	case x.done != nil:
+		x.done(&x.info)
+	case x.posted != nil:
+		x.posted()
+	default:
+		x.readDone(x.info.Data, x.info.ReadErr)
+	}
 	// done has returned and, the transfer being transient, kept
 	// nothing; with no observer, nobody else saw the info or the flow.
 	dm := x.d.dma

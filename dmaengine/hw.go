@@ -56,7 +56,7 @@ type fetchState struct {
 	route    fabric.Route
 	read     [1]dma.Span
 	issue    func()
-	done     func(*dma.TransferInfo)
+	done     func([]byte, error)
 }
 
 // fetchIssue reads the fetch's entries, once its request is up.
@@ -72,24 +72,25 @@ func (ch *Chan) fetchIssue() {
 		*t = dma.Transfer{Name: ch.flowNames[0], Route: &f.route, Read: f.read[:], Opts: ch.opts, Transient: true, Fixed: true}
 	}
 	f.read[0], t.Bytes = dma.BusSpan(addr, size), int64(size)
-	if _, err := ch.c.dev.StartTransfer(t, f.done); err != nil {
+	if _, err := ch.c.dev.StartRead(t, f.done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
 }
 
-// fetchDone takes the fetched descriptors into the slots.
-func (ch *Chan) fetchDone(i *dma.TransferInfo) {
+// fetchDone takes the fetched descriptors into the slots: data is what
+// the fetch read (payload mode), readErr its read's error.
+func (ch *Chan) fetchDone(data []byte, readErr error) {
 	f := &ch.fetch1
 	first, n := f.first, f.n
 	now := ch.eng().Now()
 	for k := range n {
 		s := ch.slot(first + k)
-		if uint64(len(i.Data)) >= (k+1)*DescSize {
-			s.hw = decodeDescriptor(i.Data[k*DescSize:])
+		if uint64(len(data)) >= (k+1)*DescSize {
+			s.hw = decodeDescriptor(data[k*DescSize:])
 		}
 		// A fetch whose read failed got an error completion:
 		// the engine has no descriptor to run.
-		s.failed = i.ReadErr != nil
+		s.failed = readErr != nil
 		s.rec.Fetched = now
 	}
 	ch.fetched += n
@@ -159,7 +160,7 @@ func (ch *Chan) start() {
 		x.n, x.read[0] = d.Len, dma.BusSpan(d.Src, d.Len)
 		if x.start == nil {
 			x.start = func() { ch.txRead(ph) }
-			x.done = func(i *dma.TransferInfo) { ch.txLanded(ph, i) }
+			x.done = func(data []byte, readErr error) { ch.txLanded(ph, data, readErr) }
 		}
 		ch.eng().After(ch.c.oneWay, x.start)
 	case DevToMem:
@@ -185,11 +186,11 @@ func (ch *Chan) start() {
 			// DMA layer reads the transfer and changes none of it.
 			r.route = ch.c.fromDev
 			r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Write: r.write[:], Opts: ch.opts, Transient: true, Fixed: true}
-			r.done = func(*dma.TransferInfo) { ch.rxLanded(ph) }
+			r.done = func() { ch.rxLanded(ph) }
 		}
 		r.write[0] = dma.BusSpan(d.Dst, n)
 		r.t.Bytes, r.t.Data = int64(n), payload
-		if _, err := ch.c.dev.StartTransfer(&r.t, r.done); err != nil {
+		if _, err := ch.c.dev.StartPosted(&r.t, r.done); err != nil {
 			panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 		}
 	}
@@ -209,13 +210,14 @@ func (ch *Chan) rxLanded(ph *phase) {
 	}
 }
 
-// txLanded ends the MemToDev data phase ph, its read done: the bytes
-// read wait in the entry for the device.
-func (ch *Chan) txLanded(ph *phase, i *dma.TransferInfo) {
+// txLanded ends the MemToDev data phase ph, its read done (data, in
+// payload mode, and the read's error): the bytes read wait in the entry
+// for the device.
+func (ch *Chan) txLanded(ph *phase, data []byte, readErr error) {
 	s, n := ph.s, ph.tx.n
-	s.data = i.Data
+	s.data = data
 	ch.freePhase(ph)
-	ch.land(s, uint32(n), i.ReadErr != nil)
+	ch.land(s, uint32(n), readErr != nil)
 }
 
 // txRead starts the read of a MemToDev entry's bytes, as transfer does
@@ -228,7 +230,7 @@ func (ch *Chan) txRead(ph *phase) {
 		x.t = dma.Transfer{Name: ch.flowNames[2], Route: &x.route, Read: x.read[:], Opts: ch.opts, Transient: true, Fixed: true}
 	}
 	x.t.Bytes = int64(x.n)
-	if _, err := ch.c.dev.StartTransfer(&x.t, x.done); err != nil {
+	if _, err := ch.c.dev.StartRead(&x.t, x.done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
 }

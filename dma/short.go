@@ -1,0 +1,174 @@
+package dma
+
+import (
+	"github.com/dmalab/dmalab/fabric"
+	"github.com/dmalab/dmalab/mem"
+	"github.com/dmalab/dmalab/sim"
+)
+
+// The short way of StartPosted and StartRead. A DMA engine's data
+// phases and descriptor fetches, a transfer a packet, are each one span
+// of RAM read or written over a given route, under Direct, with nobody
+// observing: the translation is the span itself at no cost, there is no
+// peer rule, no event and no info for anyone. For such a transfer the
+// short way makes the same calls of mem, the fabric and the engine, in
+// the same order and at the same times, as start's state machine does
+// (readLimit, the read at once, the flow after the read's lead, the
+// write when the flow completes), from a state of a few words rather
+// than a TransferInfo that nobody reads.
+
+// shortSpan says whether t can take the short way, and if so returns its
+// one span and whether it is written (else read): a given route (so no
+// peer rule: peer leaves t as it is); one span of RAM under the device's
+// mask, not Local, on one side and none on the other; the device under
+// Direct with no peer memory (directRAM); nobody listening to the layer
+// (directRAM checks Hooks) or to its transfers; t Transient, so that the
+// flow is released as start's finish releases it.
+func (d *Device) shortSpan(t *Transfer) (s *Span, write, ok bool) {
+	if t.Route == nil || !t.Transient || d.dma.Transfers.Active() {
+		return nil, false, false
+	}
+	switch {
+	case len(t.Read) == 0 && len(t.Write) == 1:
+		s, write = &t.Write[0], true
+	case len(t.Read) == 1 && len(t.Write) == 0:
+		s = &t.Read[0]
+	default:
+		return nil, false, false
+	}
+	if s.Local || !d.directRAM(s.Bus, s.Len) {
+		return nil, false, false
+	}
+	return s, write, true
+}
+
+// shortXfer is the state of a transfer on the short way, from short to
+// land. The layer keeps the ones done for the next (freeShort).
+type shortXfer struct {
+	d *Device
+	// t is the transfer, unchanged until done (StartPosted, StartRead).
+	t        *Transfer
+	pa       mem.PhysAddr // the span, RAM under Direct: its own range
+	n        uint64
+	write    bool
+	call     sim.Time
+	opts     []fabric.Option
+	optBuf   [1]fabric.Option // backs opts when only the cap is
+	data     []byte           // read (payload mode), or t.Data to write
+	flow     *fabric.Flow
+	posted   func()
+	readDone func([]byte, error)
+	// flowFn and landFn are the steps as method values, made once per
+	// state.
+	flowFn, landFn func()
+}
+
+// short starts t, which shortSpan accepted with span s, the short way,
+// and returns what StartTransfer returns: the translation's cost (none)
+// and the read's lead. Each step is start's for a transfer with no
+// translation cost, no overlap and nothing to report: move at once (the
+// read, whose lead then delays the flow), flow, moved and land at the
+// flow's completion (translateTail is zero).
+func (d *Device) short(t *Transfer, s *Span, write bool, posted func(), read func([]byte, error)) sim.Time {
+	dm := d.dma
+	var x *shortXfer
+	if n := len(dm.freeShort); n > 0 {
+		x = dm.freeShort[n-1]
+		dm.freeShort[n-1] = nil
+		dm.freeShort = dm.freeShort[:n-1]
+	} else {
+		x = &shortXfer{d: d}
+		x.flowFn, x.landFn = x.startFlow, x.land
+	}
+	x.d, x.t, x.pa, x.n, x.write = d, t, mem.PhysAddr(s.Bus), s.Len, write
+	x.posted, x.readDone = posted, read
+	x.call = dm.eng.Now()
+	lead, opts := d.readLimit(t, *t.Route, &x.optBuf)
+	x.opts = opts
+	if write {
+		x.data = t.Data
+	} else {
+		x.data = d.readRange(x.pa, x.n)
+	}
+	if lead > 0 {
+		dm.eng.After(lead, x.flowFn)
+	} else {
+		x.startFlow()
+	}
+	return lead
+}
+
+// startFlow is start's flow step.
+func (x *shortXfer) startFlow() {
+	t := x.t
+	x.flow = x.d.dma.mach.Fabric.Start(t.Name, *t.Route, t.Bytes, x.opts...)
+	x.flow.Done().OnComplete(x.landFn)
+}
+
+// land is start's moved, land and finish: the write, the report if
+// someone has begun to listen since the transfer started, done, and the
+// state and the flow given back.
+func (x *shortXfer) land() {
+	d := x.d
+	dm := d.dma
+	if x.write {
+		d.writeRange(x.pa, x.n, x.data)
+	}
+	fl, data := x.flow, x.data
+	posted, read := x.posted, x.readDone
+	var info *TransferInfo
+	if dm.observed() || dm.Transfers.Active() {
+		info = x.info()
+	}
+	x.t, x.data, x.flow, x.posted, x.readDone, x.opts = nil, nil, nil, nil, nil, nil
+	dm.freeShort = append(dm.freeShort, x)
+	if info != nil {
+		d.report(info)
+	}
+	if posted != nil {
+		posted()
+	} else {
+		read(data, nil)
+	}
+	// As finish: with no observer, nobody else saw the flow.
+	if !dm.observed() {
+		dm.mach.Fabric.Release(fl)
+	}
+}
+
+// info is the TransferInfo start would have made for x, for a hook
+// added while x was under way: its flow started when it was called (no
+// translation cost) and ended now; a write's Data is what reading no
+// ranges gives.
+func (x *shortXfer) info() *TransferInfo {
+	t := x.t
+	now := x.d.dma.eng.Now()
+	i := &TransferInfo{Name: t.Name, Src: t.Src, Dst: t.Dst, Bytes: t.Bytes, Call: x.call, Start: x.call, End: now,
+		Move: now - x.call, Route: *t.Route, Flow: x.flow, Data: x.data}
+	if x.write {
+		i.Data = x.d.readRanges(nil)
+	}
+	return i
+}
+
+// readRange is readRanges of the one range [pa, pa+n).
+func (d *Device) readRange(pa mem.PhysAddr, n uint64) []byte {
+	m := d.dma.mem
+	if !m.Payload() {
+		m.DeviceRead(d.name, d.coherent, pa, n)
+		return nil
+	}
+	buf := make([]byte, n)
+	m.DeviceReadBytes(d.name, d.coherent, pa, buf)
+	return buf
+}
+
+// writeRange is writeRanges of the one range [pa, pa+n).
+func (d *Device) writeRange(pa mem.PhysAddr, n uint64, data []byte) {
+	m := d.dma.mem
+	if n <= uint64(len(data)) {
+		m.DeviceWriteBytes(d.name, d.coherent, pa, data[:n])
+	} else {
+		m.DeviceWrite(d.name, d.coherent, pa, n)
+	}
+}
