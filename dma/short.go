@@ -17,15 +17,16 @@ import (
 // write when the flow completes), from a state of a few words rather
 // than a TransferInfo that nobody reads.
 
-// shortSpan says whether t can take the short way, and if so returns its
-// one span and whether it is written (else read): a given route (so no
-// peer rule: peer leaves t as it is); one span of RAM under the device's
-// mask, not Local, on one side and none on the other; the device under
-// Direct with no peer memory (directRAM); nobody listening to the layer
-// (directRAM checks Hooks) or to its transfers; t Transient, so that the
-// flow is released as start's finish releases it.
+// shortSpan says whether t, which has a route (so no peer rule: peer
+// leaves t as it is), can take the short way, and if so returns its one
+// span and whether it is written (else read): one span of RAM under the
+// device's mask, not Local, on one side and none on the other; the
+// device under Direct with no peer memory (directRAM); nobody listening
+// to the layer (directRAM checks Hooks) or to its transfers; t
+// Transient, so that the flow is released as start's finish releases
+// it.
 func (d *Device) shortSpan(t *Transfer) (s *Span, write, ok bool) {
-	if t.Route == nil || !t.Transient || d.dma.Transfers.Active() {
+	if !t.Transient || d.dma.Transfers.Active() {
 		return nil, false, false
 	}
 	switch {

@@ -184,7 +184,7 @@ func shortRun(t *testing.T, seed uint64, payload, fabricHook, short bool) ([]str
 		} else {
 			g.SetTranslator(Direct{})
 		}
-		if _, _, ok := g.shortSpan(tr); ok {
+		if _, _, ok := g.shortSpan(tr); ok && tr.Route != nil {
 			nShort++
 		}
 		name, j := tr.Name, i

@@ -27,8 +27,14 @@ func (ch *Chan) kick() {
 		n := min(ch.doorbell-ch.fetched, ch.fetchMax, ch.n-ch.fetched%ch.n)
 		ch.fetch(n)
 	}
-	for ch.started < ch.fetched && ch.inflight < ch.inMax && !ch.fenced() && ch.canStart() {
-		ch.start()
+	// The next entry's slot is looked up once for the checks and the
+	// start.
+	for ch.started < ch.fetched && ch.inflight < ch.inMax {
+		s := ch.slot(ch.started)
+		if ch.fenced(s) || !ch.canStart(s) {
+			break
+		}
+		ch.start(s)
 	}
 }
 
@@ -99,34 +105,32 @@ func (ch *Chan) fetchDone(data []byte, readErr error) {
 	ch.kick()
 }
 
-// canStart says whether the next fetched descriptor's data phase can
-// begin: a DevToMem channel needs data from the device, a MemToDev one
-// room in the device's buffer (or an empty buffer, for a transfer
+// canStart says whether the next fetched descriptor's data phase, s's,
+// can begin: a DevToMem channel needs data from the device, a MemToDev
+// one room in the device's buffer (or an empty buffer, for a transfer
 // larger than all of it).
-func (ch *Chan) canStart() bool {
-	if ch.slot(ch.started).failed {
+func (ch *Chan) canStart(s *slot) bool {
+	if s.failed {
 		return true
 	}
 	switch ch.kind {
 	case DevToMem:
 		return ch.rx.len() > 0
 	case MemToDev:
-		l := ch.slot(ch.started).hw.Len
+		l := s.hw.Len
 		return ch.fifoUsed == 0 || ch.fifoUsed+l <= ch.fifoCap
 	}
 	return true
 }
 
-// fenced says whether the next fetched descriptor must wait for every
-// earlier one to land (FlagFence).
-func (ch *Chan) fenced() bool {
-	return ch.inflight > 0 && ch.slot(ch.started).hw.Flags&FlagFence != 0
+// fenced says whether the next fetched descriptor, s, must wait for
+// every earlier one to land (FlagFence).
+func (ch *Chan) fenced(s *slot) bool {
+	return ch.inflight > 0 && s.hw.Flags&FlagFence != 0
 }
 
-// start begins the data phase of the next fetched descriptor.
-func (ch *Chan) start() {
-	i := ch.started
-	s := ch.slot(i)
+// start begins the data phase of the next fetched descriptor, s.
+func (ch *Chan) start(s *slot) {
 	ch.started++
 	ch.inflight++
 	s.rec.Started = ch.eng().Now()
