@@ -57,9 +57,6 @@ type DMA struct {
 	// freeXfers are the states of finished transient transfers, for
 	// StartTransfer to reuse.
 	freeXfers []*startXfer
-	// freeShort are the states of transfers done the short way
-	// (StartPosted, StartRead), for the next.
-	freeShort []*shortXfer
 	// lims are the last routes' limits (limits), limNext the slot the
 	// next one replaces, limLast the one found last.
 	lims             [4]routeLimits

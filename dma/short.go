@@ -44,9 +44,13 @@ func (d *Device) shortSpan(t *Transfer) (s *Span, write, ok bool) {
 }
 
 // shortXfer is the state of a transfer on the short way, from short to
-// land. The layer keeps the ones done for the next (freeShort).
+// land. The transfer keeps it for its next start (Transfer.short): a
+// transfer is under way once at a time (StartPosted and StartRead ask
+// that it not change until done), and one started again while it is
+// under way gets a state of its own.
 type shortXfer struct {
-	d *Device
+	busy bool // under way, from short to land
+	d    *Device
 	// t is the transfer, unchanged until done (StartPosted, StartRead).
 	t        *Transfer
 	pa       mem.PhysAddr // the span, RAM under Direct: its own range
@@ -72,15 +76,13 @@ type shortXfer struct {
 // flow's completion (translateTail is zero).
 func (d *Device) short(t *Transfer, s *Span, write bool, posted func(), read func([]byte, error)) sim.Time {
 	dm := d.dma
-	var x *shortXfer
-	if n := len(dm.freeShort); n > 0 {
-		x = dm.freeShort[n-1]
-		dm.freeShort[n-1] = nil
-		dm.freeShort = dm.freeShort[:n-1]
-	} else {
-		x = &shortXfer{d: d}
+	x := t.short
+	if x == nil || x.busy {
+		x = &shortXfer{}
 		x.flowFn, x.landFn = x.startFlow, x.land
+		t.short = x
 	}
+	x.busy = true
 	x.d, x.t, x.pa, x.n, x.write = d, t, mem.PhysAddr(s.Bus), s.Len, write
 	x.posted, x.readDone = posted, read
 	x.call = dm.eng.Now()
@@ -121,8 +123,8 @@ func (x *shortXfer) land() {
 	if dm.observed() || dm.Transfers.Active() {
 		info = x.info()
 	}
-	x.t, x.data, x.flow, x.posted, x.readDone, x.opts = nil, nil, nil, nil, nil, nil
-	dm.freeShort = append(dm.freeShort, x)
+	// The state is free again; the bytes are not its to keep alive.
+	x.busy, x.data = false, nil
 	if info != nil {
 		d.report(info)
 	}

@@ -100,23 +100,19 @@ func shortRun(t *testing.T, seed uint64, payload, fabricHook, short bool) ([]str
 		pool[i] = &kept{}
 	}
 	nShort := 0
-	hooked := false
 	for i := range 4000 {
 		// Now and then, a hook on the layer, or on its transfers, added
 		// while transfers are under way (in both runs at the same
 		// instant): those the short way started report to it when
 		// they end.
-		if !hooked && i == 3000 {
-			hooked = true
-			{
-				x.Hooks.Hook(func(e *Event) {
-					s := fmt.Sprintf("dma %v %v %s %s %d failed=%v warn=%q", e.Time, e.Op, e.Device, e.Call, e.Size, e.Failed, e.Warn)
-					if ti := e.Transfer; ti != nil {
-						s += fmt.Sprintf(" info %s %v %v %v %v %v %v %v %v %d %x %v %v %v", ti.Name, ti.Call, ti.Start, ti.End, ti.Overhead, ti.Queue, ti.Translate, ti.Move, ti.Route, ti.Bytes, ti.Data, ti.Err, ti.ReadErr, ti.WriteErr)
-					}
-					add("%s", s)
-				})
-			}
+		if i == 3000 {
+			x.Hooks.Hook(func(e *Event) {
+				s := fmt.Sprintf("dma %v %v %s %s %d failed=%v warn=%q", e.Time, e.Op, e.Device, e.Call, e.Size, e.Failed, e.Warn)
+				if ti := e.Transfer; ti != nil {
+					s += fmt.Sprintf(" info %s %v %v %v %v %v %v %v %v %d %x %v %v %v", ti.Name, ti.Call, ti.Start, ti.End, ti.Overhead, ti.Queue, ti.Translate, ti.Move, ti.Route, ti.Bytes, ti.Data, ti.Err, ti.ReadErr, ti.WriteErr)
+				}
+				add("%s", s)
+			})
 		}
 		if i == 2000 {
 			x.Transfers.Hook(func(ti *TransferInfo) {
@@ -187,32 +183,40 @@ func shortRun(t *testing.T, seed uint64, payload, fabricHook, short bool) ([]str
 		if _, _, ok := g.shortSpan(tr); ok && tr.Route != nil {
 			nShort++
 		}
-		name, j := tr.Name, i
+		name := tr.Name
 		k.busy = true
-		var lead sim.Time
-		var err error
-		switch {
-		case !short:
-			lead, err = g.StartTransfer(tr, func(ti *TransferInfo) {
-				k.busy = false
-				if len(tr.Read) > 0 {
-					add("done %d %s %v %x %v", j, name, m.Engine.Now(), ti.Data, ti.ReadErr)
-				} else {
+		begin := func(j int) {
+			var lead sim.Time
+			var err error
+			switch {
+			case !short:
+				lead, err = g.StartTransfer(tr, func(ti *TransferInfo) {
+					k.busy = false
+					if len(tr.Read) > 0 {
+						add("done %d %s %v %x %v", j, name, m.Engine.Now(), ti.Data, ti.ReadErr)
+					} else {
+						add("done %d %s %v", j, name, m.Engine.Now())
+					}
+				})
+			case read:
+				lead, err = g.StartRead(tr, func(data []byte, readErr error) {
+					k.busy = false
+					add("done %d %s %v %x %v", j, name, m.Engine.Now(), data, readErr)
+				})
+			default:
+				lead, err = g.StartPosted(tr, func() {
+					k.busy = false
 					add("done %d %s %v", j, name, m.Engine.Now())
-				}
-			})
-		case read:
-			lead, err = g.StartRead(tr, func(data []byte, readErr error) {
-				k.busy = false
-				add("done %d %s %v %x %v", j, name, m.Engine.Now(), data, readErr)
-			})
-		default:
-			lead, err = g.StartPosted(tr, func() {
-				k.busy = false
-				add("done %d %s %v", j, name, m.Engine.Now())
-			})
+				})
+			}
+			add("start %d %s %v %v %v", j, name, m.Engine.Now(), lead, err)
 		}
-		add("start %d %s %v %v %v", i, name, m.Engine.Now(), lead, err)
+		begin(i)
+		if rng.IntN(16) == 0 {
+			// The same transfer, unchanged, started again while under
+			// way: a state of its own.
+			begin(-i)
+		}
 		if rng.IntN(3) == 0 {
 			m.Engine.RunUntil(m.Engine.Now() + sim.Time(rng.IntN(2000))*sim.Nanosecond)
 		}

@@ -135,6 +135,9 @@ type Transfer struct {
 	// kept is what a Fixed transfer's route and master gave, made at
 	// its first start (a pointer, so that other transfers stay small).
 	kept *keptLimits
+	// short is the state of the transfer's last start the short way
+	// (StartPosted, StartRead), for its next.
+	short *shortXfer
 }
 
 // keptLimits are the route limits a Fixed transfer keeps (readLimit):
@@ -322,6 +325,9 @@ func (d *Device) StartTransfer(t *Transfer, done func(*TransferInfo)) (sim.Time,
 // transfer but that it is over (a device's posted writes of the data it
 // received): done is called when the last byte has landed, with no
 // TransferInfo. t must not change until then.
+//
+// A transfer made again and again (a DMA engine's data phase) keeps its
+// state for its next start when it took the short way (short).
 func (d *Device) StartPosted(t *Transfer, done func()) (sim.Time, error) {
 	return d.startShortOr(t, done, nil)
 }
@@ -544,7 +550,9 @@ func (x *startXfer) land() {
 // Start) rather than in a new slice.
 func (d *Device) readLimit(t *Transfer, route fabric.Route, buf *[1]fabric.Option) (sim.Time, []fabric.Option) {
 	master := t.Master
-	if master == (machine.Master{}) && t.Engine != nil {
+	// (The engine first: a channel's transfers have none, and the
+	// compare of the master's words is the dearer test.)
+	if t.Engine != nil && master == (machine.Master{}) {
 		master = t.Engine.Master
 	}
 	m := d.dma.mach
