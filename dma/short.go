@@ -2,6 +2,7 @@ package dma
 
 import (
 	"github.com/dmalab/dmalab/fabric"
+	"github.com/dmalab/dmalab/machine"
 	"github.com/dmalab/dmalab/mem"
 	"github.com/dmalab/dmalab/sim"
 )
@@ -66,6 +67,51 @@ type shortXfer struct {
 	// flowFn and landFn are the steps as method values, made once per
 	// state.
 	flowFn, landFn func()
+	// What readLimit gave the transfer's last start, when it was Fixed
+	// (limOK), for a start whose route's hops (the slice), master and
+	// Load are the ones it was derived for: the lead, and whether the
+	// flow's options were the transfer's own (limOwn) or the cap in
+	// optBuf. (A transfer once Fixed has its hops unchanged in place,
+	// Transfer.Fixed.)
+	limOK, limOwn bool
+	limHops       *fabric.Hop
+	limN          int
+	limMaster     machine.Master
+	limLoad       bool
+	limLead       sim.Time
+}
+
+// limits is readLimit(t, *t.Route, &x.optBuf), kept in x for a Fixed
+// transfer, as Transfer.Fixed allows: readLimit's result depends on
+// nothing else but t's options, which the transfer's own are read anew
+// (a cap it adds to options of the transfer's own, in a new slice, is
+// not kept), and on the cap a peer rule puts, which no transfer with a
+// route has.
+func (x *shortXfer) limits(d *Device, t *Transfer) (sim.Time, []fabric.Option) {
+	hops := t.Route.Hops
+	var h0 *fabric.Hop
+	if len(hops) > 0 {
+		h0 = &hops[0]
+	}
+	if x.limOK && x.limHops == h0 && x.limN == len(hops) && x.limLoad == t.Load && x.limMaster == t.Master {
+		// The options were the transfer's own (no cap), whatever they
+		// are now; or the cap alone, in optBuf, for a transfer that has
+		// none of its own still.
+		if x.limOwn {
+			return x.limLead, t.Opts
+		}
+		if len(t.Opts) == 0 {
+			return x.limLead, x.optBuf[:]
+		}
+	}
+	lead, opts := d.readLimit(t, *t.Route, &x.optBuf)
+	x.limOK = t.Fixed && t.rateCap == 0
+	x.limOwn = len(opts) == len(t.Opts) && (len(opts) == 0 || &opts[0] == &t.Opts[0])
+	if !x.limOwn && (len(opts) != 1 || &opts[0] != &x.optBuf[0]) {
+		x.limOK = false // a new slice: the transfer's options and the cap
+	}
+	x.limHops, x.limN, x.limLoad, x.limMaster, x.limLead = h0, len(hops), t.Load, t.Master, lead
+	return lead, opts
 }
 
 // short starts t, which shortSpan accepted with span s, the short way,
@@ -86,7 +132,7 @@ func (d *Device) short(t *Transfer, s *Span, write bool, posted func(), read fun
 	x.d, x.t, x.pa, x.n, x.write = d, t, mem.PhysAddr(s.Bus), s.Len, write
 	x.posted, x.readDone = posted, read
 	x.call = dm.eng.Now()
-	lead, opts := d.readLimit(t, *t.Route, &x.optBuf)
+	lead, opts := x.limits(d, t)
 	x.opts = opts
 	if write {
 		x.data = t.Data

@@ -84,7 +84,7 @@ func shortRun(t *testing.T, seed uint64, payload, fabricHook, short bool) ([]str
 		add("mem %v %v %s %v %#x+%d stale=%v %v %v", a.Time, a.Kind, a.Proc, a.Node, a.Phys, a.Size, a.Stale, a.Got, a.Want)
 	})
 	if fabricHook {
-		m.Fabric.Hooks.Hook(func(e *fabric.Event) { add("fabric %s", e) })
+		m.Fabric.Hooks.Hook(func(e *fabric.Event) { add("fabric %s tag=%v cap=%g", e, e.Flow.Tag(), e.Flow.MaxRate()) })
 	}
 	const off = 1 << 40
 	slow := slowTranslator{off: off, walk: 300 * sim.Nanosecond, fault: ^mem.DMAAddr(0)}
@@ -94,11 +94,18 @@ func shortRun(t *testing.T, seed uint64, payload, fabricHook, short bool) ([]str
 	type kept struct {
 		t    Transfer
 		busy bool
+		// hops is a route's hops of the transfer's own, changed in
+		// place before each start: such a transfer is never Fixed.
+		hops []fabric.Hop
 	}
 	pool := make([]*kept, 6)
 	for i := range pool {
 		pool[i] = &kept{}
 	}
+	if len(toHost.Hops) != len(toGPU.Hops) {
+		t.Fatal("routes of different lengths")
+	}
+	pool[0].hops = make([]fabric.Hop, len(toHost.Hops))
 	nShort := 0
 	for i := range 4000 {
 		// Now and then, a hook on the layer, or on its transfers, added
@@ -136,7 +143,18 @@ func shortRun(t *testing.T, seed uint64, payload, fabricHook, short bool) ([]str
 			return a
 		}
 		read := rng.IntN(2) == 0
-		*tr = Transfer{Name: fmt.Sprintf("x%d", i), Bytes: int64(n), Transient: rng.IntN(10) != 0, Fixed: rng.IntN(2) == 0}
+		// Made again: what the layer keeps with the transfer (its
+		// limits, its short way's state) stays, as a DMA engine's
+		// phase's does.
+		keptLim, keptShort := tr.kept, tr.short
+		*tr = Transfer{Name: fmt.Sprintf("x%d", i), Bytes: int64(n), Transient: rng.IntN(10) != 0, Fixed: rng.IntN(8) != 0}
+		tr.kept, tr.short = keptLim, keptShort
+		switch rng.IntN(8) {
+		case 0:
+			tr.Opts = []fabric.Option{fabric.Tag(i)}
+		case 1:
+			tr.Opts = []fabric.Option{fabric.MaxRate(float64(1+rng.IntN(40)) * 1e9)}
+		}
 		span := BusSpan(at(), n)
 		switch rng.IntN(12) {
 		case 0:
@@ -168,12 +186,21 @@ func shortRun(t *testing.T, seed uint64, payload, fabricHook, short bool) ([]str
 		case 0:
 			tr.Src, tr.Dst, tr.Master = host, gpu.Memory(), gpu.CE()
 		default:
+			// Either route for either side (the route is the flow's
+			// path, whatever the spans): their limits differ.
+			// Transfers the master loads wait for their request's way
+			// out.
 			r := toHost
-			if read {
+			if rng.IntN(2) == 0 {
 				r = toGPU
 			}
-			// Reads the master loads wait for their request's way out.
-			tr.Route, tr.Master, tr.Load = &r, gpu.CE(), read && rng.IntN(3) != 0
+			if k.hops != nil {
+				// Its own hops slice, changed in place.
+				copy(k.hops, r.Hops)
+				r.Hops = k.hops
+				tr.Fixed = false
+			}
+			tr.Route, tr.Master, tr.Load = &r, gpu.CE(), rng.IntN(2) == 0
 		}
 		if rng.IntN(20) == 0 {
 			g.SetTranslator(slow)
