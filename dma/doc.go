@@ -94,7 +94,14 @@
 // master: a DMA engine channel's data phases and descriptor fetches)
 // keeps the limits its route and master give (the read's lead and rate,
 // the copy rate) and finds them again by its route's hops slice, its
-// master and its direction, without comparing hops.
+// master and its direction, without comparing hops. StartPosted and
+// StartRead are StartTransfer for a master that learns nothing of the
+// transfer but its end, or only what it read and whether the read
+// failed: a one-span transfer of RAM under Direct with nobody observing
+// (a DMA engine's data phase or descriptor fetch) then takes a short way
+// that makes the same calls of mem, the fabric and the engine, in the
+// same order, from a few words of state kept with the transfer, with no
+// TransferInfo.
 //
 // # Cost
 //

@@ -135,6 +135,9 @@ type Transfer struct {
 	// kept is what a Fixed transfer's route and master gave, made at
 	// its first start (a pointer, so that other transfers stay small).
 	kept *keptLimits
+	// short is the state of the transfer's last start the short way
+	// (StartPosted, StartRead), for its next.
+	short *shortXfer
 }
 
 // keptLimits are the route limits a Fixed transfer keeps (readLimit):
@@ -315,7 +318,46 @@ func (d *Device) StartTransfer(t *Transfer, done func(*TransferInfo)) (sim.Time,
 	if t.Engine != nil || t.Overhead != 0 {
 		return 0, fmt.Errorf("dma: %s: transfer %s: an engine or overhead needs a process (Transfer)", d.name, t.Name)
 	}
-	return d.start(t, true, done), nil
+	return d.start(t, true, done, nil, nil), nil
+}
+
+// StartPosted is StartTransfer for a master that learns nothing of the
+// transfer but that it is over (a device's posted writes of the data it
+// received): done is called when the last byte has landed, with no
+// TransferInfo. t must not change until then.
+//
+// A transfer made again and again (a DMA engine's data phase) keeps its
+// state for its next start when it took the short way (short).
+func (d *Device) StartPosted(t *Transfer, done func()) (sim.Time, error) {
+	return d.startShortOr(t, done, nil)
+}
+
+// StartRead is StartTransfer for a master that learns of the transfer
+// what it read (the bytes, in payload mode) and whether the read failed
+// (a DMA engine's descriptor fetch, a device's read of the data it
+// sends): done gets the info's Data and ReadErr when the last byte has
+// landed, and no TransferInfo. t must not change until then.
+func (d *Device) StartRead(t *Transfer, done func(data []byte, readErr error)) (sim.Time, error) {
+	return d.startShortOr(t, nil, done)
+}
+
+// startShortOr starts t the short way (short) when it can take it, else
+// as StartTransfer does, with posted or read as its done.
+func (d *Device) startShortOr(t *Transfer, posted func(), read func([]byte, error)) (sim.Time, error) {
+	// A transfer with a route, no engine, no overhead and a size passes
+	// the checks below: the short way's (a channel's) asks no more.
+	if t.Route != nil && t.Engine == nil && t.Overhead == 0 && t.Bytes >= 0 {
+		if s, write, ok := d.shortSpan(t); ok {
+			return d.short(t, s, write, posted, read), nil
+		}
+	}
+	if err := d.checkTransfer(t); err != nil {
+		return 0, err
+	}
+	if t.Engine != nil || t.Overhead != 0 {
+		return 0, fmt.Errorf("dma: %s: transfer %s: an engine or overhead needs a process (Transfer)", d.name, t.Name)
+	}
+	return d.start(t, true, nil, posted, read), nil
 }
 
 func (d *Device) checkTransfer(t *Transfer) error {
@@ -333,10 +375,11 @@ func (d *Device) checkTransfer(t *Transfer) error {
 // the translation's cost. The info handed to done lives in one
 // allocation with the transfer's state, whose steps are methods rather
 // than per-call closures.
-func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.Time {
+func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo), posted func(), read func([]byte, error)) sim.Time {
 	eng := d.dma.eng
 	x := d.dma.newStartXfer()
 	x.d, x.report, x.done, x.transient = d, report, done, t.Transient
+	x.posted, x.readDone = posted, read
 	// The state is new, or a reused one that holds the last transfer's
 	// fields: each use sets every field it hands on (the info's Engine,
 	// Overhead and Queue, which this way never sets, stay zero), and
@@ -381,13 +424,17 @@ func (d *Device) start(t *Transfer, report bool, done func(*TransferInfo)) sim.T
 // TransferInfo handed to done.
 type startXfer struct {
 	// info holds the transfer's name, bytes and route too (the flow's).
-	info          TransferInfo
-	d             *Device
-	noRead        bool // the transfer reads no span: its bytes are tdata
-	tdata         []byte
-	report        bool
-	transient     bool // Transfer.Transient: reused once done has run
+	info      TransferInfo
+	d         *Device
+	noRead    bool // the transfer reads no span: its bytes are tdata
+	tdata     []byte
+	report    bool
+	transient bool // Transfer.Transient: reused once done has run
+	// done gets the info; when it is nil, posted (StartPosted) or
+	// readDone (StartRead) is called instead.
 	done          func(*TransferInfo)
+	posted        func()
+	readDone      func([]byte, error)
 	lead          sim.Time
 	opts          []fabric.Option
 	optBuf        [1]fabric.Option // backs opts when only the cap is
@@ -417,7 +464,14 @@ func (x *startXfer) finish() {
 	if x.report {
 		x.d.report(&x.info)
 	}
-	x.done(&x.info)
+	switch {
+	case x.done != nil:
+		x.done(&x.info)
+	case x.posted != nil:
+		x.posted()
+	default:
+		x.readDone(x.info.Data, x.info.ReadErr)
+	}
 	// done has returned and, the transfer being transient, kept
 	// nothing; with no observer, nobody else saw the info or the flow.
 	dm := x.d.dma
@@ -496,7 +550,9 @@ func (x *startXfer) land() {
 // Start) rather than in a new slice.
 func (d *Device) readLimit(t *Transfer, route fabric.Route, buf *[1]fabric.Option) (sim.Time, []fabric.Option) {
 	master := t.Master
-	if master == (machine.Master{}) && t.Engine != nil {
+	// (The engine first: a channel's transfers have none, and the
+	// compare of the master's words is the dearer test.)
+	if t.Engine != nil && master == (machine.Master{}) {
 		master = t.Engine.Master
 	}
 	m := d.dma.mach

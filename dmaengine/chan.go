@@ -303,7 +303,7 @@ type txPhase struct {
 	// start starts the read, one way after the engine started the entry,
 	// and done is its completion; both made once per phase.
 	start func()
-	done  func(*dma.TransferInfo)
+	done  func([]byte, error)
 }
 
 // rxPhase is a DevToMem data phase's transfer and what its completion
@@ -317,7 +317,7 @@ type rxPhase struct {
 	size, n uint64
 	trunc   bool
 	// done is the completion, made once per phase.
-	done func(*dma.TransferInfo)
+	done func()
 }
 
 // chunk is data the device produced, waiting for a descriptor.

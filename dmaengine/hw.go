@@ -27,8 +27,14 @@ func (ch *Chan) kick() {
 		n := min(ch.doorbell-ch.fetched, ch.fetchMax, ch.n-ch.fetched%ch.n)
 		ch.fetch(n)
 	}
-	for ch.started < ch.fetched && ch.inflight < ch.inMax && !ch.fenced() && ch.canStart() {
-		ch.start()
+	// The next entry's slot is looked up once for the checks and the
+	// start.
+	for ch.started < ch.fetched && ch.inflight < ch.inMax {
+		s := ch.slot(ch.started)
+		if ch.fenced(s) || !ch.canStart(s) {
+			break
+		}
+		ch.start(s)
 	}
 }
 
@@ -56,7 +62,7 @@ type fetchState struct {
 	route    fabric.Route
 	read     [1]dma.Span
 	issue    func()
-	done     func(*dma.TransferInfo)
+	done     func([]byte, error)
 }
 
 // fetchIssue reads the fetch's entries, once its request is up.
@@ -72,24 +78,25 @@ func (ch *Chan) fetchIssue() {
 		*t = dma.Transfer{Name: ch.flowNames[0], Route: &f.route, Read: f.read[:], Opts: ch.opts, Transient: true, Fixed: true}
 	}
 	f.read[0], t.Bytes = dma.BusSpan(addr, size), int64(size)
-	if _, err := ch.c.dev.StartTransfer(t, f.done); err != nil {
+	if _, err := ch.c.dev.StartRead(t, f.done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
 }
 
-// fetchDone takes the fetched descriptors into the slots.
-func (ch *Chan) fetchDone(i *dma.TransferInfo) {
+// fetchDone takes the fetched descriptors into the slots: data is what
+// the fetch read (payload mode), readErr its read's error.
+func (ch *Chan) fetchDone(data []byte, readErr error) {
 	f := &ch.fetch1
 	first, n := f.first, f.n
 	now := ch.eng().Now()
 	for k := range n {
 		s := ch.slot(first + k)
-		if uint64(len(i.Data)) >= (k+1)*DescSize {
-			s.hw = decodeDescriptor(i.Data[k*DescSize:])
+		if uint64(len(data)) >= (k+1)*DescSize {
+			s.hw = decodeDescriptor(data[k*DescSize:])
 		}
 		// A fetch whose read failed got an error completion:
 		// the engine has no descriptor to run.
-		s.failed = i.ReadErr != nil
+		s.failed = readErr != nil
 		s.rec.Fetched = now
 	}
 	ch.fetched += n
@@ -98,34 +105,32 @@ func (ch *Chan) fetchDone(i *dma.TransferInfo) {
 	ch.kick()
 }
 
-// canStart says whether the next fetched descriptor's data phase can
-// begin: a DevToMem channel needs data from the device, a MemToDev one
-// room in the device's buffer (or an empty buffer, for a transfer
+// canStart says whether the next fetched descriptor's data phase, s's,
+// can begin: a DevToMem channel needs data from the device, a MemToDev
+// one room in the device's buffer (or an empty buffer, for a transfer
 // larger than all of it).
-func (ch *Chan) canStart() bool {
-	if ch.slot(ch.started).failed {
+func (ch *Chan) canStart(s *slot) bool {
+	if s.failed {
 		return true
 	}
 	switch ch.kind {
 	case DevToMem:
 		return ch.rx.len() > 0
 	case MemToDev:
-		l := ch.slot(ch.started).hw.Len
+		l := s.hw.Len
 		return ch.fifoUsed == 0 || ch.fifoUsed+l <= ch.fifoCap
 	}
 	return true
 }
 
-// fenced says whether the next fetched descriptor must wait for every
-// earlier one to land (FlagFence).
-func (ch *Chan) fenced() bool {
-	return ch.inflight > 0 && ch.slot(ch.started).hw.Flags&FlagFence != 0
+// fenced says whether the next fetched descriptor, s, must wait for
+// every earlier one to land (FlagFence).
+func (ch *Chan) fenced(s *slot) bool {
+	return ch.inflight > 0 && s.hw.Flags&FlagFence != 0
 }
 
-// start begins the data phase of the next fetched descriptor.
-func (ch *Chan) start() {
-	i := ch.started
-	s := ch.slot(i)
+// start begins the data phase of the next fetched descriptor, s.
+func (ch *Chan) start(s *slot) {
 	ch.started++
 	ch.inflight++
 	s.rec.Started = ch.eng().Now()
@@ -159,7 +164,7 @@ func (ch *Chan) start() {
 		x.n, x.read[0] = d.Len, dma.BusSpan(d.Src, d.Len)
 		if x.start == nil {
 			x.start = func() { ch.txRead(ph) }
-			x.done = func(i *dma.TransferInfo) { ch.txLanded(ph, i) }
+			x.done = func(data []byte, readErr error) { ch.txLanded(ph, data, readErr) }
 		}
 		ch.eng().After(ch.c.oneWay, x.start)
 	case DevToMem:
@@ -185,11 +190,11 @@ func (ch *Chan) start() {
 			// DMA layer reads the transfer and changes none of it.
 			r.route = ch.c.fromDev
 			r.t = dma.Transfer{Name: ch.flowNames[3], Route: &r.route, Write: r.write[:], Opts: ch.opts, Transient: true, Fixed: true}
-			r.done = func(*dma.TransferInfo) { ch.rxLanded(ph) }
+			r.done = func() { ch.rxLanded(ph) }
 		}
 		r.write[0] = dma.BusSpan(d.Dst, n)
 		r.t.Bytes, r.t.Data = int64(n), payload
-		if _, err := ch.c.dev.StartTransfer(&r.t, r.done); err != nil {
+		if _, err := ch.c.dev.StartPosted(&r.t, r.done); err != nil {
 			panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 		}
 	}
@@ -209,13 +214,14 @@ func (ch *Chan) rxLanded(ph *phase) {
 	}
 }
 
-// txLanded ends the MemToDev data phase ph, its read done: the bytes
-// read wait in the entry for the device.
-func (ch *Chan) txLanded(ph *phase, i *dma.TransferInfo) {
+// txLanded ends the MemToDev data phase ph, its read done (data, in
+// payload mode, and the read's error): the bytes read wait in the entry
+// for the device.
+func (ch *Chan) txLanded(ph *phase, data []byte, readErr error) {
 	s, n := ph.s, ph.tx.n
-	s.data = i.Data
+	s.data = data
 	ch.freePhase(ph)
-	ch.land(s, uint32(n), i.ReadErr != nil)
+	ch.land(s, uint32(n), readErr != nil)
 }
 
 // txRead starts the read of a MemToDev entry's bytes, as transfer does
@@ -228,7 +234,7 @@ func (ch *Chan) txRead(ph *phase) {
 		x.t = dma.Transfer{Name: ch.flowNames[2], Route: &x.route, Read: x.read[:], Opts: ch.opts, Transient: true, Fixed: true}
 	}
 	x.t.Bytes = int64(x.n)
-	if _, err := ch.c.dev.StartTransfer(&x.t, x.done); err != nil {
+	if _, err := ch.c.dev.StartRead(&x.t, x.done); err != nil {
 		panic(fmt.Sprintf("dmaengine: %s: %v", ch.name, err)) // a malformed transfer is a bug of this package
 	}
 }
