@@ -373,7 +373,12 @@ func (f *Fabric) onTimerWork() {
 				f.ending = append(f.ending, fl)
 			}
 			// Its resources marked changed and, if g is empty now, its
-			// loads taken off their counts, in one pass.
+			// loads taken off their counts, in one pass. A resource left
+			// with no loads lists emptied groups only (g, and any other
+			// that ended since the last purge): its list is dropped here,
+			// a store or two, so that the recompute's purge finds it as
+			// long as its count and skips it (a lone flow's resources,
+			// at its end, would each take purge's pass over the list).
 			gone := g.n == 0
 			for _, ld := range g.loads {
 				r := &f.res[ld.r]
@@ -382,7 +387,15 @@ func (f *Fabric) onTimerWork() {
 					f.changedRes = append(f.changedRes, ld.r)
 				}
 				if gone {
-					r.nAll--
+					if r.nAll--; r.nAll == 0 && dropAtEnd {
+						// (Backwards: the compiler makes a
+						// forward loop a call to clear, which
+						// costs more for the member or two.)
+						for i := len(r.members) - 1; i >= 0; i-- {
+							r.members[i] = nil
+						}
+						r.members = r.members[:0]
+					}
 				}
 			}
 			if gone {
@@ -416,6 +429,11 @@ func (f *Fabric) onTimerWork() {
 	// instant, not two).
 	f.markDirty()
 }
+
+// dropAtEnd makes onTimerWork drop the list of members of a resource
+// that an end leaves with no loads; false, the recompute's purge drops
+// them. (A variable so that tests can check that it changes nothing.)
+var dropAtEnd = true
 
 // wholeBatches makes onTimer take a batch's ending members at once;
 // false, it pops them one by one, as any group's. (A variable for
