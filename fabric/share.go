@@ -242,9 +242,12 @@ var loneShortcut = true
 // anew is alone on its resources: each started flow's group is the only
 // group with flows on every resource it loads, and every changed
 // resource carries no group but one alone on its resources: a started
-// one, or one whose flows did not change (f.extra: a flow that shared
+// one, or one whose flows did not change (an extra: a flow that shared
 // its resources ended). It marks those groups (group.lone) with the
-// recompute's count. When it also holds that the component the
+// recompute's count and lists them in f.someGroups, the started ones'
+// first, in the order of the started flows (f.loneStarted of them), then
+// the extras, for shareLone to share without looking for them again.
+// When it also holds that the component the
 // recompute would share holds no other group (withinAll shares the last
 // discovered component whole, and that may hold groups of other
 // components), shareLone gives every rate, end and counter that the
@@ -261,7 +264,7 @@ var loneShortcut = true
 // resources with a count number exactly their resources. Only when they
 // do not does it look for the others (loneExtras).
 func (f *Fabric) loneChanges() bool {
-	stamp, n, owned := f.recomputes, 0, 0
+	stamp, owned := f.recomputes, 0
 	for _, fl := range f.startedFlows {
 		g := fl.g
 		if fl.state != flowActive || g.lone == stamp {
@@ -274,7 +277,7 @@ func (f *Fabric) loneChanges() bool {
 			}
 		}
 		g.lone = stamp
-		n++
+		f.someGroups = append(f.someGroups, g)
 		owned += len(ri.res)
 	}
 	// In the same pass, each changed resource purged (as component
@@ -300,11 +303,11 @@ func (f *Fabric) loneChanges() bool {
 		}
 	}
 	f.purged = true
-	f.extra = f.extra[:0]
+	f.loneStarted = len(f.someGroups)
 	if owned != 0 && !f.loneExtras(stamp) {
 		return false
 	}
-	n += len(f.extra)
+	n := len(f.someGroups)
 	f.nLone, f.loneWithin = n, within
 	return n == len(f.groups) || !within
 }
@@ -312,7 +315,7 @@ func (f *Fabric) loneChanges() bool {
 // loneExtras reports whether every changed resource with loads carries
 // one group alone on its resources, given that every lone started group
 // is marked (group.lone is stamp); it marks the others and lists them in
-// f.extra. The changed resources are purged: their members have flows.
+// f.someGroups, after the started ones. The changed resources are purged: their members have flows.
 func (f *Fabric) loneExtras(stamp uint64) bool {
 	if !loneExtrasOn {
 		return false
@@ -334,7 +337,7 @@ func (f *Fabric) loneExtras(stamp uint64) bool {
 			}
 		}
 		g.lone = stamp
-		f.extra = append(f.extra, g)
+		f.someGroups = append(f.someGroups, g)
 	}
 	return true
 }
@@ -390,13 +393,13 @@ func (f *Fabric) shareLone() {
 		// component in discovery order as the one that holds them all:
 		// the changed resources, as the started flows' are among them
 		// (withinAll), then the other resources of the groups found on
-		// them (f.extra, in the order it finds them), each group's in
-		// load order.
+		// them (the extras, in the order loneExtras found them), each
+		// group's in load order.
 		comp := append(f.allRes[:0], f.changedRes...)
 		for _, r := range comp {
 			f.res[r].allEpoch = ep
 		}
-		for _, g := range f.extra {
+		for _, g := range f.someGroups[f.loneStarted:] {
 			for _, ld := range g.ri.loads {
 				if res := &f.res[ld.r]; res.allEpoch != ep {
 					res.allEpoch = ep
@@ -414,25 +417,16 @@ func (f *Fabric) shareLone() {
 	// The changed resources: loneChanges purged them and cleared the
 	// counters of those left with no loads; the others are a lone
 	// group's, which shareAlone clears.
+	// The groups: those loneChanges listed, the started ones' in the
+	// order of the started flows, then the extras, as component would
+	// visit them.
 	f.changedRes = f.changedRes[:0]
-	cg := f.someGroups[:0]
-	for _, fl := range f.startedFlows {
-		if fl.state != flowActive || fl.g.mark == ep {
-			continue
-		}
-		g := fl.g
+	cg := f.someGroups
+	for _, g := range cg {
 		g.mark = ep
-		cg = append(cg, g)
 		f.shareAlone(g)
 	}
-	for i, g := range f.extra {
-		g.mark = ep
-		cg = append(cg, g)
-		f.shareAlone(g)
-		f.extra[i] = nil
-	}
-	f.extra = f.extra[:0]
-	f.compGroups, f.someGroups = cg, cg
+	f.compGroups = cg
 	f.counted = true
 }
 
