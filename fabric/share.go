@@ -232,7 +232,14 @@ func (f *Fabric) recompute() {
 	// groups emptied before now, any more: they can be reused.
 	f.freeFlows.release()
 	f.freeGroups.release()
+	if recomputeCheck != nil {
+		recomputeCheck(f)
+	}
 }
+
+// recomputeCheck, when a test sets it, is called at the end of every
+// recompute, to check what the recompute left.
+var recomputeCheck func(*Fabric)
 
 // loneShortcut turns on shareLone. (A variable so that tests can send
 // every recompute through the filling.)
