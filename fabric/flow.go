@@ -368,7 +368,15 @@ func (f *Fabric) onTimerWork() {
 				}
 			}
 			for len(g.members) > 0 && g.endOf(g.members[0]) <= now {
-				fl := g.pop()
+				fl := g.members[0]
+				if len(g.members) == 1 {
+					// pop's work for a group's last member,
+					// without the call.
+					g.members[0] = nil
+					g.members, g.n, g.newTop = g.members[:0], 0, true
+				} else {
+					g.pop()
+				}
 				f.countLoads(fl, -1)
 				f.ending = append(f.ending, fl)
 			}

@@ -172,7 +172,9 @@ func (f *Fabric) join(fl *Flow) *group {
 	}
 	f.groups = append(f.groups, g)
 	fl.g, fl.offset = g, 0
-	g.push(fl)
+	// push's work for a group's first member, without the call.
+	g.members = append(g.members, fl)
+	g.n, g.newTop = 1, true
 	return g
 }
 
