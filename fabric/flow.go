@@ -411,7 +411,14 @@ func (f *Fabric) onTimerWork() {
 					g.batch = false
 					f.batches--
 				}
-				f.unregister(g)
+				// Given back: the resources it loaded may
+				// still list it until the next recompute
+				// purges them (its end marked them changed),
+				// so it is reused only after that recompute.
+				f.freeGroups.put(g)
+				if g.hashed {
+					f.unregister(g)
+				}
 				emptied = true
 			}
 		}

@@ -144,8 +144,12 @@ func (f *Fabric) join(fl *Flow) *group {
 			}
 		}
 	}
-	if g := f.batchJoin(fl); g != nil {
-		return g
+	// (batchJoin's test that the last group was made at this instant
+	// written in: most joins fail it, and so make no call.)
+	if n := len(f.groups); n > 0 && f.groups[n-1].born == f.recomputes {
+		if g := f.batchJoin(fl); g != nil {
+			return g
+		}
 	}
 	f.groupSeq++
 	g := f.freeGroups.take()
@@ -287,16 +291,12 @@ func (f *Fabric) hashAll() {
 	}
 }
 
-// unregister forgets the emptied g as a group flows may join. The
-// resources it loaded may still list it until the next recompute purges
-// them (its end marked them changed), so it is reused only after that
-// recompute (reuseGroups). When the last registered group goes, groups
-// are registered again only from the next join above groupMin.
+// unregister forgets the emptied g, registered (hashed), as a group
+// flows may join. (onTimerWork gives it back to f.freeGroups, and calls
+// this only for a registered group: below groupMin none is.) When the
+// last registered group goes, groups are registered again only from the
+// next join above groupMin.
 func (f *Fabric) unregister(g *group) {
-	f.freeGroups.put(g)
-	if !g.hashed {
-		return
-	}
 	g.hashed = false
 	p := f.groupByHash[g.hash]
 	if p == g {
