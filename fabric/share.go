@@ -452,7 +452,16 @@ func (f *Fabric) shareLone() {
 // leaves from its route's info, computed once.
 func (f *Fabric) shareAlone(g *group) {
 	ri := g.ri
-	if peaks := f.shareAloneRate(g); peaks != nil {
+	if g.n == 1 && g.cap == 0 && !g.batch && ri.lonePeaked {
+		// shareAloneRate's answer for a flow alone whose route's
+		// peaks are raised (the common case, a NIC's wire), without
+		// the call: the rate is the route's (ri.loneX is ri.level ×
+		// ri.share, the operands shareAloneRate multiplies), and the
+		// peaks are left as they are.
+		if x := ri.loneX; x != g.rate {
+			f.setRate(g, x)
+		}
+	} else if peaks := f.shareAloneRate(g); peaks != nil {
 		for j, r := range ri.res {
 			res := &f.res[r]
 			res.peak = max(res.peak, peaks[j])
