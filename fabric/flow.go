@@ -134,14 +134,28 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	fl.fab, fl.name, fl.bytes, fl.cap, fl.tag = f, name, bytes, 0, nil
 	fl.state, fl.start, fl.activeAt = flowLatency, now, 0
 	f.eng.InitCompletion(&fl.done, "flow ", name)
-	ri := f.info(name, r)
+	// info's first test, the route of the last flow, written in: flows
+	// come in runs over one route.
+	ri := f.lastInfo
+	if ri == nil || !sameHops(ri.hops, r.Hops) {
+		ri = f.info(name, r)
+	}
 	fl.ri, fl.share = ri, ri.share
 	for _, o := range opt {
 		o.apply(fl)
 	}
 	lat := ri.lat
 	f.emit(fl.start, FlowStart, fl, 0)
-	f.latent.push(latentFlow{at: fl.start + lat, fl: fl})
+	// The latency queue's push, written in for the common case: the
+	// flow joins the run's end.
+	q := &f.latent
+	if n := len(q.run); latentRuns && (n == q.head || q.run[n-1].at <= fl.start+lat) {
+		q.seq++
+		q.run = append(q.run, latentFlow{at: fl.start + lat, seq: q.seq, fl: fl})
+		q.inRun++
+	} else {
+		q.push(latentFlow{at: fl.start + lat, fl: fl})
+	}
 	fl.activation = f.eng.At(fl.start+lat, f.activateFn)
 	return fl
 }
@@ -435,7 +449,11 @@ func (f *Fabric) onTimerWork() {
 	f.nActive -= len(ending)
 	for i, fl := range ending {
 		ending[i] = nil
-		f.finish(fl)
+		// finish's body, written in.
+		fl.state, fl.endAt = flowDone, f.eng.Now()
+		fl.g, fl.offset, fl.rated = nil, 0, false
+		f.emit(fl.endAt, FlowEnd, fl, 0)
+		fl.done.Complete()
 	}
 	f.ending = ending[:0]
 	// After the ends: a completion callback that starts a flow with no

@@ -307,8 +307,12 @@ func (f *Fabric) loneChanges() bool {
 		res := &f.res[r]
 		if res.nAll != 0 {
 			owned--
+		} else if l := res.link; res.dirs == 2 {
+			// clearDirs's body, written in.
+			f.clearDir(l, 0)
+			f.clearDir(l, 1)
 		} else {
-			f.clearDirs(r)
+			f.clearDir(l, int(res.dirs))
 		}
 		if res.allEpoch != f.allEpoch {
 			within = false
