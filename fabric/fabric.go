@@ -149,9 +149,10 @@ type Fabric struct {
 	// link counters; purged: its loneChanges purged every changed
 	// resource.
 	loneWithin, counted, purged bool
-	// extra are the groups alone on their resources, not started, that
-	// loneChanges found on changed resources.
-	extra []*group
+	// loneStarted counts the started flows' groups that loneChanges
+	// listed first in someGroups; the groups alone on their resources,
+	// not started, that it found on changed resources follow them.
+	loneStarted int
 	// batched counts the flows that joined a batch (batchJoin), batches
 	// the batches with flows.
 	batched uint64

@@ -24,12 +24,12 @@ type Flow struct {
 type flowFields struct {
 	fab   *Fabric
 	name  string
-	route Route
 	bytes int64
 	cap   float64 // MaxRate; 0 for none
 	tag   any
-	ri    *routeInfo // what its route's hops give (loads, share, latency)
-	loads []load     // ri.loads
+	// ri is what its route's hops give (its own copy of the hops, the
+	// loads, the share, the latency): the flow's route is ri.hops.
+	ri *routeInfo
 
 	state                  flowState
 	start, activeAt, endAt sim.Time // endAt: the end, once done
@@ -134,14 +134,28 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	fl.fab, fl.name, fl.bytes, fl.cap, fl.tag = f, name, bytes, 0, nil
 	fl.state, fl.start, fl.activeAt = flowLatency, now, 0
 	f.eng.InitCompletion(&fl.done, "flow ", name)
-	ri := f.info(name, r)
-	fl.ri, fl.route.Hops, fl.loads, fl.share = ri, ri.hops, ri.loads, ri.share
+	// info's first test, the route of the last flow, written in: flows
+	// come in runs over one route.
+	ri := f.lastInfo
+	if ri == nil || !sameHops(ri.hops, r.Hops) {
+		ri = f.info(name, r)
+	}
+	fl.ri, fl.share = ri, ri.share
 	for _, o := range opt {
 		o.apply(fl)
 	}
 	lat := ri.lat
 	f.emit(fl.start, FlowStart, fl, 0)
-	f.latent.push(latentFlow{at: fl.start + lat, fl: fl})
+	// The latency queue's push, written in for the common case: the
+	// flow joins the run's end.
+	q := &f.latent
+	if n := len(q.run); latentRuns && (n == q.head || q.run[n-1].at <= fl.start+lat) {
+		q.seq++
+		q.run = append(q.run, latentFlow{at: fl.start + lat, seq: q.seq, fl: fl})
+		q.inRun++
+	} else {
+		q.push(latentFlow{at: fl.start + lat, fl: fl})
+	}
 	fl.activation = f.eng.At(fl.start+lat, f.activateFn)
 	return fl
 }
@@ -312,7 +326,7 @@ func (fl *Flow) activate() {
 		f.unsummed++
 	}
 	if added, mark := g.n == 1, !g.batch; added || fl.summed || mark {
-		for _, ld := range g.loads {
+		for _, ld := range g.ri.loads {
 			r := &f.res[ld.r]
 			if added {
 				r.members = append(r.members, g)
@@ -334,7 +348,7 @@ func (fl *Flow) activate() {
 // plain reports whether fl's activation does nothing but join it to the
 // active flows (it has bytes, and loads or a cap, so that activate does
 // not end it at once).
-func (fl *Flow) plain() bool { return fl.bytes != 0 && (len(fl.loads) != 0 || fl.cap != 0) }
+func (fl *Flow) plain() bool { return fl.bytes != 0 && (len(fl.ri.loads) != 0 || fl.cap != 0) }
 
 // onTimer is the completion timer's event.
 func (f *Fabric) onTimer() {
@@ -368,21 +382,42 @@ func (f *Fabric) onTimerWork() {
 				}
 			}
 			for len(g.members) > 0 && g.endOf(g.members[0]) <= now {
-				fl := g.pop()
+				fl := g.members[0]
+				if len(g.members) == 1 {
+					// pop's work for a group's last member,
+					// without the call.
+					g.members[0] = nil
+					g.members, g.n, g.newTop = g.members[:0], 0, true
+				} else {
+					g.pop()
+				}
 				f.countLoads(fl, -1)
 				f.ending = append(f.ending, fl)
 			}
 			// Its resources marked changed and, if g is empty now, its
-			// loads taken off their counts, in one pass.
+			// loads taken off their counts, in one pass. A resource left
+			// with no loads lists emptied groups only (g, and any other
+			// that ended since the last purge): its list is dropped here,
+			// a store or two, so that the recompute's purge finds it as
+			// long as its count and skips it (a lone flow's resources,
+			// at its end, would each take purge's pass over the list).
 			gone := g.n == 0
-			for _, ld := range g.loads {
+			for _, ld := range g.ri.loads {
 				r := &f.res[ld.r]
 				if !r.changedMark {
 					r.changedMark = true
 					f.changedRes = append(f.changedRes, ld.r)
 				}
 				if gone {
-					r.nAll--
+					if r.nAll--; r.nAll == 0 && dropAtEnd {
+						// (Backwards: the compiler makes a
+						// forward loop a call to clear, which
+						// costs more for the member or two.)
+						for i := len(r.members) - 1; i >= 0; i-- {
+							r.members[i] = nil
+						}
+						r.members = r.members[:0]
+					}
 				}
 			}
 			if gone {
@@ -390,7 +425,14 @@ func (f *Fabric) onTimerWork() {
 					g.batch = false
 					f.batches--
 				}
-				f.unregister(g)
+				// Given back: the resources it loaded may
+				// still list it until the next recompute
+				// purges them (its end marked them changed),
+				// so it is reused only after that recompute.
+				f.freeGroups.put(g)
+				if g.hashed {
+					f.unregister(g)
+				}
 				emptied = true
 			}
 		}
@@ -407,7 +449,11 @@ func (f *Fabric) onTimerWork() {
 	f.nActive -= len(ending)
 	for i, fl := range ending {
 		ending[i] = nil
-		f.finish(fl)
+		// finish's body, written in.
+		fl.state, fl.endAt = flowDone, f.eng.Now()
+		fl.g, fl.offset, fl.rated = nil, 0, false
+		f.emit(fl.endAt, FlowEnd, fl, 0)
+		fl.done.Complete()
 	}
 	f.ending = ending[:0]
 	// After the ends: a completion callback that starts a flow with no
@@ -416,6 +462,11 @@ func (f *Fabric) onTimerWork() {
 	// instant, not two).
 	f.markDirty()
 }
+
+// dropAtEnd makes onTimerWork drop the list of members of a resource
+// that an end leaves with no loads; false, the recompute's purge drops
+// them. (A variable so that tests can check that it changes nothing.)
+var dropAtEnd = true
 
 // wholeBatches makes onTimer take a batch's ending members at once;
 // false, it pops them one by one, as any group's. (A variable for
@@ -471,7 +522,7 @@ func (fl *Flow) String() string { return fl.name }
 func (fl *Flow) Bytes() int64 { return fl.bytes }
 
 // Route is the route given at Start; the caller must not modify its hops.
-func (fl *Flow) Route() Route { return fl.route }
+func (fl *Flow) Route() Route { return Route{Hops: fl.ri.hops} }
 
 // Tag is the value given with the Tag option, or nil.
 func (fl *Flow) Tag() any { return fl.tag }

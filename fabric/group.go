@@ -22,10 +22,12 @@ type group struct {
 
 // groupFields are a group's fields that join sets anew, all of them.
 type groupFields struct {
-	ri         *routeInfo // its members' (loads, dirs, hops)
-	hops       []Hop      // ri.hops
-	loads      []load     // ri.loads
-	dirs       []dirLoad  // ri.dirs: the link directions its hops carry, for the counters
+	// ri is its members' route info: their hops, their loads, the link
+	// directions the counters add its rate to (dirs), whether every
+	// load's weight is 1 (unitLoads). (Read through ri rather than
+	// copied into the group: four slice headers and a flag that join
+	// would store for every flow that makes a group.)
+	ri         *routeInfo
 	cap, share float64
 	hash       uint64 // groupHash, set while hashed
 	seq        uint64 // creation order: the filling visits groups in it
@@ -51,9 +53,6 @@ type groupFields struct {
 	newTop bool
 	// hashed: registered in Fabric.groupByHash (see Fabric.hashed).
 	hashed bool
-	// unitLoads: every load's weight is 1, so that a term w×a×b of the
-	// freeze is a×b bit for bit, computed once for all the loads.
-	unitLoads bool
 	// topOffset is the first member's offset as of next: the recompute
 	// computes the ends of groups whose rate changed from it, without
 	// reading the member (a cache miss per group, as flows lie scattered).
@@ -130,9 +129,9 @@ func (f *Fabric) join(fl *Flow) *group {
 		if !f.hashed {
 			f.hashAll()
 		}
-		h = groupHash(fl.route.Hops, fl.cap, fl.share)
+		h = groupHash(fl.ri.hops, fl.cap, fl.share)
 		for g := f.groupByHash[h]; g != nil; g = g.sameHash {
-			if g.cap == fl.cap && g.share == fl.share && (g.ri == fl.ri || sameHops(g.hops, fl.route.Hops)) {
+			if g.cap == fl.cap && g.share == fl.share && (g.ri == fl.ri || sameHops(g.ri.hops, fl.ri.hops)) {
 				// left is as of fab.last: the offset makes fl's
 				// remaining its bytes now.
 				left := g.left
@@ -145,8 +144,12 @@ func (f *Fabric) join(fl *Flow) *group {
 			}
 		}
 	}
-	if g := f.batchJoin(fl); g != nil {
-		return g
+	// (batchJoin's test that the last group was made at this instant
+	// written in: most joins fail it, and so make no call.)
+	if n := len(f.groups); n > 0 && f.groups[n-1].born == f.recomputes {
+		if g := f.batchJoin(fl); g != nil {
+			return g
+		}
 	}
 	f.groupSeq++
 	g := f.freeGroups.take()
@@ -159,21 +162,23 @@ func (f *Fabric) join(fl *Flow) *group {
 	// The fields that a freed group holds otherwise than a new one; the
 	// others are as a new group's (freedGroup says why).
 	ri := fl.ri
-	g.ri, g.hops, g.loads, g.dirs, g.unitLoads = ri, ri.hops, ri.loads, ri.dirs, ri.unitLoads
+	g.ri = ri
 	g.cap, g.share, g.seq, g.born = fl.cap, fl.share, f.groupSeq, f.recomputes
 	g.rate, g.left, g.leftAt, g.setAt = 0, float64(fl.bytes), float64(fl.bytes), f.eng.Now()
 	g.next, g.members = sim.Forever, g.members[:0]
 	if f.hashed {
 		if f.nActive <= groupMin {
 			// Not computed for a lookup.
-			h = groupHash(g.hops, g.cap, g.share)
+			h = groupHash(g.ri.hops, g.cap, g.share)
 		}
 		g.hash = h
 		f.register(g)
 	}
 	f.groups = append(f.groups, g)
 	fl.g, fl.offset = g, 0
-	g.push(fl)
+	// push's work for a group's first member, without the call.
+	g.members = append(g.members, fl)
+	g.n, g.newTop = 1, true
 	return g
 }
 
@@ -280,22 +285,18 @@ func (f *Fabric) hashAll() {
 	}
 	for _, g := range f.groups {
 		if g.n > 0 && !g.hashed {
-			g.hash = groupHash(g.hops, g.cap, g.share)
+			g.hash = groupHash(g.ri.hops, g.cap, g.share)
 			f.register(g)
 		}
 	}
 }
 
-// unregister forgets the emptied g as a group flows may join. The
-// resources it loaded may still list it until the next recompute purges
-// them (its end marked them changed), so it is reused only after that
-// recompute (reuseGroups). When the last registered group goes, groups
-// are registered again only from the next join above groupMin.
+// unregister forgets the emptied g, registered (hashed), as a group
+// flows may join. (onTimerWork gives it back to f.freeGroups, and calls
+// this only for a registered group: below groupMin none is.) When the
+// last registered group goes, groups are registered again only from the
+// next join above groupMin.
 func (f *Fabric) unregister(g *group) {
-	f.freeGroups.put(g)
-	if !g.hashed {
-		return
-	}
 	g.hashed = false
 	p := f.groupByHash[g.hash]
 	if p == g {
@@ -437,7 +438,7 @@ func (f *Fabric) countLoads(fl *Flow, sign int32) {
 		f.unsummed += int(sign)
 		return
 	}
-	for _, ld := range fl.loads {
+	for _, ld := range fl.ri.loads {
 		f.res[ld.r].wAll += float64(sign) * (ld.w * fl.share)
 	}
 }

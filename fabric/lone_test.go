@@ -383,3 +383,11 @@ func TestLatentRunBounded(t *testing.T) {
 		t.Errorf("only %d flows waited in the run", p.fab.latent.inRun)
 	}
 }
+
+// TestDropAtEndSameRun: dropping the list of members of a resource that
+// an end leaves with no loads, at the end rather than at the next
+// recompute's purge, changes nothing a run shows, bit for bit, over the
+// random runs of TestLoneSameRun.
+func TestDropAtEndSameRun(t *testing.T) {
+	toggledRuns(t, &dropAtEnd, 3, "drops at ends", func(_, _ uint64) uint64 { return 0 })
+}

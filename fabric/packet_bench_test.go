@@ -121,3 +121,45 @@ func BenchmarkPacketPath(b *testing.B) {
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(packets), "cpu-ns/packet")
 	eng.Close()
 }
+
+// BenchmarkWireRestart is the commonest thing the fabric does on a NIC's
+// receive path: a flow alone on its link, restarted over the same route
+// from its completion (Release, then Start), as the wire's flow is for
+// each packet: each restart costs an end (the completion timer), an
+// activation and a recompute that takes shareLone. cpu-ns/flow is the
+// process's CPU time.
+func BenchmarkWireRestart(b *testing.B) {
+	eng := sim.New(1)
+	fab := New(eng, Factors{})
+	line := fab.Connect("line", fab.Node("wire"), fab.Node("nic"), 50e9, 0, FullDuplex)
+	r := Route{Hops: []Hop{{Link: line, Dir: AtoB}}}
+	var fl *Flow
+	left := 0
+	var next func()
+	next = func() {
+		if fl != nil {
+			fab.Release(fl)
+			fl = nil
+		}
+		if left == 0 {
+			return
+		}
+		left--
+		fl = fab.Start("wire", r, 1500)
+		fl.Done().OnComplete(next)
+	}
+	run := func(n int) {
+		left = n
+		next()
+		eng.Run()
+	}
+	run(1000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	flows := max(b.N, 1000)
+	cpu0 := cpuTime()
+	run(flows)
+	cpu := cpuTime() - cpu0
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(flows), "cpu-ns/flow")
+	eng.Close()
+}

@@ -136,7 +136,9 @@ func (f *Fabric) recompute() {
 	f.last = now
 
 	f.rateChanged, f.counted, f.purged = false, false, false
-	if loneShortcut && f.loneChangesChecked() {
+	// (loneChanges called here, not through loneChangesChecked, unless a
+	// test set its reference: one call fewer.)
+	if loneShortcut && (loneChangesRef == nil && f.loneChanges() || loneChangesRef != nil && f.loneChangesChecked()) {
 		f.lones++
 		f.shareLone()
 	} else {
@@ -224,15 +226,25 @@ func (f *Fabric) recompute() {
 			g.changed = false
 		}
 	}
-	for i := range f.someGroups {
-		f.someGroups[i] = nil // drop pointers to groups that may empty
+	// Pointers to groups that may empty dropped: backwards, as the
+	// compiler makes the forward loop a call to clear, which costs more
+	// for the group or few.
+	for i := len(f.someGroups) - 1; i >= 0; i-- {
+		f.someGroups[i] = nil
 	}
 	f.compGroups, f.someGroups = nil, f.someGroups[:0]
 	// No list of the fabric holds the flows released before now, or the
 	// groups emptied before now, any more: they can be reused.
 	f.freeFlows.release()
 	f.freeGroups.release()
+	if recomputeCheck != nil {
+		recomputeCheck(f)
+	}
 }
+
+// recomputeCheck, when a test sets it, is called at the end of every
+// recompute, to check what the recompute left.
+var recomputeCheck func(*Fabric)
 
 // loneShortcut turns on shareLone. (A variable so that tests can send
 // every recompute through the filling.)
@@ -242,9 +254,12 @@ var loneShortcut = true
 // anew is alone on its resources: each started flow's group is the only
 // group with flows on every resource it loads, and every changed
 // resource carries no group but one alone on its resources: a started
-// one, or one whose flows did not change (f.extra: a flow that shared
+// one, or one whose flows did not change (an extra: a flow that shared
 // its resources ended). It marks those groups (group.lone) with the
-// recompute's count. When it also holds that the component the
+// recompute's count and lists them in f.someGroups, the started ones'
+// first, in the order of the started flows (f.loneStarted of them), then
+// the extras, for shareLone to share without looking for them again.
+// When it also holds that the component the
 // recompute would share holds no other group (withinAll shares the last
 // discovered component whole, and that may hold groups of other
 // components), shareLone gives every rate, end and counter that the
@@ -261,7 +276,7 @@ var loneShortcut = true
 // resources with a count number exactly their resources. Only when they
 // do not does it look for the others (loneExtras).
 func (f *Fabric) loneChanges() bool {
-	stamp, n, owned := f.recomputes, 0, 0
+	stamp, owned := f.recomputes, 0
 	for _, fl := range f.startedFlows {
 		g := fl.g
 		if fl.state != flowActive || g.lone == stamp {
@@ -274,7 +289,7 @@ func (f *Fabric) loneChanges() bool {
 			}
 		}
 		g.lone = stamp
-		n++
+		f.someGroups = append(f.someGroups, g)
 		owned += len(ri.res)
 	}
 	// In the same pass, each changed resource purged (as component
@@ -292,19 +307,23 @@ func (f *Fabric) loneChanges() bool {
 		res := &f.res[r]
 		if res.nAll != 0 {
 			owned--
+		} else if l := res.link; res.dirs == 2 {
+			// clearDirs's body, written in.
+			f.clearDir(l, 0)
+			f.clearDir(l, 1)
 		} else {
-			f.clearDirs(r)
+			f.clearDir(l, int(res.dirs))
 		}
 		if res.allEpoch != f.allEpoch {
 			within = false
 		}
 	}
 	f.purged = true
-	f.extra = f.extra[:0]
+	f.loneStarted = len(f.someGroups)
 	if owned != 0 && !f.loneExtras(stamp) {
 		return false
 	}
-	n += len(f.extra)
+	n := len(f.someGroups)
 	f.nLone, f.loneWithin = n, within
 	return n == len(f.groups) || !within
 }
@@ -312,7 +331,7 @@ func (f *Fabric) loneChanges() bool {
 // loneExtras reports whether every changed resource with loads carries
 // one group alone on its resources, given that every lone started group
 // is marked (group.lone is stamp); it marks the others and lists them in
-// f.extra. The changed resources are purged: their members have flows.
+// f.someGroups, after the started ones. The changed resources are purged: their members have flows.
 func (f *Fabric) loneExtras(stamp uint64) bool {
 	if !loneExtrasOn {
 		return false
@@ -334,7 +353,7 @@ func (f *Fabric) loneExtras(stamp uint64) bool {
 			}
 		}
 		g.lone = stamp
-		f.extra = append(f.extra, g)
+		f.someGroups = append(f.someGroups, g)
 	}
 	return true
 }
@@ -390,14 +409,14 @@ func (f *Fabric) shareLone() {
 		// component in discovery order as the one that holds them all:
 		// the changed resources, as the started flows' are among them
 		// (withinAll), then the other resources of the groups found on
-		// them (f.extra, in the order it finds them), each group's in
-		// load order.
+		// them (the extras, in the order loneExtras found them), each
+		// group's in load order.
 		comp := append(f.allRes[:0], f.changedRes...)
 		for _, r := range comp {
 			f.res[r].allEpoch = ep
 		}
-		for _, g := range f.extra {
-			for _, ld := range g.loads {
+		for _, g := range f.someGroups[f.loneStarted:] {
+			for _, ld := range g.ri.loads {
 				if res := &f.res[ld.r]; res.allEpoch != ep {
 					res.allEpoch = ep
 					comp = append(comp, ld.r)
@@ -414,25 +433,16 @@ func (f *Fabric) shareLone() {
 	// The changed resources: loneChanges purged them and cleared the
 	// counters of those left with no loads; the others are a lone
 	// group's, which shareAlone clears.
+	// The groups: those loneChanges listed, the started ones' in the
+	// order of the started flows, then the extras, as component would
+	// visit them.
 	f.changedRes = f.changedRes[:0]
-	cg := f.someGroups[:0]
-	for _, fl := range f.startedFlows {
-		if fl.state != flowActive || fl.g.mark == ep {
-			continue
-		}
-		g := fl.g
+	cg := f.someGroups
+	for _, g := range cg {
 		g.mark = ep
-		cg = append(cg, g)
 		f.shareAlone(g)
 	}
-	for i, g := range f.extra {
-		g.mark = ep
-		cg = append(cg, g)
-		f.shareAlone(g)
-		f.extra[i] = nil
-	}
-	f.extra = f.extra[:0]
-	f.compGroups, f.someGroups = cg, cg
+	f.compGroups = cg
 	f.counted = true
 }
 
@@ -446,7 +456,16 @@ func (f *Fabric) shareLone() {
 // leaves from its route's info, computed once.
 func (f *Fabric) shareAlone(g *group) {
 	ri := g.ri
-	if peaks := f.shareAloneRate(g); peaks != nil {
+	if g.n == 1 && g.cap == 0 && !g.batch && ri.lonePeaked {
+		// shareAloneRate's answer for a flow alone whose route's
+		// peaks are raised (the common case, a NIC's wire), without
+		// the call: the rate is the route's (ri.loneX is ri.level ×
+		// ri.share, the operands shareAloneRate multiplies), and the
+		// peaks are left as they are.
+		if x := ri.loneX; x != g.rate {
+			f.setRate(g, x)
+		}
+	} else if peaks := f.shareAloneRate(g); peaks != nil {
 		for j, r := range ri.res {
 			res := &f.res[r]
 			res.peak = max(res.peak, peaks[j])
@@ -466,17 +485,17 @@ func (f *Fabric) shareAlone(g *group) {
 		// The counters as countBatch left them for the route's last
 		// batch of this size at this rate, from the same cleared
 		// counters: its sums are a function of the two.
-		for i, d := range g.dirs {
+		for i, d := range g.ri.dirs {
 			d.st.rate = ri.countRates[i]
 		}
-		for _, d := range g.dirs {
+		for _, d := range g.ri.dirs {
 			d.st.n += int32(g.n)
 		}
 	default:
 		f.countBatch(g)
 		ri.countN, ri.countX = g.n, g.rate
 		ri.countRates = ri.countRates[:0]
-		for _, d := range g.dirs {
+		for _, d := range g.ri.dirs {
 			ri.countRates = append(ri.countRates, d.st.rate)
 		}
 	}
@@ -510,7 +529,7 @@ func (f *Fabric) shareAloneRate(g *group) []float64 {
 			fst[r].w = 0
 		}
 		for range reps {
-			for _, l := range g.loads {
+			for _, l := range g.ri.loads {
 				fst[l.r].w += l.w * g.share * k
 			}
 		}
@@ -540,7 +559,7 @@ func (f *Fabric) shareAloneRate(g *group) []float64 {
 		fst[r].rem = f.res[r].cap
 	}
 	for range reps {
-		for _, l := range g.loads {
+		for _, l := range g.ri.loads {
 			fst[l.r].rem -= l.w * x * k
 		}
 	}
@@ -627,7 +646,7 @@ func (f *Fabric) component() {
 		if g := fl.g; fl.state == flowActive && g.mark != ep {
 			g.mark = ep
 			ngroups++
-			for _, ld := range g.loads {
+			for _, ld := range g.ri.loads {
 				if res := &f.res[ld.r]; res.epoch != ep {
 					res.epoch = ep
 					comp = append(comp, ld.r)
@@ -651,7 +670,7 @@ func (f *Fabric) component() {
 			}
 			g.mark = ep
 			ngroups++
-			for _, ld := range g.loads {
+			for _, ld := range g.ri.loads {
 				if res := &f.res[ld.r]; res.epoch != ep {
 					res.epoch = ep
 					comp = append(comp, ld.r)
@@ -756,11 +775,11 @@ func (f *Fabric) fill() {
 			}
 			reps, k := g.reps()
 			for range reps - 1 {
-				for _, ld := range g.loads {
+				for _, ld := range g.ri.loads {
 					f.fst[ld.r].w += ld.w * g.share * k
 				}
 			}
-			for _, ld := range g.loads {
+			for _, ld := range g.ri.loads {
 				r := &f.fst[ld.r]
 				// × k: exact for a group of one, which so sums as a
 				// flow.
@@ -768,7 +787,7 @@ func (f *Fabric) fill() {
 				r.n++
 			}
 			if !scan {
-				for _, ld := range g.loads {
+				for _, ld := range g.ri.loads {
 					if r := &f.res[ld.r]; r.order < 0 {
 						r.order, order = order, order+1
 					}
@@ -861,13 +880,13 @@ func (f *Fabric) freeze(g *group, x float64) {
 	g.frozenAt = f.epoch
 	reps, k := g.reps()
 	for range reps - 1 {
-		for _, ld := range g.loads {
+		for _, ld := range g.ri.loads {
 			fs := &f.fst[ld.r]
 			fs.rem -= ld.w * x * k
 			fs.w -= ld.w * g.share * k
 		}
 	}
-	for _, ld := range g.loads {
+	for _, ld := range g.ri.loads {
 		fs := &f.fst[ld.r]
 		fs.rem -= ld.w * x * k
 		fs.w -= ld.w * g.share * k
@@ -891,10 +910,10 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 	if g.batch {
 		k = f.freezeBatch(g, x)
 	}
-	if g.unitLoads {
+	if g.ri.unitLoads {
 		// 1×x×k is x×k and 1×share×k is share×k, bit for bit.
 		xk, sk := x*k, share*k
-		for _, ld := range g.loads {
+		for _, ld := range g.ri.loads {
 			r := &res[ld.r]
 			rem, w, n := r.rem-xk, r.w-sk, r.n-1
 			r.rem, r.w, r.n = rem, w, n
@@ -907,7 +926,7 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 		}
 		return
 	}
-	for _, ld := range g.loads {
+	for _, ld := range g.ri.loads {
 		r := &res[ld.r]
 		rem, w, n := r.rem-ld.w*x*k, r.w-ld.w*share*k, r.n-1
 		r.rem, r.w, r.n = rem, w, n
@@ -927,7 +946,7 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 func (f *Fabric) freezeBatch(g *group, x float64) float64 {
 	res := f.fst
 	for range g.n - 1 {
-		for _, ld := range g.loads {
+		for _, ld := range g.ri.loads {
 			r := &res[ld.r]
 			r.rem, r.w = r.rem-ld.w*x*1, r.w-ld.w*g.share*1
 		}
@@ -1099,7 +1118,7 @@ func (f *Fabric) checkShare() error {
 	top := make([]float64, len(f.res))
 	flows := f.activeFlows()
 	for _, fl := range flows {
-		for _, ld := range fl.loads {
+		for _, ld := range fl.ri.loads {
 			load[ld.r] += ld.w * fl.Rate()
 			top[ld.r] = max(top[ld.r], fl.Rate()/fl.share)
 		}
@@ -1121,7 +1140,7 @@ func (f *Fabric) checkShare() error {
 			continue
 		}
 		ok := false
-		for _, ld := range fl.loads {
+		for _, ld := range fl.ri.loads {
 			if load[ld.r] >= f.res[ld.r].cap*(1-tol) && rate/fl.share >= top[ld.r]*(1-tol) {
 				ok = true
 				break
