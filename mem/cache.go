@@ -404,6 +404,9 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 		end = min(le+c.prefetch*c.line, alignDown(le-1, PageSize)+PageSize)
 	}
 	m.got, m.gap = m.got[:0], m.gap[:0]
+	if !m.keep && m.refill(c, node, ls, le, end) {
+		return true
+	}
 	x := ls
 	c.lines.each(ls, end, func(ps, pe uint64, l lineState) bool {
 		if ps > x {
@@ -469,6 +472,54 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 			return true
 		})
 	}
+	m.evict(c)
+	return true
+}
+
+// refill is cacheRead's short way for its commonest miss, while the
+// latest writes are not kept: a driver reading a buffer whose lines a
+// device's coherent write has just cut. It takes the read when [ls, le)
+// is exactly one void span, the prefetch window after it, [le, end), is
+// held whole by the live spans that follow; otherwise it changes
+// nothing and says so. The read is then one run of missed lines, whose fill takes the
+// void span's place, and a prefetch window with nothing to fill: the
+// general walk's gap and window lists, its second search (set's) and
+// set's checks are left out. The fill needs no merge check: its seq is
+// new, so no neighbour holds its value. What the reader obtains is
+// nothing, as in the walk (the fill holds DRAM's versions: version 0).
+func (m *Memory) refill(c *cache, node int, ls, le, end uint64) bool {
+	lm := &c.lines
+	li, i := lm.seek(ls)
+	if li == len(lm.leaves) {
+		return false
+	}
+	x := &lm.leaves[li].s[i]
+	if x.start != ls || x.end != le || !lm.isVoid(x) {
+		return false
+	}
+	for pl, pi, at := li, i, le; at < end; {
+		if pl, pi = lm.next(pl, pi); pl == len(lm.leaves) {
+			return false
+		}
+		y := &lm.leaves[pl].s[pi]
+		if y.start != at || lm.isVoid(y) {
+			return false
+		}
+		at = y.end
+	}
+	// The snoops change the other caches and DRAM, not c's lines: x
+	// stays where it is.
+	m.snoop(node, ls, le, false)
+	if end > le {
+		m.snoop(node, le, end, false)
+	}
+	c.seq++
+	x.v = newLine(0, c.seq, false)
+	lm.n++
+	lm.voids--
+	c.used += le - ls
+	m.held |= c.bit
+	c.fifo = append(c.fifo, fillRec{ls, le, c.seq, le - ls})
 	m.evict(c)
 	return true
 }

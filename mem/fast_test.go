@@ -11,10 +11,10 @@ import (
 )
 
 // TestFastPathsMatchGeneral runs the same random accesses on two
-// memories, one taking the fast paths (cacheRead's one walk, cacheWrite's
-// one assignment, the caches' lazy maps of lines, which cut and refill
-// lines in place) and one the general path (Memory.general, plain maps
-// of lines), and
+// memories, one taking the fast paths (cacheRead's one walk and its
+// refill of a void run in place, cacheWrite's one assignment, the
+// caches' lazy maps of lines, which cut and refill lines in place) and
+// one the general path (Memory.general, plain maps of lines), and
 // compares after every access what each returned and all of their state:
 // every span of DRAM, latest and each cache (fill order included), the
 // caches' byte counts, evictions and live fill records. The workloads
