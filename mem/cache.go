@@ -476,50 +476,74 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 	return true
 }
 
-// refill is cacheRead's short way for its commonest miss, while the
+// refill is cacheRead's short way for its commonest misses, while the
 // latest writes are not kept: a driver reading a buffer whose lines a
-// device's coherent write has just cut. It takes the read when [ls, le)
-// is exactly one void span, the prefetch window after it, [le, end), is
-// held whole by the live spans that follow; otherwise it changes
-// nothing and says so. The read is then one run of missed lines, whose fill takes the
-// void span's place, and a prefetch window with nothing to fill: the
-// general walk's gap and window lists, its second search (set's) and
-// set's checks are left out. The fill needs no merge check: its seq is
-// new, so no neighbour holds its value. What the reader obtains is
-// nothing, as in the walk (the fill holds DRAM's versions: version 0).
+// device's coherent write has just cut, or a descriptor's status. It
+// takes the read when no line of [ls, le) is present and the prefetch
+// window after it, [le, end), is either held whole or holds no line;
+// otherwise it changes nothing and says so. The read is then one run of
+// missed lines and one window, filled whole or not at all, which is what
+// the general walk finds with its lists of gaps and windows: one walk
+// from one search finds it here. The run's fill takes the place of the
+// one void span the device's write left, where it has exactly the run's
+// bounds, and else is spliced at the position the search found: no
+// second search, and none of set's checks. The fill needs no merge
+// check: its seq is new, so no neighbour holds its value. What the
+// reader obtains is nothing, as in the walk (the fill holds DRAM's
+// versions: version 0).
 func (m *Memory) refill(c *cache, node int, ls, le, end uint64) bool {
 	lm := &c.lines
 	li, i := lm.seek(ls)
-	if li == len(lm.leaves) {
-		return false
-	}
-	x := &lm.leaves[li].s[i]
-	if x.start != ls || x.end != le || !lm.isVoid(x) {
-		return false
-	}
-	for pl, pi, at := li, i, le; at < end; {
-		if pl, pi = lm.next(pl, pi); pl == len(lm.leaves) {
-			return false
-		}
+	// One walk over [ls, end): k void spans overlap the run, and the
+	// live spans touch from le to end (held) or there are none. A live
+	// span in the run starts before le, so it is neither; a void span
+	// in the window (or one from the run reaching into it) leaves a
+	// hole before the next live span or at the end.
+	k, held, none := 0, true, true
+	at := le
+	for pl, pi := li, i; pl < len(lm.leaves); pl, pi = lm.next(pl, pi) {
 		y := &lm.leaves[pl].s[pi]
-		if y.start != at || lm.isVoid(y) {
-			return false
+		if y.start >= end {
+			break
+		}
+		if lm.isVoid(y) {
+			if y.start < le {
+				k++
+			}
+			continue
+		}
+		none = false
+		if y.start != at {
+			held = false
 		}
 		at = y.end
 	}
-	// The snoops change the other caches and DRAM, not c's lines: x
-	// stays where it is.
-	m.snoop(node, ls, le, false)
-	if end > le {
-		m.snoop(node, le, end, false)
+	held = held && at >= end
+	if !held && !none {
+		return false
 	}
+	// The snoops change the other caches and DRAM, not c's lines: the
+	// position found stays.
+	m.snoop(node, ls, le, false)
 	c.seq++
-	x.v = newLine(0, c.seq, false)
-	lm.n++
-	lm.voids--
+	v := newLine(0, c.seq, false)
+	if x := lm.at(li, i); k == 1 && x.start == ls && x.end == le {
+		x.v = v
+		lm.n++
+		lm.voids--
+	} else {
+		one := [1]span[lineState]{{ls, le, v}}
+		lm.assignAt(li, i, ls, le, one[:])
+	}
 	c.used += le - ls
 	m.held |= c.bit
 	c.fifo = append(c.fifo, fillRec{ls, le, c.seq, le - ls})
+	if end > le {
+		m.snoop(node, le, end, false)
+		if !held {
+			m.fillGap(c, le, end)
+		}
+	}
 	m.evict(c)
 	return true
 }
