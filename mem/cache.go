@@ -627,8 +627,11 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 		}
 		return true
 	}
+	// The walk's search is the assignment's too where nothing is
+	// filled between them: the map, and so the position, is unchanged.
+	var li, i int
 	if !m.general {
-		c.lines.each(ls, le, dirty)
+		li, i = c.lines.eachAt(ls, le, dirty)
 	}
 	switch {
 	case !m.general && !hole && x == le:
@@ -661,10 +664,10 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 	default:
 		m.fill(c, ls, le)
 		pieces, x = pieces[:0], ls
-		c.lines.each(ls, le, dirty)
+		li, i = c.lines.eachAt(ls, le, dirty)
 	}
 	m.linePieces = pieces
-	c.lines.assign(ls, le, pieces)
+	c.lines.assignAt(li, i, ls, le, pieces)
 	if m.keep {
 		m.latest.set(s, e, v)
 	}
