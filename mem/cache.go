@@ -288,6 +288,17 @@ func (m *Memory) emptied(c *cache) {
 // evict drops the oldest fills' lines, writing dirty ones back, until c
 // is within its capacity.
 func (m *Memory) evict(c *cache) {
+	// Most accesses find nothing to evict and nothing to trim, and
+	// skip the call: trim does nothing unless records were consumed
+	// (head > 0) or they outnumber twice the lines' spans (by 32: this
+	// test is wider).
+	if c.used > c.capacity || c.head > 0 || len(c.fifo) > 2*c.lines.n {
+		m.evictTrim(c)
+	}
+}
+
+// evictTrim is evict's loop and trim.
+func (m *Memory) evictTrim(c *cache) {
 	for c.used > c.capacity && c.head < len(c.fifo) {
 		r := &c.fifo[c.head]
 		// The first run of the fill's lines still present: spans with its
