@@ -415,8 +415,10 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 		end = min(le+c.prefetch*c.line, alignDown(le-1, PageSize)+PageSize)
 	}
 	m.got, m.gap = m.got[:0], m.gap[:0]
-	if !m.keep && m.refill(c, node, ls, le, end) {
-		return true
+	if !m.keep {
+		if done, missed := m.refill(c, node, ls, le, end); done {
+			return missed
+		}
 	}
 	x := ls
 	c.lines.each(ls, end, func(ps, pe uint64, l lineState) bool {
@@ -487,40 +489,67 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 	return true
 }
 
-// refill is cacheRead's short way for its commonest misses, while the
+// refill is cacheRead's short way for its commonest reads, while the
 // latest writes are not kept: a driver reading a buffer whose lines a
-// device's coherent write has just cut, or a descriptor's status. It
-// takes the read when no line of [ls, le) is present and the prefetch
-// window after it, [le, end), is either held whole or holds no line;
-// otherwise it changes nothing and says so. The read is then one run of
-// missed lines and one window, filled whole or not at all, which is what
-// the general walk finds with its lists of gaps and windows: one walk
-// from one search finds it here. The run's fill takes the place of the
+// device's coherent write has just cut, or a descriptor's status, in a
+// line held or cut. It takes the read when every line of [ls, le) is
+// present (a hit: nothing is filled, not even the prefetch window, as
+// in the walk), or when none is and the prefetch window after it,
+// [le, end), is either held whole or holds no line; otherwise it
+// changes nothing and says so (done false). The read is then no miss,
+// or one run of missed lines and one window, filled whole or not at
+// all, which is what the general walk finds with its lists of gaps and
+// windows: one walk from one search finds it here. missed says whether
+// a line of [ls, le) was missing. The run's fill takes the place of the
 // one void span the device's write left, where it has exactly the run's
 // bounds, and else is spliced at the position the search found: no
 // second search, and none of set's checks. The fill needs no merge
 // check: its seq is new, so no neighbour holds its value. What the
 // reader obtains is nothing, as in the walk (the fill holds DRAM's
 // versions: version 0).
-func (m *Memory) refill(c *cache, node int, ls, le, end uint64) bool {
+func (m *Memory) refill(c *cache, node int, ls, le, end uint64) (done, missed bool) {
 	lm := &c.lines
 	li, i := lm.seek(ls)
-	// One walk over [ls, end): k void spans overlap the run, and the
-	// live spans touch from le to end (held) or there are none. A live
-	// span in the run starts before le, so it is neither; a void span
-	// in the window (or one from the run reaching into it) leaves a
-	// hole before the next live span or at the end.
-	k, held, none := 0, true, true
-	at := le
-	for pl, pi := li, i; pl < len(lm.leaves); pl, pi = lm.next(pl, pi) {
+	// The run: k void spans overlap it, and the live spans that do
+	// touch from ls to at, but where hole.
+	k, at, hole := 0, ls, false
+	pl, pi := li, i
+	for ; pl < len(lm.leaves); pl, pi = lm.next(pl, pi) {
+		y := &lm.leaves[pl].s[pi]
+		if y.start >= le {
+			break
+		}
+		if lm.isVoid(y) {
+			k++
+			continue
+		}
+		if y.start > at {
+			hole = true
+		}
+		at = y.end
+	}
+	if at > ls {
+		// A line present: a hit when all are (the live spans touch
+		// from ls to le: no hole, so no void span among them either),
+		// else the general walk.
+		if hole || at < le {
+			return false, false
+		}
+		m.evict(c)
+		return true, false
+	}
+	// No line of the run present. The window: its live spans touch
+	// from le to end (held), or there are none. A void span in it (or
+	// one from the run reaching into it) leaves a hole before the next
+	// live span or at the end.
+	held, none := true, true
+	at = le
+	for ; pl < len(lm.leaves); pl, pi = lm.next(pl, pi) {
 		y := &lm.leaves[pl].s[pi]
 		if y.start >= end {
 			break
 		}
 		if lm.isVoid(y) {
-			if y.start < le {
-				k++
-			}
 			continue
 		}
 		none = false
@@ -531,7 +560,7 @@ func (m *Memory) refill(c *cache, node int, ls, le, end uint64) bool {
 	}
 	held = held && at >= end
 	if !held && !none {
-		return false
+		return false, false
 	}
 	// The snoops change the other caches and DRAM, not c's lines: the
 	// position found stays.
@@ -556,7 +585,7 @@ func (m *Memory) refill(c *cache, node int, ls, le, end uint64) bool {
 		}
 	}
 	m.evict(c)
-	return true
+	return true, true
 }
 
 // cacheReadGeneral is cacheRead as it was before its one walk: a
