@@ -510,8 +510,8 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 func (m *Memory) refill(c *cache, node int, ls, le, end uint64) (done, missed bool) {
 	lm := &c.lines
 	li, i := lm.seek(ls)
-	// The run: k void spans overlap it, and the live spans that do
-	// touch from ls to at, but where hole.
+	// The run: k void spans overlap it; the live spans that overlap
+	// it touch one another from ls to at, unless hole.
 	k, at, hole := 0, ls, false
 	pl, pi := li, i
 	for ; pl < len(lm.leaves); pl, pi = lm.next(pl, pi) {

@@ -12,9 +12,10 @@ import (
 
 // TestFastPathsMatchGeneral runs the same random accesses on two
 // memories, one taking the fast paths (cacheRead's one walk and its
-// refill of a void run in place, cacheWrite's one assignment, the
-// caches' lazy maps of lines, which cut and refill lines in place) and
-// one the general path (Memory.general, plain maps of lines), and
+// short way for hits and whole missed runs, refill; cacheWrite's one
+// assignment; the caches' lazy maps of lines, which cut and refill
+// lines in place) and one the general path (Memory.general, plain maps
+// of lines), and
 // compares after every access what each returned and all of their state:
 // every span of DRAM, latest and each cache (fill order included), the
 // caches' byte counts, evictions and live fill records. The workloads
@@ -305,8 +306,6 @@ func TestReadByProcMatchesGeneral(t *testing.T) {
 	spec := testSpec(1*giB, 1*giB)
 	var got [2][]string
 	for k := range got {
-		// A copy reports whether its source was all in node's cache
-		// (cacheRead's answer), which its cost depends on.
 		m := newMem(t, spec, Options{CopyTime: func(p *sim.Proc, node, src, dst int, bytes uint64, cached bool) {
 			got[k] = append(got[k], fmt.Sprintf("copy node %d from %d to %d, %d B, cached %v", node, src, dst, bytes, cached))
 			p.Sleep(sim.Time(bytes))
