@@ -288,6 +288,17 @@ func (m *Memory) emptied(c *cache) {
 // evict drops the oldest fills' lines, writing dirty ones back, until c
 // is within its capacity.
 func (m *Memory) evict(c *cache) {
+	// Most accesses find nothing to evict and nothing to trim, and
+	// skip the call: trim does nothing unless records were consumed
+	// (head > 0) or they outnumber twice the lines' spans (by 32: this
+	// test is wider).
+	if c.used > c.capacity || c.head > 0 || len(c.fifo) > 2*c.lines.n {
+		m.evictTrim(c)
+	}
+}
+
+// evictTrim is evict's loop and trim.
+func (m *Memory) evictTrim(c *cache) {
 	for c.used > c.capacity && c.head < len(c.fifo) {
 		r := &c.fifo[c.head]
 		// The first run of the fill's lines still present: spans with its
@@ -404,6 +415,11 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 		end = min(le+c.prefetch*c.line, alignDown(le-1, PageSize)+PageSize)
 	}
 	m.got, m.gap = m.got[:0], m.gap[:0]
+	if !m.keep {
+		if done, missed := m.refill(c, node, ls, le, end); done {
+			return missed
+		}
+	}
 	x := ls
 	c.lines.each(ls, end, func(ps, pe uint64, l lineState) bool {
 		if ps > x {
@@ -471,6 +487,105 @@ func (m *Memory) cacheRead(node int, s, e uint64) bool {
 	}
 	m.evict(c)
 	return true
+}
+
+// refill is cacheRead's short way for its commonest reads, while the
+// latest writes are not kept: a driver reading a buffer whose lines a
+// device's coherent write has just cut, or a descriptor's status, in a
+// line held or cut. It takes the read when every line of [ls, le) is
+// present (a hit: nothing is filled, not even the prefetch window, as
+// in the walk), or when none is and the prefetch window after it,
+// [le, end), is either held whole or holds no line; otherwise it
+// changes nothing and says so (done false). The read is then no miss,
+// or one run of missed lines and one window, filled whole or not at
+// all, which is what the general walk finds with its lists of gaps and
+// windows: one walk from one search finds it here. missed says whether
+// a line of [ls, le) was missing. The run's fill takes the place of the
+// one void span the device's write left, where it has exactly the run's
+// bounds, and else is spliced at the position the search found: no
+// second search, and none of set's checks. The fill needs no merge
+// check: its seq is new, so no neighbour holds its value. What the
+// reader obtains is nothing, as in the walk (the fill holds DRAM's
+// versions: version 0).
+func (m *Memory) refill(c *cache, node int, ls, le, end uint64) (done, missed bool) {
+	lm := &c.lines
+	li, i := lm.seek(ls)
+	// The run: k void spans overlap it; the live spans that overlap
+	// it touch one another from ls to at, unless hole.
+	k, at, hole := 0, ls, false
+	pl, pi := li, i
+	for ; pl < len(lm.leaves); pl, pi = lm.next(pl, pi) {
+		y := &lm.leaves[pl].s[pi]
+		if y.start >= le {
+			break
+		}
+		if lm.isVoid(y) {
+			k++
+			continue
+		}
+		if y.start > at {
+			hole = true
+		}
+		at = y.end
+	}
+	if at > ls {
+		// A line present: a hit when all are (the live spans touch
+		// from ls to le: no hole, so no void span among them either),
+		// else the general walk.
+		if hole || at < le {
+			return false, false
+		}
+		m.evict(c)
+		return true, false
+	}
+	// No line of the run present. The window: its live spans touch
+	// from le to end (held), or there are none. A void span in it (or
+	// one from the run reaching into it) leaves a hole before the next
+	// live span or at the end.
+	held, none := true, true
+	at = le
+	for ; pl < len(lm.leaves); pl, pi = lm.next(pl, pi) {
+		y := &lm.leaves[pl].s[pi]
+		if y.start >= end {
+			break
+		}
+		if lm.isVoid(y) {
+			continue
+		}
+		none = false
+		if y.start != at {
+			held = false
+		}
+		at = y.end
+	}
+	held = held && at >= end
+	if !held && !none {
+		return false, false
+	}
+	// The snoops change the other caches and DRAM, not c's lines: the
+	// position found stays.
+	m.snoop(node, ls, le, false)
+	c.seq++
+	v := newLine(0, c.seq, false)
+	if x := lm.at(li, i); k == 1 && x.start == ls && x.end == le {
+		x.v = v
+		lm.n++
+		lm.voids--
+	} else {
+		one := [1]span[lineState]{{ls, le, v}}
+		lm.assignAt(li, i, ls, le, one[:])
+	}
+	c.used += le - ls
+	m.held |= c.bit
+	c.fifo = append(c.fifo, fillRec{ls, le, c.seq, le - ls})
+	if end > le {
+		m.snoop(node, le, end, false)
+		if !held {
+			m.fillGap(c, le, end)
+		}
+	}
+	m.evict(c)
+	return true, true
 }
 
 // cacheReadGeneral is cacheRead as it was before its one walk: a
@@ -552,8 +667,11 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 		}
 		return true
 	}
+	// The walk's search is the assignment's too where nothing is
+	// filled between them: the map, and so the position, is unchanged.
+	var li, i int
 	if !m.general {
-		c.lines.each(ls, le, dirty)
+		li, i = c.lines.eachAt(ls, le, dirty)
 	}
 	switch {
 	case !m.general && !hole && x == le:
@@ -586,10 +704,10 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 	default:
 		m.fill(c, ls, le)
 		pieces, x = pieces[:0], ls
-		c.lines.each(ls, le, dirty)
+		li, i = c.lines.eachAt(ls, le, dirty)
 	}
 	m.linePieces = pieces
-	c.lines.assign(ls, le, pieces)
+	c.lines.assignAt(li, i, ls, le, pieces)
 	if m.keep {
 		m.latest.set(s, e, v)
 	}

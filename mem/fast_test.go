@@ -11,8 +11,9 @@ import (
 )
 
 // TestFastPathsMatchGeneral runs the same random accesses on two
-// memories, one taking the fast paths (cacheRead's one walk, cacheWrite's
-// one assignment, the caches' lazy maps of lines, which cut and refill
+// memories, one taking the fast paths (cacheRead's one walk and its
+// short way for hits and whole missed runs, refill; cacheWrite's one
+// assignment; the caches' lazy maps of lines, which cut and refill
 // lines in place) and one the general path (Memory.general, plain maps
 // of lines), and
 // compares after every access what each returned and all of their state:
@@ -298,12 +299,17 @@ func liveFills(c *cache) []fillRec {
 // cpuRead's short way (no bytes, no hook, the latest writes not kept)
 // and on one that takes the general path: the Accesses returned (the
 // time and the process's name among them) and the time taken must be
-// the same.
+// the same. Its copies tell CopyTime whether their source was all in
+// the cache (cacheRead's answer, the short way's too): that must be
+// the same as well.
 func TestReadByProcMatchesGeneral(t *testing.T) {
 	spec := testSpec(1*giB, 1*giB)
 	var got [2][]string
 	for k := range got {
-		m := newMem(t, spec, Options{})
+		m := newMem(t, spec, Options{CopyTime: func(p *sim.Proc, node, src, dst int, bytes uint64, cached bool) {
+			got[k] = append(got[k], fmt.Sprintf("copy node %d from %d to %d, %d B, cached %v", node, src, dst, bytes, cached))
+			p.Sleep(sim.Time(bytes))
+		}})
 		if k == 1 {
 			m.general = true
 			m.keepLatest()
@@ -323,7 +329,13 @@ func TestReadByProcMatchesGeneral(t *testing.T) {
 				if rnd.IntN(3) == 0 {
 					from = va1
 				}
-				switch rnd.IntN(4) {
+				switch rnd.IntN(5) {
+				case 4:
+					src, err := m.VirtToPhys(from + VirtAddr(off))
+					if err != nil {
+						panic(err)
+					}
+					m.CopyPhys(p, node, pa+PhysAddr(60*kiB-off%(4*kiB)), src, min(size, 4*kiB))
 				case 0:
 					m.Write(p, node, from+VirtAddr(off), size)
 				case 1:

@@ -713,22 +713,31 @@ func (m *spanMap[V]) update(start, end uint64, f func(V) V) {
 // each calls f for every span piece inside [start, end), clipped to it,
 // in address order, until f returns false. f must not change m.
 func (m *spanMap[V]) each(start, end uint64, f func(s, e uint64, v V) bool) {
-	li, i := m.seek(start)
+	m.eachAt(start, end, f)
+}
+
+// eachAt is each, returning m.seek(start): the position an assignment
+// of [start, end) takes (assignAt) while m is unchanged, without a
+// second search.
+func (m *spanMap[V]) eachAt(start, end uint64, f func(s, e uint64, v V) bool) (int, int) {
+	li0, i0 := m.seek(start)
+	li, i := li0, i0
 	for ; li < len(m.leaves); li, i = li+1, 0 {
 		l := m.leaves[li]
 		for ; i < l.n; i++ {
 			x := &l.s[i]
 			if x.start >= end {
-				return
+				return li0, i0
 			}
 			if m.isVoid(x) {
 				continue
 			}
 			if !f(max(x.start, start), min(x.end, end), x.v) {
-				return
+				return li0, i0
 			}
 		}
 	}
+	return li0, i0
 }
 
 // gaps calls f for every piece of [start, end) that holds the zero

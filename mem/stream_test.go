@@ -82,3 +82,30 @@ func TestStreaming64GiB(t *testing.T) {
 		t.Errorf("virtual time %v, want %v", took, want)
 	}
 }
+
+// TestFillRecordsBoundedWithoutEviction: a receive ring in a cache that
+// never fills up (no eviction consumes a record) still keeps its fill
+// records bounded by its lines: trim drops the records of refilled
+// lines.
+func TestFillRecordsBoundedWithoutEviction(t *testing.T) {
+	spec := testSpec(1*giB, 1*giB)
+	spec.Nodes[0].Cache.Size.V = 105 * miB
+	spec.Nodes[0].Cache.Prefetch.V = 1
+	m := newMem(t, spec, Options{})
+	const bufs, stride, size = 256, 2048, 1500
+	pa, va := buf(t, m, 0, bufs*stride)
+	most := 0
+	for i := range 20 * bufs {
+		k := uint64(i % bufs)
+		m.DeviceWrite("nic", true, pa+PhysAddr(k*stride), size)
+		m.Read(nil, 0, va+VirtAddr(k*stride), size)
+		most = max(most, len(m.caches[0].fifo))
+	}
+	c := m.caches[0]
+	if c.evictions != 0 {
+		t.Fatalf("%d evictions in a cache that holds the ring", c.evictions)
+	}
+	if lim := 2*c.lines.len() + 33; most > lim {
+		t.Fatalf("%d fill records kept for %d spans of lines (at most %d)", most, c.lines.len(), lim)
+	}
+}
