@@ -24,12 +24,12 @@ type Flow struct {
 type flowFields struct {
 	fab   *Fabric
 	name  string
+	route Route
 	bytes int64
 	cap   float64 // MaxRate; 0 for none
 	tag   any
-	// ri is what its route's hops give (its own copy of the hops, the
-	// loads, the share, the latency): the flow's route is ri.hops.
-	ri *routeInfo
+	ri    *routeInfo // what its route's hops give (loads, share, latency)
+	loads []load     // ri.loads
 
 	state                  flowState
 	start, activeAt, endAt sim.Time // endAt: the end, once done
@@ -140,7 +140,7 @@ func (f *Fabric) Start(name string, r Route, bytes int64, opt ...Option) *Flow {
 	if ri == nil || !sameHops(ri.hops, r.Hops) {
 		ri = f.info(name, r)
 	}
-	fl.ri, fl.share = ri, ri.share
+	fl.ri, fl.route.Hops, fl.loads, fl.share = ri, ri.hops, ri.loads, ri.share
 	for _, o := range opt {
 		o.apply(fl)
 	}
@@ -326,7 +326,7 @@ func (fl *Flow) activate() {
 		f.unsummed++
 	}
 	if added, mark := g.n == 1, !g.batch; added || fl.summed || mark {
-		for _, ld := range g.ri.loads {
+		for _, ld := range g.loads {
 			r := &f.res[ld.r]
 			if added {
 				r.members = append(r.members, g)
@@ -348,7 +348,7 @@ func (fl *Flow) activate() {
 // plain reports whether fl's activation does nothing but join it to the
 // active flows (it has bytes, and loads or a cap, so that activate does
 // not end it at once).
-func (fl *Flow) plain() bool { return fl.bytes != 0 && (len(fl.ri.loads) != 0 || fl.cap != 0) }
+func (fl *Flow) plain() bool { return fl.bytes != 0 && (len(fl.loads) != 0 || fl.cap != 0) }
 
 // onTimer is the completion timer's event.
 func (f *Fabric) onTimer() {
@@ -402,7 +402,7 @@ func (f *Fabric) onTimerWork() {
 			// long as its count and skips it (a lone flow's resources,
 			// at its end, would each take purge's pass over the list).
 			gone := g.n == 0
-			for _, ld := range g.ri.loads {
+			for _, ld := range g.loads {
 				r := &f.res[ld.r]
 				if !r.changedMark {
 					r.changedMark = true
@@ -522,7 +522,7 @@ func (fl *Flow) String() string { return fl.name }
 func (fl *Flow) Bytes() int64 { return fl.bytes }
 
 // Route is the route given at Start; the caller must not modify its hops.
-func (fl *Flow) Route() Route { return Route{Hops: fl.ri.hops} }
+func (fl *Flow) Route() Route { return fl.route }
 
 // Tag is the value given with the Tag option, or nil.
 func (fl *Flow) Tag() any { return fl.tag }

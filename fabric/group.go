@@ -22,12 +22,10 @@ type group struct {
 
 // groupFields are a group's fields that join sets anew, all of them.
 type groupFields struct {
-	// ri is its members' route info: their hops, their loads, the link
-	// directions the counters add its rate to (dirs), whether every
-	// load's weight is 1 (unitLoads). (Read through ri rather than
-	// copied into the group: four slice headers and a flag that join
-	// would store for every flow that makes a group.)
-	ri         *routeInfo
+	ri         *routeInfo // its members' (loads, dirs, hops)
+	hops       []Hop      // ri.hops
+	loads      []load     // ri.loads
+	dirs       []dirLoad  // ri.dirs: the link directions its hops carry, for the counters
 	cap, share float64
 	hash       uint64 // groupHash, set while hashed
 	seq        uint64 // creation order: the filling visits groups in it
@@ -53,6 +51,9 @@ type groupFields struct {
 	newTop bool
 	// hashed: registered in Fabric.groupByHash (see Fabric.hashed).
 	hashed bool
+	// unitLoads: every load's weight is 1, so that a term w×a×b of the
+	// freeze is a×b bit for bit, computed once for all the loads.
+	unitLoads bool
 	// topOffset is the first member's offset as of next: the recompute
 	// computes the ends of groups whose rate changed from it, without
 	// reading the member (a cache miss per group, as flows lie scattered).
@@ -129,9 +130,9 @@ func (f *Fabric) join(fl *Flow) *group {
 		if !f.hashed {
 			f.hashAll()
 		}
-		h = groupHash(fl.ri.hops, fl.cap, fl.share)
+		h = groupHash(fl.route.Hops, fl.cap, fl.share)
 		for g := f.groupByHash[h]; g != nil; g = g.sameHash {
-			if g.cap == fl.cap && g.share == fl.share && (g.ri == fl.ri || sameHops(g.ri.hops, fl.ri.hops)) {
+			if g.cap == fl.cap && g.share == fl.share && (g.ri == fl.ri || sameHops(g.hops, fl.route.Hops)) {
 				// left is as of fab.last: the offset makes fl's
 				// remaining its bytes now.
 				left := g.left
@@ -162,14 +163,14 @@ func (f *Fabric) join(fl *Flow) *group {
 	// The fields that a freed group holds otherwise than a new one; the
 	// others are as a new group's (freedGroup says why).
 	ri := fl.ri
-	g.ri = ri
+	g.ri, g.hops, g.loads, g.dirs, g.unitLoads = ri, ri.hops, ri.loads, ri.dirs, ri.unitLoads
 	g.cap, g.share, g.seq, g.born = fl.cap, fl.share, f.groupSeq, f.recomputes
 	g.rate, g.left, g.leftAt, g.setAt = 0, float64(fl.bytes), float64(fl.bytes), f.eng.Now()
 	g.next, g.members = sim.Forever, g.members[:0]
 	if f.hashed {
 		if f.nActive <= groupMin {
 			// Not computed for a lookup.
-			h = groupHash(g.ri.hops, g.cap, g.share)
+			h = groupHash(g.hops, g.cap, g.share)
 		}
 		g.hash = h
 		f.register(g)
@@ -285,7 +286,7 @@ func (f *Fabric) hashAll() {
 	}
 	for _, g := range f.groups {
 		if g.n > 0 && !g.hashed {
-			g.hash = groupHash(g.ri.hops, g.cap, g.share)
+			g.hash = groupHash(g.hops, g.cap, g.share)
 			f.register(g)
 		}
 	}
@@ -438,7 +439,7 @@ func (f *Fabric) countLoads(fl *Flow, sign int32) {
 		f.unsummed += int(sign)
 		return
 	}
-	for _, ld := range fl.ri.loads {
+	for _, ld := range fl.loads {
 		f.res[ld.r].wAll += float64(sign) * (ld.w * fl.share)
 	}
 }

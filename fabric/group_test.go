@@ -132,7 +132,7 @@ func (f *Fabric) checkHashed() error {
 	want := make(map[uint64][]*group)
 	for _, g := range slices.Backward(f.groups) {
 		if g.n > 0 {
-			if h := groupHash(g.ri.hops, g.cap, g.share); g.hash != h {
+			if h := groupHash(g.hops, g.cap, g.share); g.hash != h {
 				return fmt.Errorf("group %d: hash %#x, want %#x", g.seq, g.hash, h)
 			}
 			want[g.hash] = append(want[g.hash], g)

@@ -11,7 +11,7 @@ import "testing"
 func loneChangesByMembers(f *Fabric) bool {
 	lone := map[*group]bool{}
 	alone := func(g *group) bool {
-		for _, ld := range g.ri.loads {
+		for _, ld := range g.loads {
 			for _, m := range f.res[ld.r].members {
 				if m != g && m.n > 0 {
 					return false
@@ -51,7 +51,7 @@ func componentOrder(f *Fabric) []int32 {
 	seen, marked := map[int32]bool{}, map[*group]bool{}
 	add := func(g *group) {
 		marked[g] = true
-		for _, ld := range g.ri.loads {
+		for _, ld := range g.loads {
 			if !seen[ld.r] {
 				seen[ld.r] = true
 				comp = append(comp, ld.r)

@@ -32,7 +32,7 @@ func refRates(f *Fabric) []float64 {
 		if fl.cap > 0 {
 			capped = append(capped, i)
 		}
-		for _, ld := range fl.ri.loads {
+		for _, ld := range fl.loads {
 			r := res[ld.r]
 			if r == nil {
 				r = &rs{rem: f.res[ld.r].cap}
@@ -50,7 +50,7 @@ func refRates(f *Fabric) []float64 {
 	freeze := func(i int, x float64) {
 		frozen[i], rate[i] = true, x
 		fl := active[i]
-		for _, ld := range fl.ri.loads {
+		for _, ld := range fl.loads {
 			r := res[ld.r]
 			r.rem -= ld.w * x
 			r.w -= ld.w * fl.share
@@ -173,7 +173,7 @@ func TestRatesMatchReference(t *testing.T) {
 				n := make([]int32, len(fab.res))
 				for _, g := range fab.groups {
 					k := float64(g.n)
-					for _, ld := range g.ri.loads {
+					for _, ld := range g.loads {
 						w[ld.r] += ld.w * g.share * k
 						n[ld.r]++
 					}

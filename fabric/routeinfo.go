@@ -22,9 +22,7 @@ type routeInfo struct {
 	dirs  []dirLoad // the link directions its hops carry, for the counters
 	share float64
 	lat   sim.Time // the route's latency × the latency factor
-	// unitLoads: every load's weight is 1, so that a term w×a×b of a
-	// freeze is a×b bit for bit, computed once for all the loads
-	// (freezeScanned).
+	// unitLoads: every load's weight is 1 (group.unitLoads).
 	unitLoads bool
 	// summable: every term weight × share is a small integer, so that an
 	// uncapped flow's loads go in the kept sums (countLoads).

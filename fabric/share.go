@@ -416,7 +416,7 @@ func (f *Fabric) shareLone() {
 			f.res[r].allEpoch = ep
 		}
 		for _, g := range f.someGroups[f.loneStarted:] {
-			for _, ld := range g.ri.loads {
+			for _, ld := range g.loads {
 				if res := &f.res[ld.r]; res.allEpoch != ep {
 					res.allEpoch = ep
 					comp = append(comp, ld.r)
@@ -485,17 +485,17 @@ func (f *Fabric) shareAlone(g *group) {
 		// The counters as countBatch left them for the route's last
 		// batch of this size at this rate, from the same cleared
 		// counters: its sums are a function of the two.
-		for i, d := range g.ri.dirs {
+		for i, d := range g.dirs {
 			d.st.rate = ri.countRates[i]
 		}
-		for _, d := range g.ri.dirs {
+		for _, d := range g.dirs {
 			d.st.n += int32(g.n)
 		}
 	default:
 		f.countBatch(g)
 		ri.countN, ri.countX = g.n, g.rate
 		ri.countRates = ri.countRates[:0]
-		for _, d := range g.ri.dirs {
+		for _, d := range g.dirs {
 			ri.countRates = append(ri.countRates, d.st.rate)
 		}
 	}
@@ -529,7 +529,7 @@ func (f *Fabric) shareAloneRate(g *group) []float64 {
 			fst[r].w = 0
 		}
 		for range reps {
-			for _, l := range g.ri.loads {
+			for _, l := range g.loads {
 				fst[l.r].w += l.w * g.share * k
 			}
 		}
@@ -559,7 +559,7 @@ func (f *Fabric) shareAloneRate(g *group) []float64 {
 		fst[r].rem = f.res[r].cap
 	}
 	for range reps {
-		for _, l := range g.ri.loads {
+		for _, l := range g.loads {
 			fst[l.r].rem -= l.w * x * k
 		}
 	}
@@ -646,7 +646,7 @@ func (f *Fabric) component() {
 		if g := fl.g; fl.state == flowActive && g.mark != ep {
 			g.mark = ep
 			ngroups++
-			for _, ld := range g.ri.loads {
+			for _, ld := range g.loads {
 				if res := &f.res[ld.r]; res.epoch != ep {
 					res.epoch = ep
 					comp = append(comp, ld.r)
@@ -670,7 +670,7 @@ func (f *Fabric) component() {
 			}
 			g.mark = ep
 			ngroups++
-			for _, ld := range g.ri.loads {
+			for _, ld := range g.loads {
 				if res := &f.res[ld.r]; res.epoch != ep {
 					res.epoch = ep
 					comp = append(comp, ld.r)
@@ -775,11 +775,11 @@ func (f *Fabric) fill() {
 			}
 			reps, k := g.reps()
 			for range reps - 1 {
-				for _, ld := range g.ri.loads {
+				for _, ld := range g.loads {
 					f.fst[ld.r].w += ld.w * g.share * k
 				}
 			}
-			for _, ld := range g.ri.loads {
+			for _, ld := range g.loads {
 				r := &f.fst[ld.r]
 				// × k: exact for a group of one, which so sums as a
 				// flow.
@@ -787,7 +787,7 @@ func (f *Fabric) fill() {
 				r.n++
 			}
 			if !scan {
-				for _, ld := range g.ri.loads {
+				for _, ld := range g.loads {
 					if r := &f.res[ld.r]; r.order < 0 {
 						r.order, order = order, order+1
 					}
@@ -880,13 +880,13 @@ func (f *Fabric) freeze(g *group, x float64) {
 	g.frozenAt = f.epoch
 	reps, k := g.reps()
 	for range reps - 1 {
-		for _, ld := range g.ri.loads {
+		for _, ld := range g.loads {
 			fs := &f.fst[ld.r]
 			fs.rem -= ld.w * x * k
 			fs.w -= ld.w * g.share * k
 		}
 	}
-	for _, ld := range g.ri.loads {
+	for _, ld := range g.loads {
 		fs := &f.fst[ld.r]
 		fs.rem -= ld.w * x * k
 		fs.w -= ld.w * g.share * k
@@ -910,10 +910,10 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 	if g.batch {
 		k = f.freezeBatch(g, x)
 	}
-	if g.ri.unitLoads {
+	if g.unitLoads {
 		// 1×x×k is x×k and 1×share×k is share×k, bit for bit.
 		xk, sk := x*k, share*k
-		for _, ld := range g.ri.loads {
+		for _, ld := range g.loads {
 			r := &res[ld.r]
 			rem, w, n := r.rem-xk, r.w-sk, r.n-1
 			r.rem, r.w, r.n = rem, w, n
@@ -926,7 +926,7 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 		}
 		return
 	}
-	for _, ld := range g.ri.loads {
+	for _, ld := range g.loads {
 		r := &res[ld.r]
 		rem, w, n := r.rem-ld.w*x*k, r.w-ld.w*share*k, r.n-1
 		r.rem, r.w, r.n = rem, w, n
@@ -946,7 +946,7 @@ func (f *Fabric) freezeScanned(g *group, x float64) {
 func (f *Fabric) freezeBatch(g *group, x float64) float64 {
 	res := f.fst
 	for range g.n - 1 {
-		for _, ld := range g.ri.loads {
+		for _, ld := range g.loads {
 			r := &res[ld.r]
 			r.rem, r.w = r.rem-ld.w*x*1, r.w-ld.w*g.share*1
 		}
@@ -1118,7 +1118,7 @@ func (f *Fabric) checkShare() error {
 	top := make([]float64, len(f.res))
 	flows := f.activeFlows()
 	for _, fl := range flows {
-		for _, ld := range fl.ri.loads {
+		for _, ld := range fl.loads {
 			load[ld.r] += ld.w * fl.Rate()
 			top[ld.r] = max(top[ld.r], fl.Rate()/fl.share)
 		}
@@ -1140,7 +1140,7 @@ func (f *Fabric) checkShare() error {
 			continue
 		}
 		ok := false
-		for _, ld := range fl.ri.loads {
+		for _, ld := range fl.loads {
 			if load[ld.r] >= f.res[ld.r].cap*(1-tol) && rate/fl.share >= top[ld.r]*(1-tol) {
 				ok = true
 				break

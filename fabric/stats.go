@@ -117,7 +117,7 @@ func (f *Fabric) clearDir(l *Link, d int) {
 func (f *Fabric) countStats(g *group) {
 	n, rate := g.n, g.rate
 	k := float64(n)
-	for _, d := range g.ri.dirs {
+	for _, d := range g.dirs {
 		st := d.st
 		st.n += int32(n)
 		// × k: exact for a group of one, which so sums as a flow.
@@ -129,11 +129,11 @@ func (f *Fabric) countStats(g *group) {
 // as groups of one.
 func (f *Fabric) countBatch(g *group) {
 	for range g.n {
-		for _, d := range g.ri.dirs {
+		for _, d := range g.dirs {
 			d.st.rate += d.w * g.rate * 1
 		}
 	}
-	for _, d := range g.ri.dirs {
+	for _, d := range g.dirs {
 		d.st.n += int32(g.n)
 	}
 }
