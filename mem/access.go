@@ -92,10 +92,14 @@ func (m *Memory) linearHit(node int, va VirtAddr, size uint64) bool {
 	}
 	m.faults = 0
 	m.segs = append(m.segs[:0], PhysRange{PhysAddr(pa), size})
-	clear(m.remote)
+	if m.remoteAny {
+		clear(m.remote)
+		m.remoteAny = false
+	}
 	m.local = 0
 	if r.node != node {
 		m.remote[r.node] = size
+		m.remoteAny = true
 	} else {
 		m.local = size
 	}
@@ -258,6 +262,7 @@ func (m *Memory) countRemote(node int, segs []PhysRange) {
 	for _, sg := range segs {
 		m.addRemote(node, uint64(sg.Start), sg.Size)
 	}
+	m.remoteAny = true // (counted, not looked at)
 }
 
 // addRemote adds the bytes of [s, s+size) that lie in another node's
@@ -296,8 +301,10 @@ func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr, toMemory 
 		rate = m.caches[node].uncached
 	}
 	var remote uint64
-	for _, b := range m.remote {
-		remote += b
+	if m.remoteAny {
+		for _, b := range m.remote {
+			remote += b
+		}
 	}
 	dram := m.local
 	if remote == 0 {
@@ -507,6 +514,7 @@ func (m *Memory) copyCost(p *sim.Proc, node int, src, dst PhysAddr, size uint64,
 	}
 	if home == node {
 		clear(m.remote)
+		m.remoteAny = false
 		m.local = 0
 		m.charge(p, node, size, Cached, false, 0)
 		return
