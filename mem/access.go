@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/dmalab/dmalab/platform"
@@ -676,6 +677,24 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 	return a
 }
 
+// deviceCut is a coherent device write's snoop of c, [s, e) written:
+// c's lines there cut, their dirty pieces appended to m.wb (sorted when
+// an earlier cache's pieces, up to from, precede them). It returns the
+// from of the next cache.
+func (m *Memory) deviceCut(c *cache, s, e uint64, from int) int {
+	if c.lines.len() > 0 {
+		cs, ce := c.cover(s, e)
+		m.cutDirty(c, cs, ce)
+	}
+	if from > 0 && len(m.wb) > from {
+		slices.SortFunc(m.wb, func(a, b span[Version]) int { return cmp.Compare(a.start, b.start) })
+	}
+	if len(m.wb) > 0 {
+		from = len(m.wb)
+	}
+	return from
+}
+
 // deviceAccess is the Access of a device access, before its outcome.
 func (m *Memory) deviceAccess(kind AccessKind, dev string, coherent bool, pa PhysAddr, size uint64) Access {
 	return Access{Header: sim.Header{Time: m.now(), Proc: dev}, Kind: kind, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
@@ -705,20 +724,19 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 	// than one cache has some.
 	m.wb = m.wb[:0]
 	if coherent {
+		// The caches that hold a line, in order: the bits of held (a
+		// cut clears only its own cache's bit), where the caches from
+		// the 64th on share the last one. The others have nothing to
+		// cut.
 		from := 0
-		for i, c := range m.caches {
-			if m.held&heldBit(i) == 0 {
-				continue // no line: nothing to cut, from stays
+		for h := m.held; h != 0; h &= h - 1 {
+			i := bits.TrailingZeros64(h)
+			if i < 63 {
+				from = m.deviceCut(m.caches[i], s, end, from)
+				continue
 			}
-			if c.lines.len() > 0 {
-				cs, ce := c.cover(s, end)
-				m.cutDirty(c, cs, ce)
-			}
-			if from > 0 && len(m.wb) > from {
-				slices.SortFunc(m.wb, func(a, b span[Version]) int { return cmp.Compare(a.start, b.start) })
-			}
-			if len(m.wb) > 0 {
-				from = len(m.wb)
+			for _, c := range m.caches[63:] {
+				from = m.deviceCut(c, s, end, from)
 			}
 		}
 	}
@@ -744,8 +762,10 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 	if m.keep {
 		m.latest.set(s, end, v)
 	}
-	m.segs = append(m.segs[:0], PhysRange{pa, size})
-	m.record(v, m.segs, data)
+	if m.opt.Payload && data != nil {
+		m.segs = append(m.segs[:0], PhysRange{pa, size})
+		m.record(v, m.segs, data)
+	}
 	if m.Hooks.Active() {
 		m.ev = m.deviceAccess(DeviceWrite, dev, coherent, pa, size)
 		m.ev.Version = v
