@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/dmalab/dmalab/platform"
@@ -92,10 +93,14 @@ func (m *Memory) linearHit(node int, va VirtAddr, size uint64) bool {
 	}
 	m.faults = 0
 	m.segs = append(m.segs[:0], PhysRange{PhysAddr(pa), size})
-	clear(m.remote)
+	if m.remoteAny {
+		clear(m.remote)
+		m.remoteAny = false
+	}
 	m.local = 0
 	if r.node != node {
 		m.remote[r.node] = size
+		m.remoteAny = true
 	} else {
 		m.local = size
 	}
@@ -258,6 +263,7 @@ func (m *Memory) countRemote(node int, segs []PhysRange) {
 	for _, sg := range segs {
 		m.addRemote(node, uint64(sg.Start), sg.Size)
 	}
+	m.remoteAny = true // (counted, not looked at)
 }
 
 // addRemote adds the bytes of [s, s+size) that lie in another node's
@@ -296,8 +302,10 @@ func (m *Memory) charge(p *sim.Proc, node int, size uint64, attr Attr, toMemory 
 		rate = m.caches[node].uncached
 	}
 	var remote uint64
-	for _, b := range m.remote {
-		remote += b
+	if m.remoteAny {
+		for _, b := range m.remote {
+			remote += b
+		}
 	}
 	dram := m.local
 	if remote == 0 {
@@ -507,6 +515,7 @@ func (m *Memory) copyCost(p *sim.Proc, node int, src, dst PhysAddr, size uint64,
 	}
 	if home == node {
 		clear(m.remote)
+		m.remoteAny = false
 		m.local = 0
 		m.charge(p, node, size, Cached, false, 0)
 		return
@@ -668,6 +677,26 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 	return a
 }
 
+// deviceCut is a coherent device write's snoop of c, [s, e) written:
+// c's lines there cut, their dirty pieces appended to m.wb (sorted when
+// an earlier cache's pieces, up to from, precede them). It returns the
+// from of the next cache.
+func (m *Memory) deviceCut(c *cache, s, e uint64, from int) int {
+	// A range cut before, with no fill since, holds no line
+	// (cache.cutTo): its cut would find nothing.
+	if cs, ce := c.cover(s, e); c.lines.len() > 0 && (m.general || !c.noLine(cs, ce)) {
+		m.cutDirty(c, cs, ce)
+		c.cutTo[1], c.cutTo[0] = c.cutTo[0], extent{cs, ce}
+	}
+	if from > 0 && len(m.wb) > from {
+		slices.SortFunc(m.wb, func(a, b span[Version]) int { return cmp.Compare(a.start, b.start) })
+	}
+	if len(m.wb) > 0 {
+		from = len(m.wb)
+	}
+	return from
+}
+
 // deviceAccess is the Access of a device access, before its outcome.
 func (m *Memory) deviceAccess(kind AccessKind, dev string, coherent bool, pa PhysAddr, size uint64) Access {
 	return Access{Header: sim.Header{Time: m.now(), Proc: dev}, Kind: kind, Node: m.homeNode(pa), Phys: pa, Size: size, Coherent: coherent}
@@ -697,20 +726,19 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 	// than one cache has some.
 	m.wb = m.wb[:0]
 	if coherent {
+		// The caches that hold a line, in order: the bits of held (a
+		// cut clears only its own cache's bit), where the caches from
+		// the 64th on share the last one. The others have nothing to
+		// cut.
 		from := 0
-		for i, c := range m.caches {
-			if m.held&heldBit(i) == 0 {
-				continue // no line: nothing to cut, from stays
+		for h := m.held; h != 0; h &= h - 1 {
+			i := bits.TrailingZeros64(h)
+			if i < 63 {
+				from = m.deviceCut(m.caches[i], s, end, from)
+				continue
 			}
-			if c.lines.len() > 0 {
-				cs, ce := c.cover(s, end)
-				m.cutDirty(c, cs, ce)
-			}
-			if from > 0 && len(m.wb) > from {
-				slices.SortFunc(m.wb, func(a, b span[Version]) int { return cmp.Compare(a.start, b.start) })
-			}
-			if len(m.wb) > 0 {
-				from = len(m.wb)
+			for _, c := range m.caches[63:] {
+				from = m.deviceCut(c, s, end, from)
 			}
 		}
 	}
@@ -736,8 +764,10 @@ func (m *Memory) deviceWrite(dev string, coherent bool, pa PhysAddr, size uint64
 	if m.keep {
 		m.latest.set(s, end, v)
 	}
-	m.segs = append(m.segs[:0], PhysRange{pa, size})
-	m.record(v, m.segs, data)
+	if m.opt.Payload && data != nil {
+		m.segs = append(m.segs[:0], PhysRange{pa, size})
+		m.record(v, m.segs, data)
+	}
 	if m.Hooks.Active() {
 		m.ev = m.deviceAccess(DeviceWrite, dev, coherent, pa, size)
 		m.ev.Version = v

@@ -241,6 +241,10 @@ type Memory struct {
 	// remote counts, per home node, the bytes of the current CPU access
 	// that land on another node than the CPU's (charge).
 	remote []uint64
+	// remoteAny says remote may hold a count other than 0: while it
+	// does not, linearHit has nothing to clear and charge nothing to
+	// add (a CPU's accesses to its own node's DRAM, one after another).
+	remoteAny bool
 	// local counts the bytes of the current CPU access in the CPU's own
 	// node's DRAM (charge: those go over its DRAM bus).
 	local uint64

@@ -249,6 +249,12 @@ func (m *Memory) memRange(pa PhysAddr, size uint64, dramOnly bool) (uint64, erro
 	if !ok {
 		return 0, fmt.Errorf("[%v +%#x] wraps: %w", pa, size, ErrBadAddr)
 	}
+	// Inside the region found last (a device's ring and buffers, one
+	// access after another): the loop's one turn, without its call.
+	if h := m.lastRegion; h < len(m.regions) && m.regions[h].start <= uint64(pa) && uint64(end) <= m.regions[h].end &&
+		(!dramOnly || m.regions[h].node >= 0) {
+		return uint64(end), nil
+	}
 	for x := uint64(pa); x < uint64(end); {
 		r := m.regionOf(x)
 		if r < 0 || dramOnly && m.regions[r].node < 0 {
