@@ -682,11 +682,9 @@ func (m *Memory) deviceRead(dev string, coherent bool, pa PhysAddr, size uint64,
 // an earlier cache's pieces, up to from, precede them). It returns the
 // from of the next cache.
 func (m *Memory) deviceCut(c *cache, s, e uint64, from int) int {
-	// A range cut before, with no fill since, holds no line
-	// (cache.cutTo): its cut would find nothing.
-	if cs, ce := c.cover(s, e); c.lines.len() > 0 && (m.general || !c.noLine(cs, ce)) {
+	if c.lines.len() > 0 {
+		cs, ce := c.cover(s, e)
 		m.cutDirty(c, cs, ce)
-		c.cutTo[1], c.cutTo[0] = c.cutTo[0], extent{cs, ce}
 	}
 	if from > 0 && len(m.wb) > from {
 		slices.SortFunc(m.wb, func(a, b span[Version]) int { return cmp.Compare(a.start, b.start) })

@@ -78,27 +78,6 @@ type cache struct {
 	head      int
 	evictions uint64
 	bit       uint64 // this cache's bit in Memory.held (heldBit)
-
-	// cutTo holds the last two ranges a coherent device's write cut
-	// from the lines (latest first), which hold no line until the next
-	// fill (noFills clears them): a NIC writes the statuses of a
-	// batch's completions one after another, each pair of them in one
-	// line, between its buffers' writes, so the second status finds
-	// its line cut by the first, and its cut, a search and a walk that
-	// remove nothing, is left out (deviceWrite).
-	cutTo [2]extent
-}
-
-// noLine says whether [s, e) lies in a range that a device's write cut
-// and no fill has touched since: it holds no line.
-func (c *cache) noLine(s, e uint64) bool {
-	return s >= c.cutTo[0].start && e <= c.cutTo[0].end || s >= c.cutTo[1].start && e <= c.cutTo[1].end
-}
-
-// noFills forgets the ranges known to hold no line (cutTo): a fill
-// may bring lines into them.
-func (c *cache) noFills() {
-	c.cutTo = [2]extent{}
 }
 
 // fillRec is one fill: its range, its seq, and the bytes of its lines
@@ -166,7 +145,6 @@ func (m *Memory) fillGap(c *cache, s, e uint64) {
 	}
 	c.used += e - s
 	m.held |= c.bit
-	c.noFills()
 	c.fifo = append(c.fifo, fillRec{s, e, c.seq, e - s})
 }
 
@@ -599,7 +577,6 @@ func (m *Memory) refill(c *cache, node int, ls, le, end uint64) (done, missed bo
 	}
 	c.used += le - ls
 	m.held |= c.bit
-	c.noFills()
 	c.fifo = append(c.fifo, fillRec{ls, le, c.seq, le - ls})
 	if end > le {
 		m.snoop(node, le, end, false)
@@ -723,7 +700,6 @@ func (m *Memory) cacheWrite(node int, s, e uint64, v Version) {
 		}
 		c.used += le - ls
 		m.held |= c.bit
-		c.noFills()
 		c.fifo = append(c.fifo, fillRec{ls, le, c.seq, le - ls})
 	default:
 		m.fill(c, ls, le)

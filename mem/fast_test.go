@@ -47,8 +47,6 @@ func TestFastPathsMatchGeneral(t *testing.T) {
 		{"random, small cache, no prefetch", 8 * kiB, 0, false, 0, 0},
 		{"coherent ring, large cache, prefetch 1", 32 * miB, 1, true, 1, 0},
 		{"coherent ring, small cache, prefetch 2", 4 * kiB, 2, true, 1, 0},
-		// No prefetch window: a read's fill is its run alone (refill).
-		{"coherent ring, large cache, no prefetch", 32 * miB, 0, true, 1, 0},
 		{"coherent random, large cache, prefetch 1", 32 * miB, 1, false, 1, 0},
 		{"coherent random, tiny cache, prefetch 3", 1 * kiB, 3, false, 1, 0},
 		{"coherent ring, then not, prefetch 1", 32 * miB, 1, true, 0.5, 0},
