@@ -146,11 +146,14 @@ func (d *Device) access(out []mem.PhysRange, addr mem.DMAAddr, size uint64, writ
 }
 
 // directRAM says whether an access to [addr, addr+size) is, under
-// Direct with no peer memory and nothing observing, its own physical
-// range in RAM within the device's mask: what accessAll would give for
-// it, with nothing to report and no translation cost.
+// Direct with nothing observing, its own physical range in RAM within
+// the device's mask: what accessAll would give for it, with nothing to
+// report and no translation cost. Peer windows do not matter here:
+// resolvePeers leaves a range that is RAM as it is (a window is a BAR,
+// PCIe address space that RAM never holds), and every machine with a
+// GPU has its BAR1 windows.
 func (d *Device) directRAM(addr mem.DMAAddr, size uint64) bool {
-	return d.direct && len(d.dma.peers) == 0 && !d.dma.observed() && d.capable(addr, size) && d.dma.isRAM(mem.PhysAddr(addr), size)
+	return d.direct && !d.dma.observed() && d.capable(addr, size) && d.dma.isRAM(mem.PhysAddr(addr), size)
 }
 
 // accessAll is access the whole way: the mask, the translator, RAM or

@@ -352,9 +352,33 @@ func TestWriteDirectWay(t *testing.T) {
 // memory, reads and writes, under Direct and an offset translator (with
 // a hook listening, access takes the whole way: the tests of events).
 func TestAccessDirectWay(t *testing.T) {
+	t.Run("no peers", func(t *testing.T) { testAccessDirectWay(t, false) })
+	t.Run("peers", func(t *testing.T) { testAccessDirectWay(t, true) })
+}
+
+// testAccessDirectWay is TestAccessDirectWay, with peers on a layer
+// that has two peer windows (as every machine with a GPU has its
+// BAR1s): one over addresses past RAM, one that claims the start of RAM,
+// where RAM must win as resolvePeers lets it.
+func testAccessDirectWay(t *testing.T, peers bool) {
 	m, x := machineDMA(t, server(t, "nic2"), false)
 	base, size := m.Mem.NodeRange(0)
 	starts := []mem.DMAAddr{mem.DMAAddr(base), mem.DMAAddr(base) + mem.DMAAddr(size) - 1<<19, 1 << 32, ^mem.DMAAddr(0) - 1<<20}
+	if peers {
+		host, _ := m.HostMemory(0)
+		var top mem.PhysAddr // the end of the last node's RAM
+		for i := range m.Spec.Nodes {
+			b, n := m.Mem.NodeRange(i)
+			top = max(top, b+mem.PhysAddr(n))
+		}
+		if x.isRAM(top, 1) {
+			t.Fatalf("%v is RAM", top)
+		}
+		// Draws from the last half MiB of RAM run into the first window.
+		starts = append(starts, mem.DMAAddr(top)-1<<19)
+		x.AddPeerMemory(testWindow{lo: top, size: 1 << 21, to: base, ep: host})
+		x.AddPeerMemory(testWindow{lo: base, size: 1 << 20, to: base + 1<<21, ep: host})
+	}
 	rng := rand.New(rand.NewPCG(14, 15))
 	fast, whole := 0, 0
 	for i := range 20_000 {

@@ -22,10 +22,10 @@ import (
 // leaves t as it is), can take the short way, and if so returns its one
 // span and whether it is written (else read): one span of RAM under the
 // device's mask, not Local, on one side and none on the other; the
-// device under Direct with no peer memory (directRAM); nobody listening
-// to the layer (directRAM checks Hooks) or to its transfers; t
-// Transient, so that the flow is released as start's finish releases
-// it.
+// device under Direct (directRAM: RAM is RAM whatever peer windows the
+// layer has); nobody listening to the layer (directRAM checks Hooks) or
+// to its transfers; t Transient, so that the flow is released as
+// start's finish releases it.
 func (d *Device) shortSpan(t *Transfer) (s *Span, write, ok bool) {
 	if !t.Transient || d.dma.Transfers.Active() {
 		return nil, false, false

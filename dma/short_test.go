@@ -25,15 +25,15 @@ import (
 // way at once, some made again on the same Transfer.
 func TestShortWayMatchesStart(t *testing.T) {
 	for _, c := range []struct {
-		payload, fabricHook bool
-	}{{true, true}, {true, false}, {false, true}, {false, false}} {
-		t.Run(fmt.Sprintf("payload=%v,fabricHook=%v", c.payload, c.fabricHook), func(t *testing.T) {
+		payload, fabricHook, peers bool
+	}{{true, true, false}, {true, false, false}, {false, true, false}, {false, false, false}, {true, false, true}, {false, true, true}} {
+		t.Run(fmt.Sprintf("payload=%v,fabricHook=%v,peers=%v", c.payload, c.fabricHook, c.peers), func(t *testing.T) {
 			seed := uint64(31)
 			if c.payload {
 				seed++
 			}
-			ref, refShort := shortRun(t, seed, c.payload, c.fabricHook, false)
-			got, short := shortRun(t, seed, c.payload, c.fabricHook, true)
+			ref, refShort := shortRun(t, seed, c.payload, c.fabricHook, c.peers, false)
+			got, short := shortRun(t, seed, c.payload, c.fabricHook, c.peers, true)
 			if refShort != 0 {
 				t.Fatalf("the reference took the short way %d times", refShort)
 			}
@@ -55,8 +55,11 @@ func TestShortWayMatchesStart(t *testing.T) {
 
 // shortRun makes the draws of seed on a machine of its own, each through
 // StartPosted or StartRead (short) or through StartTransfer, and returns
-// what it recorded, and how many transfers took the short way.
-func shortRun(t *testing.T, seed uint64, payload, fabricHook, short bool) ([]string, int) {
+// what it recorded, and how many transfers took the short way. With
+// peers the layer has a peer window, as every machine with a GPU has
+// its BAR1s, over the draws' addresses that are no RAM, with VRAM
+// behind it.
+func shortRun(t *testing.T, seed uint64, payload, fabricHook, peers, short bool) ([]string, int) {
 	m, x, g := xferRig(t, payload)
 	gpu := m.GPUs[0]
 	host, _ := m.HostMemory(0)
@@ -77,6 +80,9 @@ func shortRun(t *testing.T, seed uint64, payload, fabricHook, short bool) ([]str
 	vram, _, ok := m.Mem.DeviceRange(gpu.Name)
 	if !ok {
 		t.Fatal("no VRAM")
+	}
+	if peers {
+		x.AddPeerMemory(testWindow{lo: pa + 1<<50, size: size, to: vram, ep: gpu.Memory()})
 	}
 	var rec []string
 	add := func(format string, a ...any) { rec = append(rec, fmt.Sprintf(format, a...)) }
