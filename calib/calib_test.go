@@ -484,3 +484,47 @@ func TestValidateRegcache(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecOnlyPeers is issue 15's proof on two NVLink-connected H200s: the
+// platform written from public specifications and the machine's topology
+// only (no measured peer number in it, 2026-11-25) predicts the peer
+// copies of a probe run taken later (2026-11-29, nvidia-h200-x2) within
+// 5 % and the peer pointer chase (nvbandwidth's
+// device_to_device_latency_sm) within 10 %.
+func TestSpecOnlyPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the model for every row of a two-GPU report")
+	}
+	spec, err := platform.Load("../docs/measurements/2026-11-25-h200x2-spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const from = "../docs/measurements/2026-11-29-h200x2-probe-latency.json"
+	v, err := Validate(readReport(t, from), from, spec, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chases, copies := 0, 0
+	for _, r := range v.Rows {
+		if r.Path != "peer" {
+			continue
+		}
+		if r.ErrorPct == nil {
+			t.Errorf("%s: not modelled", r.Row)
+			continue
+		}
+		goal := 5.0
+		if r.Family == probe.FamilyLatency {
+			goal = 10
+			chases++
+		} else {
+			copies++
+		}
+		if math.Abs(*r.ErrorPct) > goal {
+			t.Errorf("%s: error %+.1f %%, goal %g %%", r.Row, *r.ErrorPct, goal)
+		}
+	}
+	if chases != 2 || copies != 6 {
+		t.Errorf("%d peer chases and %d peer copies, want 2 and 6", chases, copies)
+	}
+}

@@ -558,23 +558,44 @@ func (m *Model) firstTouch(gi int, meas *probe.Measurement) (float64, error) {
 const chaseHops = 1000
 
 // pointerChase is the probe's latency row: one GPU thread following
-// pointers through mapped pinned host memory (path mapped) or through
-// its own VRAM (path device), in nanoseconds per load. The model's
-// kernel is a gpu.PointerChase, each hop one read round trip; the
-// launch is taken out by timing the same kernel with no access.
+// pointers through mapped pinned host memory (path mapped), through its
+// own VRAM (path device) or through a peer GPU's VRAM with peer access
+// enabled (path peer: nvbandwidth's device_to_device_latency_sm), in
+// nanoseconds per load. The model's kernel is a gpu.PointerChase, each
+// hop one read round trip; the launch is taken out by timing the same
+// kernel with no access.
 func (m *Model) pointerChase(gi int, meas *probe.Measurement) (float64, error) {
 	path := xfer.Path(meas.Path)
-	if meas.Operation != "pointer_chase" || (path != xfer.Mapped && path != xfer.Device) {
+	if meas.Operation != "pointer_chase" || (path != xfer.Mapped && path != xfer.Device && path != xfer.Peer) {
 		return 0, notModelled("latency measurement %s %s", path, meas.Operation)
+	}
+	peer := -1
+	if path == xfer.Peer {
+		if meas.PeerGPU == nil || *meas.PeerGPU < 0 || *meas.PeerGPU >= len(m.Spec.GPUs) || *meas.PeerGPU == gi {
+			return 0, notModelled("a peer row without its peer GPU")
+		}
+		peer = *meas.PeerGPU
 	}
 	n := uint64(meas.SizeBytes)
 	if n == 0 {
 		n = 64 << 20
 	}
 	var chase, empty sim.Time
-	err := m.run(gi, func(p *sim.Proc, _ *cuda.Process, c *cuda.Context) error {
+	err := m.run(gi, func(p *sim.Proc, pr *cuda.Process, c *cuda.Context) error {
 		var buf mem.GPUAddr
-		if path == xfer.Mapped {
+		if peer >= 0 {
+			pc, err := pr.PrimaryContext(peer)
+			if err != nil {
+				return err
+			}
+			if err := c.EnablePeerAccess(pc); err != nil {
+				return err
+			}
+			if buf, err = pc.MemAlloc(p, n); err != nil {
+				return err
+			}
+			defer pc.MemFree(p, buf)
+		} else if path == xfer.Mapped {
 			va, err := c.MemHostAlloc(p, n, cuda.HostAllocDeviceMap)
 			if err != nil {
 				return err

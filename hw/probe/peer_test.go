@@ -106,3 +106,36 @@ func TestPeerAllocFailure(t *testing.T) {
 		t.Error("local measurements were lost")
 	}
 }
+
+// TestPeerPointerChase: with two GPUs the latency family chases pointers
+// through each GPU's peer too (nvbandwidth's device_to_device_latency_sm),
+// a row of its own with the peer named, verified like the others; with
+// peer access off there is none.
+func TestPeerPointerChase(t *testing.T) {
+	opts := Options{Sizes: []int64{1 << 20}, SmallSizes: []int64{8}, Families: []string{FamilyLatency}}
+	f := NewFake(FakeConfig{GPUs: 2})
+	rep, err := run(t, f, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gi, g := range rep.GPUs {
+		chases := g.Find(FamilyLatency, MemPeer.String(), "")
+		if len(chases) != 1 {
+			t.Fatalf("GPU %d: %d peer latency rows", gi, len(chases))
+		}
+		m := chases[0]
+		if m.Operation != "pointer_chase" || m.PeerGPU == nil || *m.PeerGPU != 1-gi || !m.Verified || m.Unit != UnitNs || m.Median <= 0 {
+			t.Errorf("GPU %d: %s peer %v verified %v unit %s median %g", gi, m.Key(), m.PeerGPU, m.Verified, m.Unit, m.Median)
+		}
+		if dev := g.Find(FamilyLatency, MemDevice.String(), ""); len(dev) != 1 || dev[0].SizeBytes != m.SizeBytes || dev[0].StrideBytes != m.StrideBytes {
+			t.Errorf("GPU %d: the peer chase's layout %d/%d, the device's %+v", gi, m.SizeBytes, m.StrideBytes, dev)
+		}
+	}
+	f = NewFake(FakeConfig{GPUs: 2, NoPeerAccess: true})
+	if rep, err = run(t, f, opts); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rep.GPUs[0].Find(FamilyLatency, MemPeer.String(), "")); n != 0 {
+		t.Errorf("%d peer latency rows without peer access", n)
+	}
+}

@@ -13,10 +13,15 @@ import (
 
 // latencyFamily measures the latency of one dependent GPU load: a single
 // thread follows a random cycle of pointers, one node per stride, through
-// mapped host memory (each load crosses the bus and back) and through
-// device memory (a region larger than the L2 cache).
+// mapped host memory (each load crosses the bus and back), through
+// device memory (a region larger than the L2 cache), and through each
+// peer GPU's device memory with peer access enabled, the same layout as
+// the device's (nvbandwidth's device_to_device_latency_sm: each load
+// crosses NVLink or PCIe to the peer's memory and back).
 func (m *meter) latencyFamily(g *GPUReport) error {
 	c := collector{g: g}
+	peers, err := m.d.Peers()
+	c.fail(err)
 	for _, p := range []struct {
 		kind   MemKind
 		region int64
@@ -28,6 +33,12 @@ func (m *meter) latencyFamily(g *GPUReport) error {
 		m.withBuffers(&c, "latency "+p.kind.String(), func(b []*Buffer) {
 			c.add(m.chase(b[0], p.region, p.steps))
 		}, bufSpec{kind: p.kind, size: p.region})
+	}
+	for _, peer := range peers {
+		region := min(m.o.headline(), 256<<20)
+		m.withBuffers(&c, fmt.Sprintf("latency peer gpu%d", peer), func(b []*Buffer) {
+			c.add(m.chase(b[0], region, 100000))
+		}, bufSpec{MemPeer, region, peer})
 	}
 	return c.err()
 }
@@ -47,6 +58,10 @@ func (m *meter) chase(b *Buffer, region int64, steps int) (Measurement, error) {
 	meas := Measurement{Family: FamilyLatency, Path: b.Kind.String(), Direction: dir, Operation: "pointer_chase",
 		SizeBytes: region, StrideBytes: stride, Repetitions: steps, Samples: m.o.Samples,
 		Method: MethodKernelTimer, Unit: UnitNs}
+	if b.Kind == MemPeer {
+		peer := b.Peer
+		meas.PeerGPU = &peer
+	}
 	order := rand.New(rand.NewPCG(uint64(region), uint64(stride))).Perm(nodes)
 	chain := make([]byte, region)
 	for i, n := range order {
