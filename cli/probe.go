@@ -43,8 +43,8 @@ interferes for the whole measured span): per_direction h2d and d2h are
 nvbandwidth's, h2d_same_size and d2h_same_size the equal-work ones, where the
 slower direction finishes alone and reads higher.
 --format nvbandwidth writes the copy-engine and SM results and the
-host-device pointer-chase latency (host_device_latency_sm, ns) in
-nvbandwidth's JSON layout. --html writes the bandwidth measurements against
+pointer-chase latencies (host_device_latency_sm and, with peers,
+device_to_device_latency_sm, ns) in nvbandwidth's JSON layout. --html writes the bandwidth measurements against
 size as a page to open in a browser (with --input, those of a saved report).
 Without a driver or a GPU it exits 2 at once.
 

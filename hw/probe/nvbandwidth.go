@@ -80,10 +80,17 @@ var nvbCases = []nvbCase{
 	{"device_to_device_memcpy_write_ce", "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", FamilyCE, string(xfer.Peer), D2D, "", "write", false},
 	{"device_to_device_memcpy_read_sm", "memcpy SM GPU(row) -> GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Peer), D2D, "", "read", false},
 	{"device_to_device_memcpy_write_sm", "memcpy SM GPU(row) <- GPU(column) bandwidth (GB/s)", FamilySM, string(xfer.Peer), D2D, "", "write", false},
+	// One GPU thread (the row's) chasing pointers through a peer's VRAM
+	// (the column's), laid out as the chase through its own VRAM.
+	{"device_to_device_latency_sm", "memory latency SM GPU(row) <-> GPU(column) (ns)", FamilyLatency, string(xfer.Peer), "", "", "", true},
 }
 
+// perGPU says whether the case has a row per GPU (the GPU that ran it)
+// rather than one row: the peer testcases.
+func (c nvbCase) perGPU() bool { return c.path == string(xfer.Peer) }
+
 // WriteNVBandwidth writes the copy-engine and SM results and the
-// host-device pointer-chase latency in nvbandwidth's JSON layout (as
+// host-device and peer pointer-chase latencies in nvbandwidth's JSON layout (as
 // `nvbandwidth -j` prints it), so that tools which parse nvbandwidth
 // (DCGM among them) read dmalab's numbers. Each value is the median at
 // the largest size measured; a latency is in nanoseconds in the matrix
@@ -107,7 +114,7 @@ func (r *Report) WriteNVBandwidth(w io.Writer) error {
 	}
 	for _, c := range nvbCases {
 		rows := 1
-		if c.op != "" {
+		if c.perGPU() {
 			rows = n
 		}
 		matrix := make([][]string, rows)
@@ -121,7 +128,7 @@ func (r *Report) WriteNVBandwidth(w io.Writer) error {
 		for _, g := range r.GPUs {
 			for _, cell := range nvbValues(&g, c) {
 				row := 0
-				if c.op != "" {
+				if c.perGPU() {
 					row = g.Device.Ordinal
 				}
 				if row >= rows || cell.col >= n {

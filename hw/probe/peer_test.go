@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 )
 
@@ -130,6 +131,34 @@ func TestPeerPointerChase(t *testing.T) {
 		if dev := g.Find(FamilyLatency, MemDevice.String(), ""); len(dev) != 1 || dev[0].SizeBytes != m.SizeBytes || dev[0].StrideBytes != m.StrideBytes {
 			t.Errorf("GPU %d: the peer chase's layout %d/%d, the device's %+v", gi, m.SizeBytes, m.StrideBytes, dev)
 		}
+	}
+	var out bytes.Buffer
+	if err := rep.WriteNVBandwidth(&out); err != nil {
+		t.Fatal(err)
+	}
+	var doc nvbRoot
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tc := range doc.NVBandwidth.Testcases {
+		if tc.Name != "device_to_device_latency_sm" {
+			continue
+		}
+		found = true
+		m := tc.BandwidthMatrix
+		if len(m) != 2 || len(m[0]) != 2 || m[0][0] != "N/A" || m[1][1] != "N/A" || m[0][1] == "N/A" || m[1][0] == "N/A" {
+			t.Errorf("%s matrix %v", tc.Name, m)
+		}
+		for gi, g := range rep.GPUs {
+			want := strconv.FormatFloat(g.Find(FamilyLatency, MemPeer.String(), "")[0].Median, 'g', 6, 64)
+			if m[gi][1-gi] != want {
+				t.Errorf("%s: row %d column %d is %s, the chase's median %s", tc.Name, gi, 1-gi, m[gi][1-gi], want)
+			}
+		}
+	}
+	if !found {
+		t.Error("no device_to_device_latency_sm testcase")
 	}
 	f = NewFake(FakeConfig{GPUs: 2, NoPeerAccess: true})
 	if rep, err = run(t, f, opts); err != nil {
