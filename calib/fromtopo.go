@@ -330,16 +330,47 @@ func (b *skeleton) nvlinks() {
 		tmpl = p.NVLinks[0]
 	}
 	assume(&tmpl, b.base.Name+" (or dgx-h100, NVLink4)")
+	// Links through NVSwitches: each GPU's bundle goes to one crossbar
+	// (the switch chips of the baseboard, as dgx-h100 models them), so
+	// that a GPU's traffic to all its peers shares its own links, as it
+	// does on the machine (nvidia-smi topo -m says NV18 for every pair
+	// of an HGX H100/H200, though each GPU has 18 links in all).
+	switched := map[string]int{} // GPU name -> its links into the switches
+	var order []string
 	for _, nl := range b.t.NVLinks {
 		a, c := b.gpuName(nl.A), b.gpuName(nl.B)
 		if a == "" || c == "" {
 			b.notef("NVLink %s-%s: not between two GPUs topo listed: left out", nl.A, nl.B)
 			continue
 		}
+		if nl.NVSwitch {
+			for _, g := range []string{a, c} {
+				if _, ok := switched[g]; !ok {
+					order = append(order, g)
+				}
+				switched[g] = max(switched[g], nl.Links)
+			}
+			continue
+		}
 		l := tmpl
 		l.A, l.B = a, c
 		l.Links = platform.P(nl.Links, fmt.Sprintf("%s: NVML, %d links between %s and %s", b.seen, nl.Links, a, c))
 		b.spec.NVLinks = append(b.spec.NVLinks, l)
+	}
+	if len(order) > 0 {
+		sw := platform.NVSwitch{Name: "nvswitch"}
+		if p, err := platform.Preset("dgx-h100"); err == nil && len(p.NVSwitches) > 0 {
+			sw.Latency = p.NVSwitches[0].Latency
+		}
+		sw.Latency.Source = "assumed: the value in dgx-h100 (calibrate to replace)"
+		b.spec.NVSwitches = append(b.spec.NVSwitches, sw)
+		for _, g := range order {
+			l := tmpl
+			l.A, l.B = g, sw.Name
+			l.Links = platform.P(switched[g], fmt.Sprintf("%s: NVML, %d links of %s into NVSwitches its peers attach to", b.seen, switched[g], g))
+			b.spec.NVLinks = append(b.spec.NVLinks, l)
+		}
+		b.notef("NVLinks of %d GPUs end at NVSwitches: one crossbar (nvswitch), each GPU's links to it", len(order))
 	}
 	b.notef("NVLinks: link rate, packet sizes and latency are assumed (NVLink4, as dgx-h100); calibrate from a peer copy")
 }

@@ -98,7 +98,15 @@ func (n *nvmlGPUInfo) GPU(busID string) (topo.GPUDetails, bool) {
 }
 
 func (n *nvmlGPUInfo) NVLinks(a, b string) int {
-	return countNVLinks(n.linksOf(a), n.linksOf(b), b)
+	c, _ := countNVLinks(n.linksOf(a), n.linksOf(b), b)
+	return c
+}
+
+// NVLinksSwitched says whether the links NVLinks counts between a and b
+// end at NVSwitches both attach to (topo.NVSwitchInfo).
+func (n *nvmlGPUInfo) NVLinksSwitched(a, b string) bool {
+	_, switched := countNVLinks(n.linksOf(a), n.linksOf(b), b)
+	return switched
 }
 
 func (n *nvmlGPUInfo) linksOf(busID string) []nvml.NVLink {
@@ -117,8 +125,9 @@ func (n *nvmlGPUInfo) linksOf(busID string) []nvml.NVLink {
 // countNVLinks is how many of a's active NVLinks join it to the GPU b:
 // links whose far end is b, or, where a's links end at NVSwitches, links
 // into a switch that b is attached to too (nvidia-smi topo -m reports
-// NV18 between any two GPUs of a DGX H100 this way).
-func countNVLinks(a, b []nvml.NVLink, bBus string) int {
+// NV18 between any two GPUs of a DGX H100 this way); switched says the
+// count is of the latter.
+func countNVLinks(a, b []nvml.NVLink, bBus string) (n int, switched bool) {
 	direct, shared := 0, 0
 	bRemotes := map[string]bool{}
 	for _, l := range b {
@@ -134,9 +143,9 @@ func countNVLinks(a, b []nvml.NVLink, bBus string) int {
 		}
 	}
 	if direct > 0 {
-		return direct
+		return direct, false
 	}
-	return shared
+	return shared, shared > 0
 }
 
 // normBusID puts a PCI bus ID in one form whatever the domain width and

@@ -22,8 +22,8 @@ func TestCountNVLinks(t *testing.T) {
 	}
 	// Two H200s joined directly by 18 links (the lent h200-x2 machine).
 	a, b := link("00000000:07:00.0", 18), link("00000000:06:00.0", 18)
-	if got := countNVLinks(a, b, "0000:07:00.0"); got != 18 {
-		t.Errorf("direct NV18: got %d", got)
+	if got, sw := countNVLinks(a, b, "0000:07:00.0"); got != 18 || sw {
+		t.Errorf("direct NV18: got %d, switched %v", got, sw)
 	}
 	// GPUs whose links all end at NVSwitches (DGX H100): 18 links into
 	// switches the peer reaches too.
@@ -34,11 +34,11 @@ func TestCountNVLinks(t *testing.T) {
 			sw2 = append(sw2, nvml.NVLink{Link: i*6 + j, RemoteBusID: bus})
 		}
 	}
-	if got := countNVLinks(sw1, sw2, "0000:1b:00.0"); got != 18 {
-		t.Errorf("through NVSwitch: got %d, want 18", got)
+	if got, sw := countNVLinks(sw1, sw2, "0000:1b:00.0"); got != 18 || !sw {
+		t.Errorf("through NVSwitch: got %d, switched %v, want 18 and switched", got, sw)
 	}
-	if got := countNVLinks(a, nil, "0000:09:00.0"); got != 0 {
-		t.Errorf("unrelated GPU: got %d", got)
+	if got, sw := countNVLinks(a, nil, "0000:09:00.0"); got != 0 || sw {
+		t.Errorf("unrelated GPU: got %d, switched %v", got, sw)
 	}
 	if normBusID("00000000:1A:00.0") != normBusID("0000:1a:00.0") {
 		t.Error("bus IDs of different domain width or case differ")

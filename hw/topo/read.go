@@ -632,7 +632,11 @@ func (r *reader) readGPUs(gi GPUInfo) {
 	for i, a := range r.t.GPUs {
 		for _, b := range r.t.GPUs[i+1:] {
 			if n := gi.NVLinks(string(a.BDF), string(b.BDF)); n > 0 {
-				r.t.NVLinks = append(r.t.NVLinks, NVLink{A: a.BDF, B: b.BDF, Links: n})
+				nl := NVLink{A: a.BDF, B: b.BDF, Links: n}
+				if si, ok := gi.(NVSwitchInfo); ok {
+					nl.NVSwitch = si.NVLinksSwitched(string(a.BDF), string(b.BDF))
+				}
+				r.t.NVLinks = append(r.t.NVLinks, nl)
 			}
 		}
 	}

@@ -275,6 +275,17 @@ type NVLink struct {
 	A     BDF `json:"a"`
 	B     BDF `json:"b"`
 	Links int `json:"links"`
+	// NVSwitch: the links go from each GPU to NVSwitches both attach to,
+	// not from one GPU to the other (an HGX baseboard): a GPU's links
+	// then carry its traffic to every peer together.
+	NVSwitch bool `json:"nvswitch,omitempty"`
+}
+
+// NVSwitchInfo is what a GPUInfo that knows where each NVLink ends
+// also says: whether the links it counts between two GPUs go through
+// NVSwitches.
+type NVSwitchInfo interface {
+	NVLinksSwitched(a, b string) bool
 }
 
 // GPUInfo is what a GPU driver (NVML) knows that sysfs does not. Bus IDs
