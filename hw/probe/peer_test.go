@@ -52,14 +52,7 @@ func TestPeerMeasurements(t *testing.T) {
 		}
 	}
 
-	var out bytes.Buffer
-	if err := rep.WriteNVBandwidth(&out); err != nil {
-		t.Fatal(err)
-	}
-	var doc nvbRoot
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := nvbDocOf(t, rep)
 	found := 0
 	for _, tc := range doc.NVBandwidth.Testcases {
 		switch tc.Name {
@@ -132,14 +125,7 @@ func TestPeerPointerChase(t *testing.T) {
 			t.Errorf("GPU %d: the peer chase's layout %d/%d, the device's %+v", gi, m.SizeBytes, m.StrideBytes, dev)
 		}
 	}
-	var out bytes.Buffer
-	if err := rep.WriteNVBandwidth(&out); err != nil {
-		t.Fatal(err)
-	}
-	var doc nvbRoot
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := nvbDocOf(t, rep)
 	found := false
 	for _, tc := range doc.NVBandwidth.Testcases {
 		if tc.Name != "device_to_device_latency_sm" {
@@ -167,4 +153,18 @@ func TestPeerPointerChase(t *testing.T) {
 	if n := len(rep.GPUs[0].Find(FamilyLatency, MemPeer.String(), "")); n != 0 {
 		t.Errorf("%d peer latency rows without peer access", n)
 	}
+}
+
+// nvbDocOf is rep written in nvbandwidth's layout and read back.
+func nvbDocOf(t *testing.T, rep *Report) nvbRoot {
+	t.Helper()
+	var out bytes.Buffer
+	if err := rep.WriteNVBandwidth(&out); err != nil {
+		t.Fatal(err)
+	}
+	var doc nvbRoot
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }

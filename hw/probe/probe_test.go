@@ -695,14 +695,7 @@ func TestNVBandwidthLatencyAndBidir(t *testing.T) {
 			t.Errorf("bidir per_direction %q: %+v", k, s)
 		}
 	}
-	var out bytes.Buffer
-	if err := rep.WriteNVBandwidth(&out); err != nil {
-		t.Fatal(err)
-	}
-	var doc nvbRoot
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := nvbDocOf(t, rep)
 	chase := g.Find(FamilyLatency, "mapped", H2D)
 	if len(chase) != 1 {
 		t.Fatalf("%d mapped pointer chases", len(chase))
