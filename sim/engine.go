@@ -303,8 +303,7 @@ func (e *Engine) run(ev *event, limit Time, stop uint64) {
 // would have done.
 func (e *Engine) skipAhead(n uint64, d Time) bool {
 	t := e.now + d
-	if n == 0 || e.fired >= e.loop.stop || e.loop.stop-e.fired < n || !sleepShortcut || t > e.loop.limit || t < e.now ||
-		len(e.queue) > 0 && e.queue[0].at <= t || e.laneHead < len(e.lane) || e.ahead != nil && e.aheadAt <= t {
+	if n == 0 || e.loop.stop-e.fired < n || !sleepShortcut || t < e.now || !e.nextAt(t) {
 		return false
 	}
 	e.seq += n
@@ -312,6 +311,16 @@ func (e *Engine) skipAhead(n uint64, d Time) bool {
 	e.fired += n
 	e.shortcuts += n
 	return true
+}
+
+// nextAt reports whether the run loop under way would run an event at t
+// (not before now) next: its event budget is not spent, t is within its
+// limit, and no event of the heap, the lane or a process running ahead
+// is due by t. (Small enough to be inlined: Sleep asks it on every
+// sleep.)
+func (e *Engine) nextAt(t Time) bool {
+	return e.fired < e.loop.stop && t <= e.loop.limit && e.laneHead == len(e.lane) &&
+		(len(e.queue) == 0 || e.queue[0].at > t) && (e.ahead == nil || e.aheadAt > t)
 }
 
 // RunsNext and TakeNext let a component do work of its own that it would
@@ -334,8 +343,7 @@ func (e *Engine) skipAhead(n uint64, d Time) bool {
 // (those due by then were all scheduled before it, and so would run
 // first).
 func (e *Engine) RunsNext(t Time) bool {
-	if t < e.now || e.running != nil || e.fired >= e.loop.stop || t > e.loop.limit || e.laneHead < len(e.lane) ||
-		len(e.queue) > 0 && e.queue[0].at <= t || e.ahead != nil && e.aheadAt <= t {
+	if t < e.now || e.running != nil || !e.nextAt(t) {
 		return false
 	}
 	e.seq++

@@ -203,8 +203,7 @@ func (p *Proc) Sleep(d Time) {
 		// skipAhead's tests of n, on the path most sleeps of a hot
 		// model take.
 		p.cpu += d
-		if t := e.now + d; t > e.now && e.fired < e.loop.stop && t <= e.loop.limit && sleepShortcut &&
-			e.laneHead == len(e.lane) && (len(e.queue) == 0 || e.queue[0].at > t) && (e.ahead == nil || e.aheadAt > t) {
+		if t := e.now + d; t > e.now && sleepShortcut && e.nextAt(t) {
 			e.seq++
 			e.now = t
 			e.fired++
